@@ -1,0 +1,3 @@
+from specviz.app.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The application: main window, wiring, worker threads, settings, command line."""

@@ -1,0 +1,161 @@
+"""`specviz run`: decode one prompt headless, streaming coloured tokens or printing JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..engines import events as ev
+from ..engines.compare import compare
+from ..engines.errors import SpecvizError
+from ..engines.oracles.none import NoOracle
+from ..engines.session import RunSettings, Session, warm_up
+from ..engines.trace import TraceWriter, machine_info
+from . import options
+from .console import EventPrinter, summary_line
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="decode a prompt headless (plainly or speculatively)",
+                       description="Decode a prompt, streaming the text as it comes.")
+    options.add_model_args(p)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+    options.add_decoding_args(p)
+    options.add_oracle_args(p)
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
+    out.add_argument("--baseline", action="store_true",
+                     help="also decode plainly in the same process and report the speedup")
+    out.add_argument("--show-rejected", action="store_true",
+                     help="print rejected draft tokens struck through")
+    p.set_defaults(func=run)
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt_file:
+        try:
+            return args.prompt_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecvizError(f"cannot read prompt file {args.prompt_file}: {exc.strerror}")
+    if args.prompt is None:
+        raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
+    return args.prompt
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = RunSettings(prompt=read_prompt(args), chat=args.chat, system=args.system,
+                           k=args.k if args.oracle != "none" else 0,
+                           max_tokens=args.max_tokens, params=options.sampling(args),
+                           stop=tuple(args.stop))
+    target = options.load_target(args)
+    oracle = options.build_oracle(args.oracle, args, target)
+    session = Session(target, oracle, settings)
+    warm_up(target, session.prompt_ids)
+    printer = EventPrinter(show_rejected=args.show_rejected)
+    steps = _drive(session, None if args.json else printer, args, target)
+    summary = session.summary
+    result = _result(args, target, summary)
+    if args.baseline:
+        result.update(_baseline(target, settings, steps, summary))
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_footer(printer, summary, result)
+    oracle.close()
+    return 0
+
+
+def _drive(session: Session, printer: EventPrinter | None, args, target) -> list[ev.StepEvent]:
+    writer = TraceWriter(args.trace, _header(args, session, target)) if args.trace else None
+    steps: list[ev.StepEvent] = []
+    try:
+        for event in session:
+            if writer:
+                writer.write(event)
+            if isinstance(event, ev.StepEvent):
+                steps.append(event)
+                if printer:
+                    printer.step(event)
+    except KeyboardInterrupt:
+        session.stop()
+        raise
+    finally:
+        if writer:
+            writer.close()
+    return steps
+
+
+def _baseline(target, settings: RunSettings, steps, summary: ev.SummaryEvent) -> dict:
+    plain = Session(target, NoOracle(), RunSettings(**{**settings.__dict__, "k": 0}))
+    plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
+    base = plain.summary
+    cmp = compare(steps, plain_steps)
+    out = {
+        "baseline_tok_per_s": round(base.tok_per_s, 3),
+        "speedup": round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s else None,
+        "identical_to_baseline": cmp.identical and summary.text == base.text,
+    }
+    if not cmp.identical:
+        out["divergence"] = cmp.to_dict()
+    return out
+
+
+def _result(args, target, summary: ev.SummaryEvent) -> dict:
+    t = summary.totals
+    return {
+        "text": summary.text,
+        "tokens": t.tokens,
+        "wall_s": round(summary.wall_ms / 1000, 4),
+        "prefill_s": round(summary.prefill_ms / 1000, 4),
+        "tok_per_s": round(summary.tok_per_s, 3),
+        "reason": summary.reason,
+        "target": args.target,
+        "backend": target.name,
+        "device": target.device,
+        "oracle": args.oracle,
+        "k": args.k if args.oracle != "none" else 0,
+        "steps": t.steps,
+        "proposed": t.proposed,
+        "accepted": t.accepted,
+        "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
+        "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
+    }
+
+
+def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:
+    print(file=sys.stdout, flush=True)
+    line = summary_line(summary)
+    if "speedup" in result:
+        same = "identical" if result["identical_to_baseline"] else "DIFFERENT"
+        line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s, speedup "
+                 f"{result['speedup']:.2f}x, output {same}")
+    print(line, file=sys.stderr)
+    if "divergence" in result:
+        print(f"note: {result['divergence'].get('note', '')}", file=sys.stderr)
+    if printer.colour:
+        print(printer.legend(), file=sys.stderr)
+
+
+def _header(args, session: Session, target) -> dict:
+    from ..engines.models import describe
+
+    return {
+        "target": describe(args.target),
+        "draft": describe(args.draft) if args.oracle == "draft" else None,
+        "backend": target.name,
+        "device": target.device,
+        "oracle": args.oracle,
+        "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
+                     "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed,
+                     "chat": args.chat},
+        "prompt": session.settings.prompt,
+        "prompt_text": session.prompt_text,
+        "prompt_ids": session.prompt_ids,
+        "token_chars": session.token_chars,
+        "machine": machine_info(),
+    }

@@ -1,0 +1,1 @@
+"""Engines: model backends, oracles, verification, sessions, events, traces (no Qt)."""

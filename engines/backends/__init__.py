@@ -1,0 +1,39 @@
+"""Model backends the speculative engine drives: llama.cpp and transformers/torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Backend
+
+BACKENDS = ("llama", "transformers")
+
+
+def load_backend(
+    kind: str,
+    model_path: str | Path,
+    *,
+    device: str | None = None,
+    threads: int | None = None,
+    n_ctx: int = 4096,
+) -> Backend:
+    """Load `model_path` (a .gguf file, or a model folder for transformers) on `kind`."""
+    if kind == "llama":
+        from .llama import LlamaBackend
+
+        if Path(model_path).is_dir():
+            from ..errors import BackendError
+
+            raise BackendError(
+                f"{model_path} is a model folder; the llama backend needs a .gguf file "
+                "(use --backend transformers)"
+            )
+        return LlamaBackend(model_path, n_ctx=n_ctx, threads=threads, device=device)
+    if kind == "transformers":
+        from .hf import TransformersBackend
+
+        return TransformersBackend(model_path, device=device, threads=threads)
+    raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
+
+
+__all__ = ["BACKENDS", "Backend", "load_backend"]

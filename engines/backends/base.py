@@ -1,0 +1,164 @@
+"""The one interface the speculative engine drives.
+
+A backend owns a model and its KV cache. The engine appends tokens with `forward`, reads
+logits for the positions it asks for, and rolls the cache back with `truncate` after a
+rejection. Everything else (sampling, verification, detokenisation) lives outside the
+backend so that both implementations behave identically.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..chat import render_chat
+from ..errors import ContextOverflow
+
+
+class Backend(ABC):
+    """A causal LM with a rollback-able cache of the tokens it has processed."""
+
+    name: str  # "llama" or "transformers"
+    device: str  # "cpu", "cuda", "mps", ...
+    model_path: str
+
+    def __init__(self) -> None:
+        self._tokens: list[int] = []  # what the cache holds, in order
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    @abstractmethod
+    def n_ctx(self) -> int:
+        """Context length the cache can hold."""
+
+    @property
+    @abstractmethod
+    def n_vocab(self) -> int:
+        """Rows of the logits (may exceed the tokenizer's real vocabulary: padding)."""
+
+    @property
+    @abstractmethod
+    def bos_id(self) -> int | None: ...
+
+    @property
+    @abstractmethod
+    def eos_ids(self) -> frozenset[int]:
+        """Tokens that end generation (EOS and end-of-turn)."""
+
+    @property
+    @abstractmethod
+    def chat_template(self) -> str | None:
+        """The model's Jinja chat template, if it ships one."""
+
+    @property
+    def tokens(self) -> list[int]:
+        """A copy of the tokens held in the cache."""
+        return list(self._tokens)
+
+    @property
+    def n_past(self) -> int:
+        return len(self._tokens)
+
+    # ------------------------------------------------------------ text
+
+    @abstractmethod
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        """Text to token ids; `add_special` adds BOS where the model wants one."""
+
+    @abstractmethod
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes of one token (may be an incomplete UTF-8 sequence)."""
+
+    @abstractmethod
+    def token_text_raw(self, token_id: int) -> str:
+        """The token as the vocabulary spells it (for comparing vocabularies)."""
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
+
+    def is_special(self, token_id: int) -> bool:
+        """Control tokens are not printed as text."""
+        return False
+
+    def format_prompt(self, user_text: str, chat: bool, system: str | None = None) -> str:
+        """The text the model is fed: the chat template around `user_text`, or it as is."""
+        if not chat or not self.chat_template:
+            return user_text
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": user_text}
+        ]
+        bos = self.token_text_raw(self.bos_id) if self.bos_id is not None else ""
+        eos = self.token_text_raw(min(self.eos_ids)) if self.eos_ids else ""
+        return render_chat(self.chat_template, messages, bos_token=bos, eos_token=eos)
+
+    def encode_prompt(self, prompt_text: str, chat: bool) -> list[int]:
+        """Token ids of a formatted prompt: with a template the BOS is in the text already."""
+        ids = self.tokenize(prompt_text, add_special=True)
+        if chat and self.bos_id is not None and ids[:2] == [self.bos_id, self.bos_id]:
+            ids = ids[1:]  # templates that write the BOS themselves
+        return ids
+
+    # ------------------------------------------------------------ cache
+
+    def forward(self, tokens: Sequence[int], logits: str | int = "last") -> np.ndarray:
+        """Append `tokens` to the cache; return float32 logits of shape (rows, n_vocab).
+
+        `logits` is "last" (one row), "all" (a row per token: a verification batch), or an
+        int n for the last n tokens.
+        """
+        if not tokens:
+            raise ValueError("forward() needs at least one token")
+        if self.n_past + len(tokens) > self.n_ctx:
+            raise ContextOverflow(
+                f"context full: {self.n_past} + {len(tokens)} tokens exceed the model's "
+                f"context of {self.n_ctx}"
+            )
+        n_rows = {"last": 1, "all": len(tokens)}.get(logits, logits)  # type: ignore[arg-type]
+        if not isinstance(n_rows, int) or not 0 < n_rows <= len(tokens):
+            raise ValueError(f"bad logits request {logits!r} for {len(tokens)} tokens")
+        out = self._forward(list(tokens), n_rows)
+        self._tokens.extend(tokens)
+        return out
+
+    def truncate(self, n: int) -> None:
+        """Roll the cache back so it holds only its first `n` tokens."""
+        if n < self.n_past:
+            self._truncate(n)
+            del self._tokens[n:]
+
+    def sync(self, context: Sequence[int], logits: str | int = "last") -> np.ndarray | None:
+        """Make the cache hold `context`: keep the common prefix, forward the rest.
+
+        Returns the logits asked for, or None when nothing had to be forwarded. Drafters use
+        this so they need not track the target's rollbacks.
+        """
+        common = _common_prefix(self._tokens, context)
+        if common == len(context) and common == self.n_past:
+            return None
+        if common == len(context):  # context is a prefix of the cache: re-run its last token
+            common -= 1
+        self.truncate(common)
+        return self.forward(context[common:], logits)
+
+    def reset(self) -> None:
+        self.truncate(0)
+
+    @abstractmethod
+    def _forward(self, tokens: list[int], n_rows: int) -> np.ndarray: ...
+
+    @abstractmethod
+    def _truncate(self, n: int) -> None: ...
+
+    def close(self) -> None:
+        """Free the model (idempotent)."""
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -1,0 +1,228 @@
+"""The llama.cpp backend, through llama-cpp-python's low-level (C API) bindings.
+
+Why the low-level API and not `llama_cpp.Llama`: verification needs logits for exactly the
+rows of a batch it asks for, and rollback of the cache after a rejection. The high-level
+class offers either one row or `logits_all`, which keeps n_ctx x vocab floats around.
+Here a batch asks for logits only where needed, and rollback is one `llama_memory_seq_rm`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BackendError
+from .base import Backend
+
+SEQ = 0  # the single sequence id this backend uses
+
+
+def _llama():
+    """Import llama_cpp once, quietly (its C logging would fill the terminal)."""
+    try:
+        import llama_cpp
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BackendError(f"llama-cpp-python is not installed ({exc}); pip install specviz") from None
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+    if not getattr(_llama, "ready", False):
+        _quiet_logs(llama_cpp)
+        llama_cpp.llama_backend_init()
+        _llama.ready = True
+    return llama_cpp
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+def _log_errors_only(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    if level == 4 and text:  # GGML_LOG_LEVEL_ERROR
+        logging.getLogger("specviz.llama").error(text.decode("utf-8", "replace").rstrip())
+
+
+def _quiet_logs(llama_cpp) -> None:
+    llama_cpp.llama_log_set(_log_errors_only, ctypes.c_void_p(0))
+
+
+def default_threads() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class LlamaBackend(Backend):
+    name = "llama"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        n_ctx: int = 4096,
+        threads: int | None = None,
+        n_batch: int = 512,
+        device: str | None = None,
+        n_gpu_layers: int | None = None,
+    ) -> None:
+        super().__init__()
+        lib = self._lib = _llama()
+        path = Path(model_path)
+        if not path.is_file():
+            raise BackendError(f"model file not found: {path}")
+        self.model_path = str(path)
+        self.device, gpu_layers = _pick_device(lib, device, n_gpu_layers)
+        self.threads = threads or default_threads()
+        self._model = _load_model(lib, path, gpu_layers)
+        self._vocab = lib.llama_model_get_vocab(self._model)
+        self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
+        self._n_batch = n_batch
+        self._ctx = self._new_context(n_ctx)
+        self._mem = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(n_batch, 0, 1)
+        self._pieces: dict[int, bytes] = {}
+        self._eos = frozenset(t for t in range(self._n_vocab)
+                              if lib.llama_vocab_is_eog(self._vocab, t))
+
+    def _new_context(self, n_ctx: int):
+        lib = self._lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = min(n_ctx, lib.llama_model_n_ctx_train(self._model)) or n_ctx
+        params.n_batch = params.n_ubatch = self._n_batch
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = self.threads
+        params.no_perf = True
+        ctx = lib.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise BackendError(f"llama.cpp could not create a context of {n_ctx} tokens")
+        return ctx
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self._lib.llama_n_ctx(self._ctx))
+
+    @property
+    def n_vocab(self) -> int:
+        return int(self._n_vocab)
+
+    @property
+    def bos_id(self) -> int | None:
+        bos = self._lib.llama_vocab_bos(self._vocab)
+        return int(bos) if bos >= 0 else None
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return self._eos
+
+    @property
+    def chat_template(self) -> str | None:
+        raw = self._lib.llama_model_chat_template(self._model, None)
+        return raw.decode("utf-8") if raw else None
+
+    # ------------------------------------------------------------ text
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        size = len(data) + 8
+        while True:
+            out = (self._lib.llama_token * size)()
+            n = self._lib.llama_tokenize(self._vocab, data, len(data), out, size, add_special, True)
+            if n >= 0:
+                return list(out[:n])
+            size = -n
+
+    def token_bytes(self, token_id: int) -> bytes:
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            piece = self._pieces[token_id] = self._piece(token_id)
+        return piece
+
+    def _piece(self, token_id: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = self._lib.llama_token_to_piece(self._vocab, token_id, buf, 64, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._lib.llama_token_to_piece(self._vocab, token_id, buf, -n, 0, False)
+        return buf.raw[:n]
+
+    def token_text_raw(self, token_id: int) -> str:
+        raw = self._lib.llama_vocab_get_text(self._vocab, token_id)
+        return raw.decode("utf-8", "replace") if raw else ""
+
+    def is_special(self, token_id: int) -> bool:
+        return bool(self._lib.llama_vocab_is_control(self._vocab, token_id))
+
+    # ------------------------------------------------------------ cache
+
+    def _forward(self, tokens: list[int], n_rows: int) -> np.ndarray:
+        out = np.empty((n_rows, self._n_vocab), dtype=np.float32)
+        first_row = len(tokens) - n_rows
+        for start in range(0, len(tokens), self._n_batch):
+            chunk = tokens[start : start + self._n_batch]
+            want = [start + i >= first_row for i in range(len(chunk))]
+            self._decode(chunk, self.n_past + start, want)
+            for i, wanted in enumerate(want):
+                if wanted:
+                    out[start + i - first_row] = self._logits_row(i)
+        return out
+
+    def _decode(self, chunk: list[int], pos0: int, want: list[bool]) -> None:
+        b = self._batch
+        b.n_tokens = len(chunk)
+        for i, tok in enumerate(chunk):
+            b.token[i] = tok
+            b.pos[i] = pos0 + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = SEQ
+            b.logits[i] = want[i]
+        ret = self._lib.llama_decode(self._ctx, b)
+        if ret != 0:
+            raise BackendError(f"llama_decode failed (code {ret}) at position {pos0}")
+
+    def _logits_row(self, i: int) -> np.ndarray:
+        ptr = self._lib.llama_get_logits_ith(self._ctx, i)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+
+    def _truncate(self, n: int) -> None:
+        if not self._lib.llama_memory_seq_rm(self._mem, SEQ, n, -1):
+            raise BackendError(f"llama.cpp could not roll its cache back to {n} tokens")
+
+    def close(self) -> None:
+        lib = self._lib
+        if getattr(self, "_batch", None) is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if getattr(self, "_ctx", None):
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            lib.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str, int]:
+    """llama.cpp runs on the CPU unless it was built with a GPU backend and one is asked for."""
+    gpu = bool(lib.llama_supports_gpu_offload())
+    if device in (None, "", "auto"):
+        device = "gpu" if gpu and n_gpu_layers != 0 else "cpu"
+    if device == "cpu":
+        return "cpu", 0
+    if not gpu:
+        raise BackendError(
+            f"device {device!r} is not available to llama.cpp here (this build has no GPU "
+            "support); available: cpu"
+        )
+    return device, 999 if n_gpu_layers is None else n_gpu_layers
+
+
+def _load_model(lib, path: Path, gpu_layers: int):
+    params = lib.llama_model_default_params()
+    params.n_gpu_layers = gpu_layers
+    model = lib.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise BackendError(f"llama.cpp could not load {path}: not a valid GGUF model file")
+    return model

@@ -1,0 +1,229 @@
+"""Step events: one immutable record per verification step.
+
+This is the spine of specviz. The session emits these records, the GUI draws them, traces
+store them (one JSON object per line) and the benchmark sums them. Keep this the only
+definition: anything that needs to know what happened in a step reads it from here.
+
+A step, in the engine's terms: the oracle proposes up to K tokens; the target verifies the
+pending token plus the proposal in one forward pass; the longest acceptable prefix is kept,
+and the target contributes one token of its own (the correction after a rejection, or the
+bonus token after a full acceptance; for plain decoding it is the only token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Where a proposed token came from. The GUI colours by it; the benchmark groups by it.
+SOURCES = ("draft", "prompt", "ngram", "rule", "lookahead", "medusa", "early-exit", "tree")
+
+# Why the target's own token was produced.
+TARGET_PLAIN = "plain"  # plain decoding: nothing was proposed
+TARGET_CORRECTION = "correction"  # replaces the first rejected proposal
+TARGET_BONUS = "bonus"  # every proposal was accepted; the target adds one more
+
+# Why a proposed token was rejected.
+REJECT_MISMATCH = "mismatch"  # greedy: not the target's argmax
+REJECT_SAMPLED = "sampled"  # sampling: the uniform draw exceeded min(1, p/q)
+REJECT_AFTER = "after-rejection"  # came after the first rejected token, never judged
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Where a copied token came from: token and character offsets, half-open.
+
+    `tok_*` index the context (prompt tokens followed by generated tokens). `chr_*` are
+    character offsets into the rendered prompt text when the source lies inside the
+    prompt, else None (copied from the model's own earlier output).
+    """
+
+    tok_start: int
+    tok_end: int
+    chr_start: int | None = None
+    chr_end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposedToken:
+    """One token an oracle proposed, and what verification made of it."""
+
+    id: int
+    text: str  # its text piece (lossy for a byte-level piece that is not valid UTF-8 alone)
+    source: str  # one of SOURCES
+    accepted: bool
+    p_draft: float | None = None  # the oracle's probability, where it has one
+    p_target: float | None = None  # the target's probability of this token at this position
+    reject_reason: str | None = None  # REJECT_*, for rejected tokens
+    accept_prob: float | None = None  # sampling: min(1, p/q) for the judged token
+    draw: float | None = None  # sampling: the uniform draw compared with accept_prob
+    span: Span | None = None  # provenance of a copied token
+    detail: str | None = None  # oracle-specific label, e.g. the heuristic rule's name
+
+
+@dataclass(frozen=True, slots=True)
+class TargetToken:
+    """The token the target produced itself at the end of the step."""
+
+    id: int
+    text: str
+    kind: str  # TARGET_PLAIN, TARGET_CORRECTION or TARGET_BONUS
+    p_target: float
+    margin: float  # top-1 minus top-2 logit: small values mark near-ties (numerics-sensitive)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Milliseconds spent in this step."""
+
+    draft_ms: float
+    verify_ms: float
+    other_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.draft_ms + self.verify_ms + self.other_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Running totals after this step (everything since the start of generation)."""
+
+    tokens: int  # tokens emitted
+    steps: int  # verification steps = target forward passes while generating
+    proposed: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    other_ms: float
+
+    @property
+    def compute_ms(self) -> float:
+        return self.draft_ms + self.verify_ms + self.other_ms
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted / proposed (None when nothing was proposed)."""
+        return self.accepted / self.proposed if self.proposed else None
+
+    @property
+    def mean_accepted_tokens(self) -> float:
+        """Spec-Bench's figure: tokens emitted per target forward pass (1.00 for plain decoding)."""
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def tok_per_s(self) -> float:
+        return self.tokens / (self.compute_ms / 1000.0) if self.compute_ms > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """One verification step."""
+
+    step: int  # 0-based
+    oracle: str
+    k: int  # K asked of the oracle for this step
+    position: int  # context length (prompt + generated) before this step
+    proposed: tuple[ProposedToken, ...]
+    target: TargetToken
+    text: str  # text emitted by this step (accepted proposals + target token), UTF-8 safe
+    timing: Timing
+    totals: Totals
+    kind: str = field(default="step", init=False)
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(1 for t in self.proposed if t.accepted)
+
+    @property
+    def accepted(self) -> tuple[ProposedToken, ...]:
+        return tuple(t for t in self.proposed if t.accepted)
+
+    @property
+    def rejected(self) -> tuple[ProposedToken, ...]:
+        return tuple(t for t in self.proposed if not t.accepted)
+
+    @property
+    def emitted_ids(self) -> list[int]:
+        return [t.id for t in self.accepted] + [self.target.id]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryEvent:
+    """The last record of a run."""
+
+    oracle: str
+    reason: str  # eos | max-tokens | stop-string | stopped | error
+    text: str
+    totals: Totals
+    prefill_ms: float
+    wall_ms: float  # prompt processing + generation, as a person waits for it
+    error: str | None = None
+    kind: str = field(default="summary", init=False)
+
+    @property
+    def tok_per_s(self) -> float:
+        return self.totals.tok_per_s
+
+
+Event = StepEvent | SummaryEvent
+
+
+# ---------------------------------------------------------------- serialisation
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    """A plain dict of the event (JSON-ready); None-valued optional fields are dropped."""
+    return _strip_none(dataclasses.asdict(event))
+
+
+def to_json(event: Event) -> str:
+    return json.dumps(to_dict(event), ensure_ascii=False, separators=(",", ":"))
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event from `to_dict` output. Raises ValueError on a malformed record."""
+    try:
+        kind = data["kind"]
+        if kind == "step":
+            return _step_from_dict(data)
+        if kind == "summary":
+            return _summary_from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"malformed {data.get('kind', 'event')!s} record: {exc!r}") from None
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+def _step_from_dict(d: dict[str, Any]) -> StepEvent:
+    proposed = tuple(
+        ProposedToken(**{**p, "span": Span(**p["span"]) if p.get("span") else None})
+        for p in d["proposed"]
+    )
+    return StepEvent(
+        step=d["step"],
+        oracle=d["oracle"],
+        k=d["k"],
+        position=d["position"],
+        proposed=proposed,
+        target=TargetToken(**d["target"]),
+        text=d["text"],
+        timing=Timing(**d["timing"]),
+        totals=Totals(**d["totals"]),
+    )
+
+
+def _summary_from_dict(d: dict[str, Any]) -> SummaryEvent:
+    fields = {k: v for k, v in d.items() if k not in ("kind", "totals")}
+    return SummaryEvent(totals=Totals(**d["totals"]), **fields)
+
+
+def _strip_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_strip_none(v) for v in value]
+    return value

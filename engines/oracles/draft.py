@@ -1,0 +1,81 @@
+"""A smaller model of the same vocabulary drafts K tokens, one forward each.
+
+The draft model keeps its own cache; `Backend.sync` rolls it back to the common prefix with
+the context, so a rejection on the target side needs no bookkeeping here. Greedy drafting
+proposes the argmax; sampled drafting samples from the draft's processed distribution and
+returns it (q) for rejection sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..backends.base import Backend
+from ..errors import IncompatibleModels
+from ..sampling import distribution, prob_of, sample
+from .base import Oracle, Proposal
+
+# Vocabulary sizes may differ by padding rows (llama.cpp's speculative example allows 128).
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+
+
+class DraftModelOracle(Oracle):
+    name = "draft"
+    source = "draft"
+
+    def __init__(self, draft: Backend, target: Backend | None = None, p_min: float = 0.0):
+        super().__init__()
+        self.draft = draft
+        self.p_min = p_min  # stop drafting when the draft's own confidence falls below this
+        if target is not None:
+            check_compatible(target, draft)
+
+    def knobs(self) -> dict[str, float | int]:
+        return {"p_min": self.p_min}
+
+    def propose(self, context: Sequence[int], k: int) -> Proposal:
+        params, rng = self.run.params, self.run.rng
+        logits = self.draft.sync(context)[-1]
+        tokens: list[int] = []
+        q_rows: list[np.ndarray] = []
+        p_draft: list[float] = []
+        for i in range(k):
+            q = distribution(logits, params) if not params.greedy else None
+            token = sample(q, rng) if q is not None else int(np.argmax(logits))
+            p = float(q[token]) if q is not None else prob_of(logits, token)
+            if token in self.run.eos_ids or (i > 0 and p < self.p_min):
+                break
+            tokens.append(token)
+            p_draft.append(p)
+            if q is not None:
+                q_rows.append(q)
+            if i + 1 < k:
+                logits = self.draft.forward([token])[-1]
+        return Proposal(tokens, self.source, q_rows or None, p_draft)
+
+    def close(self) -> None:
+        self.draft.close()
+
+
+def check_compatible(target: Backend, draft: Backend) -> None:
+    """Refuse a draft whose vocabulary differs from the target's, saying what differs."""
+    n_t, n_d = target.n_vocab, draft.n_vocab
+    if abs(n_t - n_d) > MAX_VOCAB_SIZE_DIFFERENCE:
+        raise IncompatibleModels(
+            f"draft vocabulary has {n_d} tokens, the target's {n_t}: they do not share a "
+            "tokenizer (pick a draft of the same family)"
+        )
+    for tid in range(min(n_t, n_d)):
+        a, b = target.token_text_raw(tid), draft.token_text_raw(tid)
+        if a != b:
+            raise IncompatibleModels(
+                f"draft and target tokenizers differ at token {tid}: {b!r} (draft) vs "
+                f"{a!r} (target)"
+            )
+    if target.eos_ids.isdisjoint(draft.eos_ids):
+        raise IncompatibleModels(
+            f"draft and target end-of-text tokens differ: {sorted(draft.eos_ids)} vs "
+            f"{sorted(target.eos_ids)}"
+        )

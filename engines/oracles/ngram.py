@@ -1,0 +1,97 @@
+"""An n-gram cache over the context, in the manner of llama.cpp's lookup example.
+
+Counts, for n-grams of 1..max_ngram tokens, which token followed them. Drafting extends the
+context one token at a time with the most frequent continuation of the longest n-gram seen
+often enough, and stops at the first position where no n-gram is confident. A corpus file
+can seed a static cache that is consulted when the context has no confident answer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from .base import Oracle, Proposal, RunContext
+
+NGram = tuple[int, ...]
+
+
+class NGramCache:
+    """Continuation counts for n-grams of sizes min_n..max_n."""
+
+    def __init__(self, min_n: int, max_n: int) -> None:
+        self.min_n, self.max_n = min_n, max_n
+        self.counts: dict[NGram, Counter[int]] = defaultdict(Counter)
+
+    def add(self, tokens: Sequence[int], start: int = 0) -> None:
+        """Count continuations of every n-gram whose next token lies at index >= start."""
+        for nxt in range(max(start, 1), len(tokens)):
+            for n in range(self.min_n, min(self.max_n, nxt) + 1):
+                self.counts[tuple(tokens[nxt - n : nxt])][tokens[nxt]] += 1
+
+    def best(self, context: Sequence[int], min_count: int, min_share: float):
+        """(token, n, count, share) of the longest confident n-gram, or None."""
+        for n in range(min(self.max_n, len(context)), self.min_n - 1, -1):
+            counter = self.counts.get(tuple(context[-n:]))
+            if not counter:
+                continue
+            token, count = counter.most_common(1)[0]
+            share = count / sum(counter.values())
+            if count >= min_count and share >= min_share:
+                return token, n, count, share
+        return None
+
+
+class NGramOracle(Oracle):
+    name = "ngram"
+    source = "ngram"
+
+    def __init__(
+        self,
+        max_ngram: int = 4,
+        min_ngram: int = 1,
+        min_count: int = 1,
+        min_share: float = 0.5,
+        corpus_ids: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min n-gram ({min_ngram}) <= max n-gram ({max_ngram})")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.min_count, self.min_share = min_count, min_share
+        self._static = NGramCache(min_ngram, max_ngram)
+        if corpus_ids:
+            self._static.add(corpus_ids)
+        self._dynamic = NGramCache(min_ngram, max_ngram)
+        self._counted = 0
+
+    def start(self, run: RunContext) -> None:
+        super().start(run)
+        self._dynamic = NGramCache(self.min_ngram, self.max_ngram)
+        self._counted = 0
+
+    def knobs(self) -> dict[str, float | int]:
+        return {"min_count": self.min_count, "min_share": self.min_share}
+
+    def observe(self, context: Sequence[int]) -> None:
+        self._dynamic.add(context, self._counted)
+        self._counted = len(context)
+
+    def propose(self, context: Sequence[int], k: int) -> Proposal:
+        if self._counted < len(context):
+            self.observe(context)
+        work = list(context)
+        tokens: list[int] = []
+        details: list[str | None] = []
+        while len(tokens) < k:
+            hit = self._dynamic.best(work, self.min_count, self.min_share)
+            label = "context"
+            if hit is None:
+                hit, label = self._static.best(work, 1, self.min_share), "corpus"
+            if hit is None:
+                break
+            token, n, count, share = hit
+            tokens.append(token)
+            details.append(f"{label} {n}-gram, seen {count}x ({share:.0%})")
+            work.append(token)
+        return Proposal(tokens, self.source, details=details)

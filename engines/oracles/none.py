@@ -1,0 +1,14 @@
+"""Plain decoding: proposes nothing. The measured baseline every speedup is relative to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Oracle, Proposal
+
+
+class NoOracle(Oracle):
+    name = "none"
+
+    def propose(self, context: Sequence[int], k: int) -> Proposal:
+        return Proposal(source="draft")

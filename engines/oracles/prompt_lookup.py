@@ -1,0 +1,68 @@
+"""Prompt lookup decoding / inference with reference.
+
+Find the most recent earlier occurrence of the context's last n tokens (n from `max_ngram`
+down to `min_ngram`) in the prompt and the text so far, and propose the tokens that
+followed it. Each copied token carries the span it was copied from, so the GUI can link it
+back to its source.
+
+An index maps every n-gram to the position right after its latest occurrence, updated
+incrementally as the context grows, so a lookup costs O(max_ngram) whatever the length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Oracle, Proposal, RunContext
+
+
+class PromptLookupOracle(Oracle):
+    name = "prompt-lookup"
+    source = "prompt"
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        super().__init__()
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min n-gram ({min_ngram}) <= max n-gram ({max_ngram})")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self._index: dict[tuple[int, ...], int] = {}
+        self._indexed = 0  # context positions whose n-grams are in the index
+
+    def start(self, run: RunContext) -> None:
+        super().start(run)
+        self._index.clear()
+        self._indexed = 0
+
+    def knobs(self) -> dict[str, float | int]:
+        return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram}
+
+    def set_knob(self, name: str, value: float | int) -> None:
+        super().set_knob(name, value)
+        self._index.clear()  # n-gram sizes changed: rebuild lazily
+        self._indexed = 0
+
+    def propose(self, context: Sequence[int], k: int) -> Proposal:
+        self._extend_index(context)
+        for n in range(min(self.max_ngram, len(context) - 1), self.min_ngram - 1, -1):
+            start = self._index.get(tuple(context[-n:]))
+            if start is None:
+                continue
+            tokens = list(context[start : start + k])
+            if tokens:
+                spans = [self._span(i) for i in range(start, start + len(tokens))]
+                details = [f"{n}-gram match" for _ in tokens]
+                return Proposal(tokens, self.source, spans=spans, details=details)
+        return Proposal(source=self.source)
+
+    def _extend_index(self, context: Sequence[int]) -> None:
+        # Index n-grams that end before the last token: the suffix itself must not match
+        # itself, and its continuation would be empty anyway.
+        for end in range(self._indexed, len(context) - 1):
+            for n in range(self.min_ngram, self.max_ngram + 1):
+                if end + 1 >= n:
+                    self._index[tuple(context[end + 1 - n : end + 1])] = end + 1
+        self._indexed = max(self._indexed, len(context) - 1)
+
+    def _span(self, i: int):
+        return self.run.span(i, i + 1) if self.run else None

@@ -1,0 +1,78 @@
+"""Turning logits into a distribution, the same way for target and draft.
+
+Temperature and top-p must be applied identically to p (target) and q (draft): rejection
+sampling is lossless with respect to the *processed* target distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    # exp in float32 (fast on 150k-row vocabularies), normalised in float64 (sums to 1).
+    e = np.exp(logits - np.max(logits), dtype=np.float32).astype(np.float64)
+    return e / e.sum()
+
+
+def prob_of(logits: np.ndarray, token: int) -> float:
+    """softmax(logits)[token] without building the whole distribution in float64."""
+    m = np.max(logits)
+    return float(np.exp(logits[token] - m) / np.exp(logits - m, dtype=np.float32).sum())
+
+
+def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """The sampling distribution for one row of logits (float64, sums to 1)."""
+    if params.greedy:
+        p = np.zeros(logits.shape[-1])
+        p[int(np.argmax(logits))] = 1.0
+        return p
+    p = softmax(logits / params.temperature)
+    if params.top_p < 1.0:
+        p = _top_p(p, params.top_p)
+    return p
+
+
+def _top_p(p: np.ndarray, top_p: float) -> np.ndarray:
+    order = np.argsort(-p, kind="stable")
+    cumulative = np.cumsum(p[order])
+    keep = int(np.searchsorted(cumulative, top_p)) + 1  # smallest set with mass >= top_p
+    out = np.zeros_like(p)
+    out[order[:keep]] = p[order[:keep]]
+    return out / out.sum()
+
+
+def sample(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from a distribution (inverse CDF: one uniform per draw, reproducible)."""
+    cumulative = np.cumsum(p)
+    return int(min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"),
+                   len(p) - 1))
+
+
+def margin(logits: np.ndarray) -> float:
+    """Top-1 minus top-2 logit: how close the greedy choice was to a tie."""
+    best = int(np.argmax(logits))
+    top = logits[best]
+    logits[best] = -np.inf  # two linear scans beat a partition; restored below
+    second = np.max(logits)
+    logits[best] = top
+    return float(top - second)

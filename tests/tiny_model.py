@@ -1,0 +1,70 @@
+"""A tiny random-weight causal LM with a real byte-level BPE tokenizer, built in the test.
+
+No download: the tokenizer is trained on a few lines of text (with multi-byte characters, so
+some characters span several tokens), the model is a 2-layer Llama with random weights.
+A large init range makes the logits decisive, so greedy decoding has no near-ties that
+float32 rounding between batched and single-token forwards could flip.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "Speculative decoding lets a cheap oracle guess the next tokens.",
+    "El niño comió piñas en la montaña. Café, crème brûlée, naïve.",
+    "数据 模型 推理 速度 🚀 emoji ✨ test",
+    "for i in range(10):\n    print(i * i)\n",
+] * 20
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400) -> Path:
+    """Write tokenizer + model into `folder` and return it."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tk.train_from_iterator(CORPUS, trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        unk_token=None,
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(folder)
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.5,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    return folder

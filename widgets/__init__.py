@@ -1,0 +1,1 @@
+"""Reusable Qt widgets that draw step events; they never touch a model runtime."""
