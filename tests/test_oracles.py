@@ -1,0 +1,107 @@
+"""Oracles in isolation: what they propose, and where it came from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specviz.engines.errors import IncompatibleModels
+from specviz.engines.oracles.base import RunContext
+from specviz.engines.oracles.draft import check_compatible
+from specviz.engines.oracles.ngram import NGramOracle
+from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
+from specviz.engines.sampling import SamplingParams
+
+
+def run_context(prompt_ids, chars=None):
+    chars = chars or tuple((i * 2, i * 2 + 2) for i in range(len(prompt_ids)))
+    return RunContext(tuple(prompt_ids), "", chars, SamplingParams(), np.random.default_rng(0))
+
+
+def test_prompt_lookup_proposes_what_followed_the_latest_match():
+    prompt = [5, 6, 7, 8, 9, 1, 2, 6, 7, 3, 4]
+    oracle = PromptLookupOracle(max_ngram=2, min_ngram=1)
+    oracle.start(run_context(prompt))
+    context = prompt + [6, 7]  # "6 7" occurs at 1..2 and at 7..8: the latest wins
+    proposal = oracle.propose(context, 3)
+    assert proposal.tokens == [3, 4, 6]
+    spans = proposal.spans
+    assert [s.tok_start for s in spans] == [9, 10, 11]
+    assert (spans[0].chr_start, spans[0].chr_end) == (18, 20)  # inside the prompt: chars
+    assert spans[2].chr_start is None  # copied from generated text: no prompt chars
+
+
+def test_prompt_lookup_prefers_the_longest_ngram():
+    prompt = [1, 2, 3, 9, 7, 3, 8]
+    oracle = PromptLookupOracle(max_ngram=3, min_ngram=1)
+    oracle.start(run_context(prompt))
+    assert oracle.propose(prompt + [1, 2, 3], 2).tokens == [9, 7]  # not "3 -> 8"
+    assert oracle.propose(prompt + [4], 2).tokens == []  # no match at all
+
+
+def test_prompt_lookup_finds_the_answer_in_a_real_prompt(tiny_backend):
+    code = "def scale(values, factor):\n    return [v * factor for v in values]\n"
+    prompt_text = f"Add type hints.\n{code}\nAnswer:\n"
+    ids = tiny_backend.tokenize(prompt_text, False)
+    from specviz.engines.session import _token_chars
+
+    chars = _token_chars(tiny_backend, ids)
+    oracle = PromptLookupOracle(max_ngram=3)
+    oracle.start(RunContext(tuple(ids), prompt_text, chars, SamplingParams(),
+                            np.random.default_rng(0)))
+    # The answer starts by repeating the code: its first tokens match the prompt's.
+    j = next(i for i, (a, _) in enumerate(chars) if a >= prompt_text.index("scale"))
+    proposal = oracle.propose(ids + ids[j - 1 : j + 2], 6)
+    assert proposal.tokens == ids[j + 2 : j + 8]
+    assert [s.tok_start for s in proposal.spans] == list(range(j + 2, j + 8))
+    first = proposal.spans[0]
+    assert prompt_text[first.chr_start:first.chr_end] == tiny_backend.detokenize(
+        [proposal.tokens[0]])
+    assert "3-gram" in proposal.details[0]
+
+
+def test_ngram_proposes_the_most_frequent_continuation():
+    oracle = NGramOracle(max_ngram=2, min_ngram=1, min_share=0.5)
+    context = [1, 2, 3, 1, 2, 3, 1, 2, 4, 1]
+    oracle.start(run_context(context))
+    assert oracle.propose(context, 3).tokens == [2, 3, 1]
+
+
+def test_ngram_stops_where_it_is_not_confident():
+    oracle = NGramOracle(max_ngram=1, min_ngram=1, min_share=0.6)
+    context = [1, 2, 1, 3, 1]  # 1 -> 2 or 3: 50% each
+    oracle.start(run_context(context))
+    assert oracle.propose(context, 4).tokens == []
+
+
+def test_ngram_corpus_seeds_a_static_cache():
+    oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
+    oracle.start(run_context([1, 7]))
+    proposal = oracle.propose([1, 7], 3)
+    assert proposal.tokens == [8, 9, 7] and "corpus" in proposal.details[0]
+
+
+def test_bad_ngram_sizes_are_refused():
+    with pytest.raises(ValueError):
+        PromptLookupOracle(max_ngram=1, min_ngram=2)
+
+
+class FakeVocab:
+    def __init__(self, words, eos=frozenset({0})):
+        self.words, self.eos_ids = words, eos
+
+    @property
+    def n_vocab(self):
+        return len(self.words)
+
+    def token_text_raw(self, i):
+        return self.words[i]
+
+
+def test_draft_with_another_tokenizer_is_refused_saying_what_differs():
+    target = FakeVocab(["<eos>", "a", "b", "c"])
+    with pytest.raises(IncompatibleModels, match="token 2: 'x' .*'b'"):
+        check_compatible(target, FakeVocab(["<eos>", "a", "x", "c"]))
+    with pytest.raises(IncompatibleModels, match="300 tokens, the target's 4"):
+        check_compatible(target, FakeVocab(["w"] * 300))
+    check_compatible(target, FakeVocab(["<eos>", "a", "b", "c", "pad"]))  # padding is fine

@@ -1,0 +1,160 @@
+"""The speculative loop: lossless greedy output for every oracle, control between steps."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from specviz.engines import events as ev
+from specviz.engines.compare import compare
+from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
+from specviz.engines.session import RunSettings, Session
+
+PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
+CODE_EDIT = (
+    "Add type hints to this function. Return the full code.\n\n"
+    "def scale(values, factor):\n    result = []\n    for v in values:\n"
+    "        result.append(v * factor)\n    return result\n"
+)
+
+
+def run(backend, oracle, prompt=PROMPT, k=4, n=48, chat=False, **kw):
+    session = Session(backend, oracle, RunSettings(prompt, chat=chat, k=k, max_tokens=n, **kw))
+    events = list(session)
+    return [e for e in events if isinstance(e, ev.StepEvent)], events[-1]
+
+
+def oracles(target, draft):
+    return [make_oracle(n, target=target, draft=draft) for n in ("prompt-lookup", "ngram",
+                                                                 "draft")]
+
+
+def test_every_oracle_is_lossless_on_the_tiny_model(tiny_backend, tiny_draft_backend):
+    plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
+    assert plain.totals.mean_accepted_tokens == 1.0
+    for oracle in oracles(tiny_backend, tiny_draft_backend):
+        steps, summary = run(tiny_backend, oracle)
+        assert compare(steps, plain_steps).identical, oracle.name
+        assert summary.text == plain.text, oracle.name
+        assert summary.totals.tokens == plain.totals.tokens
+
+
+def test_draft_equal_to_target_is_always_accepted(tiny_backend, tiny_draft_backend):
+    oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+    steps, summary = run(tiny_backend, oracle, k=5)
+    assert summary.totals.proposed > 0
+    assert summary.totals.acceptance_rate == 1.0
+    assert all(s.target.kind == ev.TARGET_BONUS for s in steps[:-1])
+
+
+def test_sampled_draft_run_reports_probabilities(tiny_backend, tiny_draft_backend):
+    oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+    steps, summary = run(tiny_backend, oracle, params=SamplingParams(0.8, seed=3))
+    judged = [t for s in steps for t in s.proposed if t.reject_reason != ev.REJECT_AFTER]
+    assert judged and all(t.p_draft is not None and t.accept_prob is not None for t in judged)
+    # Same model and same processing for p and q: every acceptance probability is ~1.
+    assert min(t.accept_prob for t in judged) > 0.99
+    first = run(tiny_backend, make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend),
+                params=SamplingParams(0.8, seed=3))[1]
+    assert first.text == summary.text  # a fixed seed replays the same sampled run
+
+
+def test_accounting_follows_spec_bench(tiny_backend, tiny_draft_backend):
+    oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+    steps, summary = run(tiny_backend, oracle, k=3)
+    t = summary.totals
+    assert t.steps == len(steps)
+    assert t.tokens == sum(len(s.emitted_ids) for s in steps)
+    assert t.mean_accepted_tokens == pytest.approx(t.tokens / t.steps)
+    assert t.acceptance_rate == pytest.approx(t.accepted / t.proposed)
+
+
+def test_max_tokens_is_exact(tiny_backend, tiny_draft_backend):
+    oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+    _, summary = run(tiny_backend, oracle, k=8, n=13)
+    assert summary.totals.tokens == 13 and summary.reason == "max-tokens"
+
+
+def test_k_changed_mid_run_takes_effect_at_the_next_step(tiny_backend, tiny_draft_backend):
+    oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+    session = Session(tiny_backend, oracle, RunSettings(PROMPT, chat=False, k=2, max_tokens=40))
+    ks = []
+    for event in session:
+        if isinstance(event, ev.StepEvent):
+            ks.append((event.k, len(event.proposed)))
+            if event.step == 1:
+                session.set_k(6)
+    assert ks[0] == (2, 2) and ks[1] == (2, 2) and ks[2] == (6, 6)
+    with pytest.raises(ValueError, match="between 0 and 32"):
+        session.set_k(33)
+
+
+def test_stop_ends_within_one_step(tiny_backend):
+    session = Session(tiny_backend, make_oracle("none"),
+                      RunSettings(PROMPT, chat=False, k=0, max_tokens=200))
+    seen = []
+    for event in session:
+        seen.append(event)
+        if isinstance(event, ev.StepEvent) and event.step == 3:
+            session.stop()
+    assert isinstance(seen[-1], ev.SummaryEvent) and seen[-1].reason == "stopped"
+    assert len(seen) == 5  # four steps, then the summary
+
+
+def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
+    session = Session(tiny_backend, make_oracle("none"),
+                      RunSettings(PROMPT, chat=False, k=0, max_tokens=200))
+    it = iter(session)
+    next(it)
+    session.pause()
+    result = []
+    worker = threading.Thread(target=lambda: result.extend(it))
+    worker.start()
+    worker.join(0.3)
+    assert worker.is_alive() and result == []  # paused: no step runs
+    session.stop()
+    worker.join(2)
+    assert not worker.is_alive() and result[-1].reason == "stopped"
+
+
+def test_stop_string_ends_the_text(tiny_backend):
+    _, plain = run(tiny_backend, make_oracle("none"), k=0, n=40)
+    stop = plain.text[10:13]
+    _, summary = run(tiny_backend, make_oracle("none"), k=0, n=40, stop=(stop,))
+    assert summary.reason == "stop-string" and stop not in summary.text
+    assert plain.text.startswith(summary.text)
+
+
+def test_prompt_lookup_copies_with_provenance(tiny_backend):
+    steps, _ = run(tiny_backend, make_oracle("prompt-lookup"), k=4)
+    session_prompt = tiny_backend.encode_prompt(PROMPT, False)
+    for step in steps:
+        for tok in step.proposed:
+            assert tok.source == "prompt" and tok.span is not None
+            context = session_prompt + [t for s in steps[: step.step] for t in s.emitted_ids]
+            assert context[tok.span.tok_start] == tok.id
+
+
+# ------------------------------------------------------------------ smollm2-135m, llama.cpp
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("oracle_name", ["prompt-lookup", "ngram", "draft"])
+def test_smollm2_llama_greedy_is_lossless_or_reports_why(smol_llama, smollm2_path, oracle_name):
+    """llama.cpp's batched kernels may round a near-tie differently: that must be reported."""
+    from specviz.engines.backends import load_backend
+
+    plain_steps, plain = run(smol_llama, make_oracle("none"), CODE_EDIT, k=0, n=96, chat=True)
+    draft = load_backend("llama", smollm2_path, n_ctx=2048) if oracle_name == "draft" else None
+    oracle = make_oracle(oracle_name, target=smol_llama, draft=draft)
+    steps, summary = run(smol_llama, oracle, CODE_EDIT, k=4, n=96, chat=True)
+    oracle.close()
+    result = compare(steps, plain_steps)
+    if result.identical:
+        assert summary.text == plain.text
+    else:
+        assert result.margin is not None and result.margin < 0.1, result.note
+        assert "near-tie" in result.note
+    assert summary.totals.accepted > 0
