@@ -35,6 +35,7 @@ class RunSettings:
     prompt: str
     chat: bool = True
     system: str | None = None
+    history: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) turns
     k: int = 4
     max_tokens: int = 256
     params: SamplingParams = SamplingParams()
@@ -59,7 +60,8 @@ class Session:
         self._stop = threading.Event()
         self._resume = threading.Event()
         self._resume.set()
-        self.prompt_text = target.format_prompt(settings.prompt, settings.chat, settings.system)
+        self.prompt_text = target.format_prompt(settings.prompt, settings.chat, settings.system,
+                                                settings.history)
         self.prompt_ids = target.encode_prompt(self.prompt_text, settings.chat)
         self._check_fits()
         self.token_chars = _token_chars(target, self.prompt_ids)

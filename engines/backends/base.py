@@ -83,13 +83,24 @@ class Backend(ABC):
         """Control tokens are not printed as text."""
         return False
 
-    def format_prompt(self, user_text: str, chat: bool, system: str | None = None) -> str:
-        """The text the model is fed: the chat template around `user_text`, or it as is."""
+    def format_prompt(
+        self,
+        user_text: str,
+        chat: bool,
+        system: str | None = None,
+        history: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """The text the model is fed: the chat template around `user_text`, or it as is.
+
+        `history` holds earlier (user, assistant) turns of a multi-turn conversation.
+        """
         if not chat or not self.chat_template:
-            return user_text
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": user_text}
-        ]
+            return "".join(u + a for u, a in history) + user_text
+        messages = [{"role": "system", "content": system}] if system else []
+        for user, assistant in history:
+            messages += [{"role": "user", "content": user},
+                         {"role": "assistant", "content": assistant}]
+        messages.append({"role": "user", "content": user_text})
         bos = self.token_text_raw(self.bos_id) if self.bos_id is not None else ""
         eos = self.token_text_raw(min(self.eos_ids)) if self.eos_ids else ""
         return render_chat(self.chat_template, messages, bos_token=bos, eos_token=eos)

@@ -1,0 +1,82 @@
+"""`specviz bench`: the Spec-Bench-style table for oracles and K on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..engines import bench
+from ..engines.errors import SpecvizError
+from ..engines.oracles import ORACLES
+from ..engines.trace import machine_info
+from . import options
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="Spec-Bench-style table: speedup per category and oracle")
+    options.add_model_args(p)
+    p.add_argument("--oracles", default="none,prompt-lookup,ngram",
+                   help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
+    p.add_argument("--draft", default=None, help="draft model for the draft oracle")
+    p.add_argument("--k", default="4", help="draft length, or a comma-separated list")
+    p.add_argument("--max-ngram", type=int, default=None)
+    p.add_argument("--min-ngram", type=int, default=None)
+    p.add_argument("--ngram-corpus", type=Path, default=None)
+    p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
+    p.add_argument("--categories", default=None, help="comma-separated categories or groups")
+    p.add_argument("--limit", type=int, default=None, help="questions per category group")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, dest="json_out", help="write every figure here")
+    p.add_argument("--markdown", type=Path, help="write the table here")
+    p.set_defaults(func=run)
+
+
+def configs(args: argparse.Namespace) -> list[bench.Config]:
+    names = [n.strip() for n in args.oracles.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ORACLES]
+    if unknown:
+        raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
+    try:
+        ks = [options.k_value(k) for k in args.k.split(",")]
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
+    return [bench.Config(n, 0) if n == "none" else bench.Config(n, k) for n in names
+            for k in ([0] if n == "none" else ks)]
+
+
+def run(args: argparse.Namespace) -> int:
+    cats = args.categories.split(",") if args.categories else None
+    questions = bench.load_questions(args.questions, cats, args.limit)
+    plan = configs(args)
+    target = options.load_target(args)
+    draft_cache: dict = {}
+
+    def make(name: str):
+        oracle = options.build_oracle(name, args, target, draft_cache.get("draft"))
+        if name == "draft":
+            draft_cache["draft"] = oracle.draft
+        return oracle
+
+    runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
+    with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
+        records = bench.run_bench(target, make, questions, plan, args.max_tokens,
+                                  options.sampling(args), on_record=lambda r: bar.update())
+    rows = bench.summarise(records)
+    table = bench.markdown_table(rows)
+    print(table)
+    meta = {"target": args.target, "draft": args.draft, "backend": target.name,
+            "device": target.device, "max_tokens": args.max_tokens,
+            "questions": str(args.questions), "machine": machine_info()}
+    if args.markdown:
+        args.markdown.write_text(table + "\n", encoding="utf-8")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(bench.to_json(records, rows, meta), indent=1),
+                                 encoding="utf-8")
+    return 0

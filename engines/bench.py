@@ -1,0 +1,235 @@
+"""Spec-Bench-style benchmark: every question with every oracle, in one process.
+
+Questions are in Spec-Bench's format (`question_id`, `category`, `turns`). Every turn of a
+question is decoded by every configuration back to back (plain decoding first), so machine
+noise hits all of them alike; later turns feed each configuration's own earlier answers back,
+as Spec-Bench does. The table follows the Spec-Bench leaderboard: speedup over plain decoding
+per category group (total tokens / total generation time, per configuration), mean accepted
+tokens, and here also acceptance rate, tokens/s and how many outputs were identical to plain
+decoding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import events as ev
+from .backends.base import Backend
+from .compare import compare
+from .errors import SpecvizError
+from .oracles.base import Oracle
+from .sampling import SamplingParams
+from .session import RunSettings, Session, warm_up
+
+MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
+            "humanities")
+GROUPS = {
+    **{c: "Multi-turn Conversation" for c in MT_BENCH},
+    "translation": "Translation",
+    "summarization": "Summarization",
+    "qa": "Question Answering",
+    "math_reasoning": "Mathematical Reasoning",
+    "rag": "Retrieval-aug. Generation",
+    "code_edit": "Code Edit",
+}
+GROUP_ORDER = tuple(dict.fromkeys(GROUPS.values()))
+
+
+@dataclass(frozen=True)
+class Question:
+    question_id: int
+    category: str
+    turns: tuple[str, ...]
+
+    @property
+    def group(self) -> str:
+        return GROUPS.get(self.category, self.category)
+
+
+@dataclass(frozen=True)
+class Config:
+    oracle: str
+    k: int
+
+    @property
+    def label(self) -> str:
+        return "none" if self.oracle == "none" else f"{self.oracle} k={self.k}"
+
+
+@dataclass
+class Record:
+    """One turn of one question under one configuration."""
+
+    question_id: int
+    category: str
+    turn: int
+    oracle: str
+    k: int
+    tokens: int
+    steps: int
+    proposed: int
+    accepted: int
+    compute_ms: float
+    identical: bool | None = None  # to plain decoding; None for plain decoding itself
+    divergence: dict | None = None
+
+
+@dataclass
+class Row:
+    """Aggregated figures of one configuration."""
+
+    config: Config
+    speedup: dict[str, float] = field(default_factory=dict)  # per group, plus "Overall"
+    mean_accepted_tokens: float = 0.0
+    acceptance_rate: float | None = None
+    tok_per_s: float = 0.0
+    identical: int = 0
+    compared: int = 0
+
+
+def load_questions(path: str | Path, categories: Sequence[str] | None = None,
+                   limit: int | None = None) -> list[Question]:
+    """Questions from a Spec-Bench JSONL file; `limit` applies per category group."""
+    questions, taken = [], {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise SpecvizError(f"cannot read questions {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            q = Question(int(d["question_id"]), str(d["category"]), tuple(d["turns"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SpecvizError(f"{path}, line {number}: not a Spec-Bench question ({exc})")
+        if categories and q.category not in categories and q.group not in categories:
+            continue
+        if limit is not None and taken.get(q.group, 0) >= limit:
+            continue
+        taken[q.group] = taken.get(q.group, 0) + 1
+        questions.append(q)
+    if not questions:
+        raise SpecvizError(f"no questions selected from {path}")
+    return questions
+
+
+def run_bench(
+    target: Backend,
+    make_oracle: Callable[[str], Oracle],
+    questions: Iterable[Question],
+    configs: Sequence[Config],
+    max_tokens: int = 256,
+    params: SamplingParams = SamplingParams(),
+    on_record: Callable[[Record], None] | None = None,
+) -> list[Record]:
+    """Decode every turn of every question with every configuration (plain decoding first)."""
+    configs = _plain_first(configs)
+    oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
+    records: list[Record] = []
+    warmed = False
+    for q in questions:
+        histories: dict[Config, list[tuple[str, str]]] = {c: [] for c in configs}
+        for turn, user in enumerate(q.turns):
+            plain_steps: list[ev.StepEvent] = []
+            for config in configs:
+                settings = RunSettings(user, history=tuple(histories[config]), k=config.k,
+                                       max_tokens=max_tokens, params=params)
+                session = Session(target, oracles[config.oracle], settings)
+                if not warmed:
+                    warm_up(target, session.prompt_ids)
+                    warmed = True
+                steps = [e for e in session if isinstance(e, ev.StepEvent)]
+                summary = session.summary
+                histories[config].append((user, summary.text))
+                record = _record(q, turn, config, summary, steps, plain_steps)
+                if config.oracle == "none":
+                    plain_steps = steps
+                records.append(record)
+                if on_record:
+                    on_record(record)
+    return records
+
+
+def _plain_first(configs: Sequence[Config]) -> list[Config]:
+    plain = [c for c in configs if c.oracle == "none"] or [Config("none", 0)]
+    return plain[:1] + [c for c in configs if c.oracle != "none"]
+
+
+def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
+            steps: list[ev.StepEvent], plain_steps: list[ev.StepEvent]) -> Record:
+    t = summary.totals
+    record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
+                    t.proposed, t.accepted, round(t.compute_ms, 3))
+    if config.oracle != "none":
+        result = compare(steps, plain_steps)
+        same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
+        record.identical = result.identical and same_length
+        if not result.identical:
+            record.divergence = result.to_dict()
+    return record
+
+
+def summarise(records: Sequence[Record]) -> list[Row]:
+    """One row per configuration, in the order first seen."""
+    configs = list(dict.fromkeys(Config(r.oracle, r.k) for r in records))
+    base = _speeds([r for r in records if r.oracle == "none"])
+    rows = []
+    for config in configs:
+        mine = [r for r in records if (r.oracle, r.k) == (config.oracle, config.k)]
+        speeds = _speeds(mine)
+        row = Row(config)
+        row.speedup = {g: speeds[g] / base[g] for g in speeds if base.get(g)}
+        tokens, steps = sum(r.tokens for r in mine), sum(r.steps for r in mine)
+        proposed, accepted = sum(r.proposed for r in mine), sum(r.accepted for r in mine)
+        row.mean_accepted_tokens = tokens / steps if steps else 0.0
+        row.acceptance_rate = accepted / proposed if proposed else None
+        row.tok_per_s = speeds.get("Overall", 0.0)
+        judged = [r for r in mine if r.identical is not None]
+        row.compared, row.identical = len(judged), sum(1 for r in judged if r.identical)
+        rows.append(row)
+    return rows
+
+
+def _speeds(records: Sequence[Record]) -> dict[str, float]:
+    """Tokens per second of generation, per group and overall."""
+    totals: dict[str, list[float]] = {}
+    for r in records:
+        for key in (GROUPS.get(r.category, r.category), "Overall"):
+            t = totals.setdefault(key, [0.0, 0.0])
+            t[0] += r.tokens
+            t[1] += r.compute_ms / 1000
+    return {k: tok / s for k, (tok, s) in totals.items() if s > 0}
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    groups = [g for g in GROUP_ORDER if any(g in r.speedup for r in rows)]
+    head = ["Method", *groups, "Overall", "#Mean accepted tokens", "Acceptance", "Tokens/s",
+            "Identical"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.config.label, *(_x(r.speedup.get(g)) for g in groups),
+                 _x(r.speedup.get("Overall")), f"{r.mean_accepted_tokens:.2f}",
+                 "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.0%}",
+                 f"{r.tok_per_s:.1f}",
+                 "-" if r.config.oracle == "none" else f"{r.identical}/{r.compared}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
+    return {
+        **meta,
+        "rows": [{"method": r.config.label, "oracle": r.config.oracle, "k": r.config.k,
+                  "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
+                  "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
+                  "identical": r.identical, "compared": r.compared} for r in rows],
+        "records": [asdict(r) for r in records],
+    }

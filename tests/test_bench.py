@@ -1,0 +1,77 @@
+"""The benchmark: every group of Spec-Bench in the table, figures that add up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.app.cli import main
+from specviz.engines import bench
+
+QUESTIONS = [
+    {"question_id": 1, "category": "writing", "turns": ["Write a line.", "Now shorter."]},
+    {"question_id": 2, "category": "translation", "turns": ["Translate: hola amigo"]},
+    {"question_id": 3, "category": "summarization", "turns": ["Summarise: a b c a b c"]},
+    {"question_id": 4, "category": "qa", "turns": ["Who? def add(a, b)"]},
+    {"question_id": 5, "category": "math_reasoning", "turns": ["2 + 2 = ?"]},
+    {"question_id": 6, "category": "rag", "turns": ["Context: fox. Question: fox?"]},
+    {"question_id": 7, "category": "code_edit", "turns": ["def f(x):\n    return x\n"]},
+]
+
+
+@pytest.fixture()
+def questions_file(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bench_prints_every_group_and_writes_json(capsys, tiny_model_dir, questions_file,
+                                                  tmp_path):
+    out_json, out_md = tmp_path / "b.json", tmp_path / "b.md"
+    code = main(["bench", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--oracles", "none,prompt-lookup,ngram", "--k", "2,3", "--questions",
+                 str(questions_file), "--max-tokens", "8", "--json", str(out_json),
+                 "--markdown", str(out_md)])
+    table = capsys.readouterr().out
+    assert code == 0
+    for group in bench.GROUP_ORDER:
+        assert group in table
+    data = json.loads(out_json.read_text())
+    assert [r["method"] for r in data["rows"]] == [
+        "none", "prompt-lookup k=2", "prompt-lookup k=3", "ngram k=2", "ngram k=3"]
+    # 8 turns (one question has two) x 5 configurations, all greedy-identical to plain.
+    assert len(data["records"]) == 40
+    assert all(r["identical"] for r in data["records"] if r["oracle"] != "none")
+    assert data["rows"][0]["speedup"]["Overall"] == pytest.approx(1.0)
+    assert out_md.read_text().strip() == table.strip()
+
+
+def test_summary_figures_add_up():
+    records = [
+        bench.Record(1, "qa", 0, "none", 0, 10, 10, 0, 0, 1000.0),
+        bench.Record(1, "qa", 0, "ngram", 4, 10, 4, 12, 6, 500.0, identical=True),
+        bench.Record(2, "rag", 0, "none", 0, 20, 20, 0, 0, 1000.0),
+        bench.Record(2, "rag", 0, "ngram", 4, 20, 10, 20, 10, 2000.0, identical=False),
+    ]
+    none, ngram = bench.summarise(records)
+    assert ngram.speedup["Question Answering"] == pytest.approx(2.0)
+    assert ngram.speedup["Retrieval-aug. Generation"] == pytest.approx(0.5)
+    assert ngram.speedup["Overall"] == pytest.approx((30 / 2.5) / (30 / 2.0))
+    assert ngram.mean_accepted_tokens == pytest.approx(30 / 14)
+    assert ngram.acceptance_rate == pytest.approx(16 / 32)
+    assert (ngram.identical, ngram.compared) == (1, 2)
+    assert none.acceptance_rate is None
+
+
+def test_limit_applies_per_group(questions_file):
+    qs = bench.load_questions(questions_file, categories=["Multi-turn Conversation", "qa"])
+    assert [q.question_id for q in qs] == [1, 4]
+
+
+def test_bad_question_file_names_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"question_id": 1}\n', encoding="utf-8")
+    with pytest.raises(Exception, match="line 1: not a Spec-Bench question"):
+        bench.load_questions(path)
