@@ -1,0 +1,249 @@
+"""LaneGraphs: the numbers behind each curve, lazy refresh, baseline, K markers, figures."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+from specviz.engines.events import (
+    REJECT_MISMATCH,
+    TARGET_BONUS,
+    TARGET_CORRECTION,
+    TARGET_PLAIN,
+    ProposedToken,
+    StepEvent,
+    TargetToken,
+    Timing,
+    Totals,
+)
+from specviz.widgets.graphs import WINDOW, LaneGraphs
+from specviz.widgets.palette import DARK, LIGHT
+
+pytestmark = pytest.mark.gui
+
+
+def run(shape: list[tuple[int, int]], ms: list[float] | float = 100.0) -> list[StepEvent]:
+    """Events of a run: per step (proposed, accepted), each step taking `ms` of verify time."""
+    durations = ms if isinstance(ms, list) else [ms] * len(shape)
+    events, tokens, proposed, accepted, verify = [], 0, 0, 0, 0.0
+    for i, ((n_prop, n_acc), step_ms) in enumerate(zip(shape, durations, strict=True)):
+        tokens, proposed, accepted = tokens + n_acc + 1, proposed + n_prop, accepted + n_acc
+        verify += step_ms
+        tokens_ = tuple(
+            ProposedToken(id=j, text=f" p{j}", source="draft", accepted=j < n_acc,
+                          reject_reason=None if j < n_acc else REJECT_MISMATCH)
+            for j in range(n_prop)
+        )
+        kind = (TARGET_PLAIN if not n_prop
+                else TARGET_BONUS if n_acc == n_prop else TARGET_CORRECTION)
+        events.append(StepEvent(
+            step=i, oracle="test", k=max(n_prop, 1), position=20 + tokens, proposed=tokens_,
+            target=TargetToken(id=0, text=" t", kind=kind, p_target=0.9, margin=1.0),
+            text="", timing=Timing(0.0, step_ms, 0.0),
+            totals=Totals(tokens, i + 1, proposed, accepted, 0.0, verify, 0.0),
+        ))
+    return events
+
+
+@pytest.fixture
+def graphs(qtbot) -> LaneGraphs:
+    widget = LaneGraphs(DARK)
+    qtbot.addWidget(widget)
+    return widget
+
+
+def feed(graphs: LaneGraphs, lane: str, events: list[StepEvent]) -> None:
+    for event in events:
+        graphs.append(lane, event)
+
+
+def data(graphs: LaneGraphs, lane: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = graphs.lane_items(lane)[name].getData()
+    return (np.asarray([]), np.asarray([])) if x is None else (x, y)
+
+
+def random_shape(n: int, seed: int = 1) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(seed)
+    shape = []
+    for _ in range(n):
+        n_prop = int(rng.integers(0, 5))  # 0: the oracle had no guess this step
+        shape.append((n_prop, int(rng.integers(0, n_prop + 1))))
+    return shape
+
+
+def test_acceptance_rate_rolling_and_overall(graphs):
+    shape = random_shape(50)
+    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    feed(graphs, "a", run(shape))
+    graphs.refresh()
+    expected_rolling, expected_overall = [], []
+    for i in range(len(shape)):
+        window = shape[max(0, i - WINDOW + 1): i + 1]
+        prop, acc = sum(p for p, _ in window), sum(a for _, a in window)
+        expected_rolling.append(acc / prop if prop else np.nan)
+        prop, acc = sum(p for p, _ in shape[: i + 1]), sum(a for _, a in shape[: i + 1])
+        expected_overall.append(acc / prop if prop else np.nan)
+    x, rolling = data(graphs, "a", "rolling")
+    np.testing.assert_array_equal(x, np.arange(50))
+    np.testing.assert_allclose(rolling, expected_rolling, equal_nan=True)
+    _, overall = data(graphs, "a", "overall")
+    np.testing.assert_allclose(overall, expected_overall, equal_nan=True)
+    assert graphs.figures("a")["acceptance_rate"] == pytest.approx(expected_overall[-1])
+
+
+def test_histogram_counts_steps_by_accepted_tokens(graphs):
+    graphs.add_lane("base", "plain", DARK.lanes[0])
+    graphs.add_lane("a", "lane a", DARK.lanes[1])
+    graphs.add_lane("b", "lane b", DARK.lanes[2])
+    feed(graphs, "base", run([(0, 0)] * 5))
+    feed(graphs, "a", run([(4, 0), (4, 2), (4, 2), (0, 0), (4, 4), (3, 2)]))
+    feed(graphs, "b", run([(2, 1)]))
+    graphs.refresh()
+    bars = {lane: graphs.lane_items(lane)["bars"].opts for lane in ("base", "a", "b")}
+    # Steps without a proposal are left out: plain decoding has no bars at all.
+    assert len(bars["base"]["height"]) == 0
+    np.testing.assert_array_equal(bars["a"]["height"], [1, 0, 3, 0, 1])
+    np.testing.assert_array_equal(bars["b"]["height"], [0, 1])
+    # Lanes with bars sit side by side inside each bin.
+    width = bars["a"]["width"]
+    assert width == pytest.approx(0.4)
+    np.testing.assert_allclose(bars["a"]["x"], np.arange(5) - 0.2)
+    np.testing.assert_allclose(bars["b"]["x"], np.arange(2) + 0.2)
+
+
+def test_acceptance_by_draft_position(graphs):
+    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    feed(graphs, "a", run([(4, 0), (4, 2), (4, 4), (2, 1), (0, 0)]))
+    graphs.refresh()
+    x, y = data(graphs, "a", "position")
+    np.testing.assert_array_equal(x, [1, 2, 3, 4])
+    # Position 1: 3 of 4 steps kept it; 2: 2 of 4; 3: 1 of 3; 4: 1 of 3.
+    np.testing.assert_allclose(y, [3 / 4, 2 / 4, 1 / 3, 1 / 3])
+
+
+def test_race_is_tokens_over_own_compute_time(graphs):
+    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    feed(graphs, "a", run([(2, 2), (2, 0), (2, 1)], ms=[100.0, 50.0, 250.0]))
+    graphs.refresh()
+    x, y = data(graphs, "a", "race")
+    np.testing.assert_allclose(x, [0.0, 0.1, 0.15, 0.4])
+    np.testing.assert_allclose(y, [0, 3, 4, 6])
+
+
+def test_speedup_against_the_baseline_lane(graphs):
+    graphs.add_lane("plain", "plain", DARK.lanes[0])
+    graphs.add_lane("spec", "spec", DARK.lanes[1])
+    graphs.set_baseline("plain")
+    # Baseline: 1, 2, 3 tokens at 0.2, 0.3, 0.4 s -> 5, 6.67, 7.5 tok/s.
+    feed(graphs, "plain", run([(0, 0)] * 3, ms=[200.0, 100.0, 100.0]))
+    # Lane: 3 tokens at 0.25 s (12 tok/s), 8 at 0.5 s (16 tok/s, past the baseline's end).
+    feed(graphs, "spec", run([(2, 2), (4, 4)], ms=[250.0, 250.0]))
+    graphs.refresh()
+    x, y = data(graphs, "spec", "speedup")
+    np.testing.assert_allclose(x, [0.25, 0.5])
+    base_at_025 = (5.0 + 20 / 3) / 2  # halfway between the baseline's first two rates
+    np.testing.assert_allclose(y, [12 / base_at_025, 16 / 7.5])
+    assert len(data(graphs, "plain", "speedup")[0]) == 0  # the baseline is the unit line
+    assert graphs.figures("spec")["speedup"] == pytest.approx(16 / 7.5)
+    assert graphs.figures("plain")["speedup"] == pytest.approx(1.0)
+    # The baseline is dashed in the race, the others solid.
+    dash = pg.QtCore.Qt.PenStyle.DashLine
+    assert graphs.lane_items("plain")["race"].opts["pen"].style() == dash
+    assert graphs.lane_items("spec")["race"].opts["pen"].style() != dash
+    graphs.set_baseline(None)
+    graphs.refresh()
+    assert len(data(graphs, "spec", "speedup")[0]) == 0
+    assert graphs.figures("spec")["speedup"] is None
+
+
+def test_new_baseline_data_redraws_every_speedup(graphs):
+    graphs.add_lane("plain", "plain", DARK.lanes[0])
+    graphs.add_lane("spec", "spec", DARK.lanes[1])
+    graphs.set_baseline("plain")
+    feed(graphs, "spec", run([(2, 2)] * 2))  # 3 tokens per 0.1 s
+    graphs.refresh()
+    assert len(data(graphs, "spec", "speedup")[0]) == 0  # no baseline data yet
+    feed(graphs, "plain", run([(0, 0)] * 2))  # 1 token per 0.1 s
+    graphs.refresh()
+    np.testing.assert_allclose(data(graphs, "spec", "speedup")[1], [3.0, 3.0])
+
+
+def test_refresh_redraws_only_dirty_lanes_and_append_draws_nothing(graphs):
+    graphs.add_lane("a", "a", DARK.lanes[0])
+    graphs.add_lane("b", "b", DARK.lanes[1])
+    feed(graphs, "a", run([(2, 1)] * 3))
+    feed(graphs, "b", run([(2, 1)] * 3))
+    graphs.refresh()
+    calls: list[str] = []
+    for lane in ("a", "b"):
+        curve = graphs.lane_items(lane)["race"]
+        original = curve.setData
+        curve.setData = lambda *a, _lane=lane, _orig=original, **k: (calls.append(_lane),
+                                                                     _orig(*a, **k))
+    graphs.append("a", run([(2, 1)] * 4)[-1])
+    assert calls == []  # appending never draws
+    graphs.refresh()
+    assert calls == ["a"]
+    graphs.refresh()
+    assert calls == ["a"]  # nothing new, nothing drawn
+
+
+def test_buffers_grow_past_their_first_capacity(graphs):
+    graphs.add_lane("a", "a", DARK.lanes[0])
+    shape = random_shape(1000, seed=3)
+    feed(graphs, "a", run(shape, ms=1.0))
+    graphs.refresh()
+    x, y = data(graphs, "a", "race")
+    assert len(x) == 1001
+    np.testing.assert_allclose(x[-1], 1.0)
+    assert y[-1] == sum(a + 1 for _, a in shape) == graphs.figures("a")["tokens"]
+
+
+def _k_markers(plot: pg.PlotWidget) -> list[tuple[float, str]]:
+    return [(line.value(), line.label.format) for line in plot.getPlotItem().items
+            if isinstance(line, pg.InfiniteLine) and line.angle == 90]
+
+
+def test_k_change_markers(graphs):
+    graphs.add_lane("a", "a", DARK.lanes[0])
+    feed(graphs, "a", run([(4, 2)] * 5, ms=100.0))
+    graphs.mark_k_change("a", 4, 8)
+    assert _k_markers(graphs.race_plot) == [(pytest.approx(0.5), "K=8")]
+    assert _k_markers(graphs.speedup_plot) == [(pytest.approx(0.5), "K=8")]
+    assert _k_markers(graphs.acceptance_plot) == [(4, "K=8")]
+    graphs.clear()
+    assert _k_markers(graphs.race_plot) == []
+
+
+def test_figures_lanes_and_clear(graphs):
+    graphs.add_lane("a", "a", DARK.lanes[0])
+    assert graphs.figures("a") == {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
+                                   "mean_accepted_tokens": 0.0, "speedup": None}
+    feed(graphs, "a", run([(4, 3), (4, 1)], ms=200.0))
+    figures = graphs.figures("a")
+    assert figures["tokens"] == 6
+    assert figures["tok_per_s"] == pytest.approx(15.0)
+    assert figures["acceptance_rate"] == pytest.approx(0.5)
+    assert figures["mean_accepted_tokens"] == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        graphs.add_lane("a", "again", DARK.lanes[1])
+    graphs.clear()
+    graphs.refresh()
+    assert graphs.lanes == ("a",) and graphs.figures("a")["tokens"] == 0
+    assert len(data(graphs, "a", "race")[0]) == 1  # just the origin
+    race_items = graphs.race_plot.getPlotItem().items
+    graphs.remove_lane("a")
+    assert graphs.lanes == ()
+    assert not any(item in graphs.race_plot.getPlotItem().items for item in race_items
+                   if isinstance(item, pg.PlotDataItem))
+
+
+def test_theme_recolours_the_plots(graphs):
+    graphs.set_theme(LIGHT)
+    assert graphs.race_plot.backgroundBrush().color().name() == LIGHT.background
+    assert set(graphs.plots) == {"acceptance", "histogram", "position", "race", "speedup"}

@@ -1,0 +1,401 @@
+"""Five live graphs comparing lanes (one run each): acceptance, depth, the race and speedup.
+
+`append` only copies a few numbers into numpy buffers that grow by doubling and marks the
+lane dirty; `refresh` (called by a timer) recomputes the dirty lanes' curves with numpy and
+hands each curve to pyqtgraph once. Items and pens are made once per lane and reused.
+Time axes use each lane's own compute time (`Totals.compute_ms`), so lanes that ran side
+by side or one after another compare the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from ..engines.events import StepEvent, Totals
+from .palette import DARK, Theme
+
+WINDOW = 16  # steps in the rolling acceptance rate
+
+# Columns of a lane's per-step buffer.
+STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
+
+
+class _Rows:
+    """Float rows appended one at a time; capacity doubles, so appends are O(1) amortised."""
+
+    def __init__(self, columns: int, capacity: int = 256) -> None:
+        self._data = np.empty((capacity, columns))
+        self.n = 0
+
+    def append(self, row: tuple[float, ...]) -> None:
+        if self.n == len(self._data):
+            self._data = np.concatenate([self._data, np.empty_like(self._data)])
+        self._data[self.n] = row
+        self.n += 1
+
+    def column(self, index: int) -> np.ndarray:
+        return self._data[: self.n, index]
+
+    def clear(self) -> None:
+        self.n = 0
+
+
+def _bump(counts: np.ndarray, index: int) -> np.ndarray:
+    """counts[index] += 1, growing the array (doubling) when index is past its end."""
+    if index >= len(counts):
+        counts = np.concatenate([counts, np.zeros(max(len(counts), index + 1), counts.dtype)])
+    counts[index] += 1
+    return counts
+
+
+@dataclass(eq=False)
+class _Lane:
+    label: str
+    colour: str
+    rows: _Rows = field(default_factory=lambda: _Rows(5))
+    position_proposed: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+    position_accepted: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+    histogram: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+    totals: Totals | None = None
+    items: dict[str, pg.GraphicsObject] = field(default_factory=dict)
+    markers: list[tuple[pg.PlotItem, pg.InfiniteLine]] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.rows.clear()
+        for counts in (self.position_proposed, self.position_accepted, self.histogram):
+            counts[:] = 0
+        self.totals = None
+
+
+class LaneGraphs(QWidget):
+    """Acceptance over steps, accepted-count histogram, acceptance by position, race, speedup."""
+
+    def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._lanes: dict[str, _Lane] = {}
+        self._baseline: str | None = None
+        self._dirty: set[str] = set()
+        self._barred: tuple[str, ...] = ()  # lanes with histogram bars, in slot order
+        self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
+                                     "step", "accepted / proposed")
+        self.histogram_plot = _plot("Accepted tokens per step", "accepted tokens",
+                                    "steps with a proposal", whole_x=True)
+        self.position_plot = _plot("Acceptance by draft position", "draft position",
+                                   "accepted / proposed", whole_x=True)
+        self.race_plot = _plot("The race: tokens over compute time", "compute time (s)",
+                               "tokens", legend_left=True)
+        self.speedup_plot = _plot("Speedup over plain decoding", "compute time (s)",
+                                  "× baseline tok/s")
+        self._unit_line = pg.InfiniteLine(pos=1.0, angle=0)
+        self.speedup_plot.addItem(self._unit_line)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.race_plot, 0, 0)
+        grid.addWidget(self.speedup_plot, 0, 1)
+        grid.addWidget(self.acceptance_plot, 1, 0)
+        grid.addWidget(self.position_plot, 1, 1)
+        grid.addWidget(self.histogram_plot, 2, 0, 1, 2)
+        self.set_theme(theme)
+
+    @property
+    def plots(self) -> dict[str, pg.PlotWidget]:
+        return {"acceptance": self.acceptance_plot, "histogram": self.histogram_plot,
+                "position": self.position_plot, "race": self.race_plot,
+                "speedup": self.speedup_plot}
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return tuple(self._lanes)
+
+    @property
+    def baseline(self) -> str | None:
+        return self._baseline
+
+    def lane_items(self, lane_id: str) -> dict[str, pg.GraphicsObject]:
+        """A lane's plot items by name: rolling, overall, position, race, speedup, bars."""
+        return dict(self._lanes[lane_id].items)
+
+    # ------------------------------------------------------------ lanes
+
+    def add_lane(self, lane_id: str, label: str, colour: str) -> None:
+        if lane_id in self._lanes:
+            raise ValueError(f"lane {lane_id!r} exists already")
+        lane = _Lane(label, colour)
+        self._lanes[lane_id] = lane
+        self._make_items(lane_id, lane)
+        self._dirty.add(lane_id)
+
+    def remove_lane(self, lane_id: str) -> None:
+        lane = self._lanes.pop(lane_id)
+        for plot, item in self._placed(lane):
+            plot.removeItem(item)
+        self._dirty.update(self._lanes)  # bar slots may shift
+        if lane_id == self._baseline:
+            self.set_baseline(None)
+
+    def set_baseline(self, lane_id: str | None) -> None:
+        """The plain-decoding lane that speedups divide by (drawn dashed in the race)."""
+        if lane_id is not None and lane_id not in self._lanes:
+            raise KeyError(lane_id)
+        self._baseline = lane_id
+        for lid, lane in self._lanes.items():
+            self._style_items(lid, lane)
+        self._dirty.update(self._lanes)
+
+    def set_lane_colour(self, lane_id: str, colour: str) -> None:
+        lane = self._lanes[lane_id]
+        lane.colour = colour
+        self._style_items(lane_id, lane)
+        for _, marker in lane.markers:
+            marker.setPen(_marker_pen(colour))
+            marker.label.setColor(colour)
+
+    # ------------------------------------------------------------ data
+
+    def append(self, lane_id: str, event: StepEvent) -> None:
+        """Record one step; drawn at the next refresh."""
+        lane = self._lanes[lane_id]
+        n_accepted = event.n_accepted
+        lane.rows.append((event.step, len(event.proposed), n_accepted,
+                          event.totals.compute_ms / 1000.0, event.totals.tokens))
+        lane.totals = event.totals
+        for i, token in enumerate(event.proposed):
+            lane.position_proposed = _bump(lane.position_proposed, i)
+            if token.accepted:
+                lane.position_accepted = _bump(lane.position_accepted, i)
+        if event.proposed:
+            lane.histogram = _bump(lane.histogram, n_accepted)
+        self._dirty.add(lane_id)
+
+    def mark_k_change(self, lane_id: str, event_step: int, k: int) -> None:
+        """A labelled vertical line at the lane's current time, and at `event_step` by steps."""
+        lane = self._lanes[lane_id]
+        rows = lane.rows
+        now = float(rows.column(SECONDS)[-1]) if rows.n else 0.0
+        for plot, x in ((self.race_plot, now), (self.speedup_plot, now),
+                        (self.acceptance_plot, float(event_step))):
+            marker = pg.InfiniteLine(
+                pos=x, angle=90, pen=_marker_pen(lane.colour), label=f"K={k}",
+                labelOpts={"position": 0.92, "color": lane.colour, "movable": False},
+            )
+            plot.addItem(marker)
+            lane.markers.append((plot.getPlotItem(), marker))
+
+    def clear(self) -> None:
+        """Forget every lane's data and markers; the lanes themselves stay."""
+        for lane in self._lanes.values():
+            lane.reset()
+            for plot, marker in lane.markers:
+                plot.removeItem(marker)
+            lane.markers.clear()
+        self._dirty.update(self._lanes)
+
+    def figures(self, lane_id: str) -> dict[str, float | int | None]:
+        """A lane's headline numbers so far, for its header and for CSV export."""
+        totals = self._lanes[lane_id].totals
+        if totals is None:
+            return {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
+                    "mean_accepted_tokens": 0.0, "speedup": None}
+        return {"tokens": totals.tokens, "tok_per_s": totals.tok_per_s,
+                "acceptance_rate": totals.acceptance_rate,
+                "mean_accepted_tokens": totals.mean_accepted_tokens,
+                "speedup": self._speedup(totals)}
+
+    def _speedup(self, totals: Totals) -> float | None:
+        base = self._lanes[self._baseline].totals if self._baseline else None
+        if base is None or base.tok_per_s <= 0 or totals.tok_per_s <= 0:
+            return None
+        return totals.tok_per_s / base.tok_per_s
+
+    # ------------------------------------------------------------ drawing
+
+    def refresh(self) -> None:
+        """Redraw what changed since the last refresh."""
+        dirty = self._dirty & set(self._lanes)
+        self._dirty.clear()
+        if not dirty:
+            return
+        for lane_id in dirty:
+            self._draw_lane(self._lanes[lane_id])
+        for lane_id in set(self._lanes) if self._baseline in dirty else dirty:
+            self._draw_speedup(lane_id)
+        self._draw_bars(dirty)
+
+    def _draw_lane(self, lane: _Lane) -> None:
+        rows, items = lane.rows, lane.items
+        steps = rows.column(STEP)
+        rolling, overall = acceptance_curves(rows.column(PROPOSED), rows.column(ACCEPTED))
+        items["rolling"].setData(steps, rolling, connect="finite")
+        items["overall"].setData(steps, overall, connect="finite")
+        depth = _used(lane.position_proposed)
+        rate = _ratio(lane.position_accepted[:depth], lane.position_proposed[:depth])
+        items["position"].setData(np.arange(1, depth + 1), rate, connect="finite")
+        items["race"].setData(np.concatenate([[0.0], rows.column(SECONDS)]),
+                              np.concatenate([[0.0], rows.column(TOKENS)]))
+
+    def _draw_bars(self, dirty: set[str]) -> None:
+        """Bars side by side in each bin, one slot per lane that has proposed anything."""
+        barred = tuple(lid for lid, lane in self._lanes.items() if lane.histogram.any())
+        if barred != self._barred:  # slots moved: every lane's bars shift
+            self._barred = barred
+            dirty = set(self._lanes)
+        width = 0.8 / max(len(barred), 1)
+        for lane_id in dirty:
+            lane = self._lanes[lane_id]
+            heights = lane.histogram[: _used(lane.histogram)]
+            slot = barred.index(lane_id) if lane_id in barred else 0
+            x = np.arange(len(heights)) - 0.4 + width * (slot + 0.5)
+            lane.items["bars"].setOpts(x=x, height=heights, width=width)
+
+    def _draw_speedup(self, lane_id: str) -> None:
+        curve = self._lanes[lane_id].items["speedup"]
+        if self._baseline is None or lane_id == self._baseline:
+            curve.setData([], [])
+            return
+        lane, base = self._lanes[lane_id].rows, self._lanes[self._baseline].rows
+        curve.setData(*speedup_curve(lane.column(SECONDS), lane.column(TOKENS),
+                                     base.column(SECONDS), base.column(TOKENS)))
+
+    def _make_items(self, lane_id: str, lane: _Lane) -> None:
+        lane.items = {
+            "rolling": pg.PlotDataItem(name=lane.label),
+            "overall": pg.PlotDataItem(),
+            "position": pg.PlotDataItem(symbol="o", symbolSize=6, symbolPen=None,
+                                        name=lane.label),
+            "race": pg.PlotDataItem(name=lane.label),
+            "speedup": pg.PlotDataItem(name=lane.label),
+            "bars": pg.BarGraphItem(x=[], height=[], width=0.8),
+        }
+        self._style_items(lane_id, lane)
+        for plot, item in self._placed(lane):
+            plot.addItem(item)
+        self.histogram_plot.getPlotItem().legend.addItem(lane.items["bars"], lane.label)
+
+    def _style_items(self, lane_id: str, lane: _Lane) -> None:
+        items, colour = lane.items, lane.colour
+        solid = pg.mkPen(colour, width=2)
+        for name in ("rolling", "position", "speedup"):
+            items[name].setPen(solid)
+        items["overall"].setPen(pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine))
+        items["race"].setPen(_race_pen(colour, lane_id == self._baseline))
+        items["position"].setSymbolBrush(colour)
+        items["bars"].setOpts(brush=colour, pen=pg.mkPen(colour))
+
+    def _placed(self, lane: _Lane) -> list[tuple[pg.PlotItem, pg.GraphicsObject]]:
+        where = {"rolling": self.acceptance_plot, "overall": self.acceptance_plot,
+                 "position": self.position_plot, "race": self.race_plot,
+                 "speedup": self.speedup_plot, "bars": self.histogram_plot}
+        return [(where[name].getPlotItem(), item) for name, item in lane.items.items()]
+
+    # ------------------------------------------------------------ theme
+
+    def set_theme(self, theme: Theme) -> None:
+        palette = self.palette()
+        palette.setColor(QPalette.ColorRole.Window, QColor(theme.background))
+        self.setPalette(palette)
+        self.setAutoFillBackground(True)  # the gaps between plots match them
+        for plot in self.plots.values():
+            _theme_plot(plot, theme)
+        self._unit_line.setPen(pg.mkPen(theme.grid, style=Qt.PenStyle.DashLine))
+
+
+# ---------------------------------------------------------------- numbers
+
+
+def acceptance_curves(proposed: np.ndarray, accepted: np.ndarray,
+                      window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Per step: accepted/proposed over the last `window` steps, and since the start.
+
+    NaN where nothing was proposed in the span (plain decoding, or an oracle with no guess).
+    """
+    p = np.concatenate([[0.0], np.cumsum(proposed)])
+    a = np.concatenate([[0.0], np.cumsum(accepted)])
+    end = np.arange(1, len(proposed) + 1)
+    start = np.maximum(end - window, 0)
+    return _ratio(a[end] - a[start], p[end] - p[start]), _ratio(a[1:], p[1:])
+
+
+def speedup_curve(seconds: np.ndarray, tokens: np.ndarray, base_seconds: np.ndarray,
+                  base_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A lane's tok/s so far over the baseline's tok/s at the same compute time.
+
+    The baseline's rate is interpolated between its steps and held at its ends, so a lane
+    that ran past the baseline's last step is compared with the baseline's final rate.
+    """
+    mine, base = seconds > 0, base_seconds > 0
+    if not mine.any() or not base.any():
+        return np.empty(0), np.empty(0)
+    t = seconds[mine]
+    base_rate = np.interp(t, base_seconds[base], base_tokens[base] / base_seconds[base])
+    return t, (tokens[mine] / t) / base_rate
+
+
+def _used(counts: np.ndarray) -> int:
+    """Length of `counts` up to its last non-zero entry."""
+    nonzero = np.flatnonzero(counts)
+    return int(nonzero[-1]) + 1 if len(nonzero) else 0
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    return np.divide(num, den, out=np.full(len(num), np.nan), where=den > 0)
+
+
+# ---------------------------------------------------------------- styling
+
+
+class _WholeAxis(pg.AxisItem):
+    """Ticks on whole numbers only: draft positions and token counts have no halves."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list:
+        return [(max(1.0, spacing), offset)
+                for spacing, offset in super().tickSpacing(minVal, maxVal, size)]
+
+
+def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
+          legend_left: bool = False) -> pg.PlotWidget:
+    axes = {"bottom": _WholeAxis("bottom")} if whole_x else {}
+    plot = pg.PlotWidget(axisItems=axes)
+    plot.setTitle(title)
+    plot.setLabel("bottom", x_label)
+    plot.setLabel("left", y_label)
+    for name in ("left", "bottom"):
+        axis = plot.getAxis(name)
+        axis.enableAutoSIPrefix(False)  # no "(x0.001)" on ratios
+        axis.setStyle(maxTickLevel=1)  # the finest grid level cost half of every repaint
+    plot.showGrid(x=True, y=True, alpha=0.2)
+    # Curves have a point per step: thin them to a few per pixel and skip those out of view.
+    # (A plot imposes these on every item it holds, so they are set here, not per curve.)
+    plot.setDownsampling(auto=True, mode="peak")
+    plot.setClipToView(True)
+    # The race's curves end at the top right, so its legend goes top left.
+    plot.addLegend(offset=(8, 8) if legend_left else (-8, 8))
+    plot.setMenuEnabled(False)
+    return plot
+
+
+def _theme_plot(plot: pg.PlotWidget, theme: Theme) -> None:
+    item = plot.getPlotItem()
+    plot.setBackground(theme.background)
+    item.setTitle(item.titleLabel.text, color=theme.foreground)
+    for name in ("left", "bottom"):
+        axis = item.getAxis(name)
+        axis.setPen(theme.grid)
+        axis.setTextPen(theme.foreground)
+        axis.setLabel(axis.labelText, color=theme.foreground)
+    item.legend.setLabelTextColor(theme.foreground)
+    item.legend.setBrush(pg.mkBrush(theme.background + "c0"))
+
+
+def _race_pen(colour: str, baseline: bool):
+    style = Qt.PenStyle.DashLine if baseline else Qt.PenStyle.SolidLine
+    return pg.mkPen(colour, width=2, style=style)
+
+
+def _marker_pen(colour: str):
+    return pg.mkPen(colour, width=1, style=Qt.PenStyle.DotLine)

@@ -1,0 +1,94 @@
+"""Colours for token kinds and lanes, in a dark and a light theme.
+
+Hues follow the Okabe-Ito colour-blind-safe set; each theme darkens or lightens them so token
+text keeps at least 4.5:1 contrast against the background and the alternate step shade
+(rejected tokens, deliberately faded, keep 3:1). Plain hex strings: no Qt needed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engines.events import ProposedToken
+
+# Token kinds the views colour. Proposal sources outside the first three share "other".
+KIND_DRAFT = "draft"
+KIND_PROMPT = "prompt"
+KIND_NGRAM = "ngram"
+KIND_OTHER = "other"
+KIND_TARGET = "target"
+KIND_REJECTED = "rejected"
+KINDS = (KIND_DRAFT, KIND_PROMPT, KIND_NGRAM, KIND_OTHER, KIND_TARGET, KIND_REJECTED)
+
+KIND_LABELS = {
+    KIND_DRAFT: "draft model",
+    KIND_PROMPT: "prompt copy",
+    KIND_NGRAM: "n-gram",
+    KIND_OTHER: "other oracle",
+    KIND_TARGET: "target",
+    KIND_REJECTED: "rejected",
+}
+
+_SOURCE_KINDS = {"draft": KIND_DRAFT, "prompt": KIND_PROMPT, "ngram": KIND_NGRAM}
+
+
+def proposal_kind(token: ProposedToken) -> str:
+    """The colour kind of a proposed token: rejected, else by its source."""
+    if not token.accepted:
+        return KIND_REJECTED
+    return _SOURCE_KINDS.get(token.source, KIND_OTHER)
+
+
+@dataclass(frozen=True, slots=True)
+class Theme:
+    name: str
+    background: str
+    foreground: str
+    shade: str  # background of every other step in the token view
+    grid: str  # axis lines and ticks in the graphs
+    draft: str
+    prompt: str
+    ngram: str
+    other: str
+    target: str
+    rejected: str  # faded; the view also strikes it through
+    lanes: tuple[str, str, str, str]
+
+    def kind_colour(self, kind: str) -> str:
+        return getattr(self, kind)
+
+    def lane_colour(self, index: int) -> str:
+        return self.lanes[index % len(self.lanes)]
+
+
+DARK = Theme(
+    name="dark",
+    background="#1b1d23",
+    foreground="#e4e6eb",
+    shade="#2b2f3a",
+    grid="#8a8f99",
+    draft="#56b4e9",
+    prompt="#e69f00",
+    ngram="#2fc99a",
+    other="#e38cc0",
+    target="#e4e6eb",
+    rejected="#b2766a",
+    lanes=("#e69f00", "#56b4e9", "#009e73", "#cc79a7"),
+)
+
+LIGHT = Theme(
+    name="light",
+    background="#ffffff",
+    foreground="#1f2328",
+    shade="#e9edf3",
+    grid="#57606a",
+    draft="#0067a3",
+    prompt="#9c5700",
+    ngram="#00775a",
+    other="#a8347a",
+    target="#1f2328",
+    rejected="#a2766e",
+    lanes=("#0072b2", "#d55e00", "#009e73", "#cc79a7"),
+)
+
+THEMES: dict[str, Theme] = {"dark": DARK, "light": LIGHT}
