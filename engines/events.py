@@ -157,7 +157,7 @@ class SummaryEvent:
     """The last record of a run."""
 
     oracle: str
-    reason: str  # eos | max-tokens | stop-string | stopped | error
+    reason: str  # eos | max-tokens | stop-string | context-full | stopped
     text: str
     totals: Totals
     prefill_ms: float

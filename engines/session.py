@@ -135,6 +135,9 @@ class Session:
             if _hit_stop(stream.text, s.stop):
                 reason = "stop-string"
                 break
+            if len(self.context) >= self.target.n_ctx:
+                reason = "context-full"
+                break
         # An incomplete character at the very end stays out: the text is exactly the steps'.
         self.summary = ev.SummaryEvent(
             oracle=self.oracle.name,

@@ -158,3 +158,12 @@ def test_smollm2_llama_greedy_is_lossless_or_reports_why(smol_llama, smollm2_pat
         assert result.margin is not None and result.margin < 0.1, result.note
         assert "near-tie" in result.note
     assert summary.totals.accepted > 0
+
+
+def test_a_full_context_ends_the_run_cleanly(tiny_backend):
+    prompt = "fox " * 200
+    n_prompt = len(tiny_backend.encode_prompt(prompt, False))
+    room = tiny_backend.n_ctx - n_prompt
+    _, summary = run(tiny_backend, make_oracle("prompt-lookup"), prompt, k=8, n=room + 50)
+    assert summary.reason == "context-full"
+    assert n_prompt + summary.totals.tokens == tiny_backend.n_ctx
