@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..engines import events as ev
-from ..engines.compare import compare
+from ..engines.compare import check_against_plain
 from ..engines.errors import SpecvizError
 from ..engines.oracles.none import NoOracle
 from ..engines.session import RunSettings, Session, warm_up
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     summary = session.summary
     result = _result(args, target, summary)
     if args.baseline:
-        result.update(_baseline(target, settings, steps, summary))
+        result.update(_baseline(target, session, steps, summary))
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -90,11 +90,11 @@ def _drive(session: Session, printer: EventPrinter | None, args, target) -> list
     return steps
 
 
-def _baseline(target, settings: RunSettings, steps, summary: ev.SummaryEvent) -> dict:
-    plain = Session(target, NoOracle(), RunSettings(**{**settings.__dict__, "k": 0}))
+def _baseline(target, session: Session, steps, summary: ev.SummaryEvent) -> dict:
+    plain = Session(target, NoOracle(), RunSettings(**{**session.settings.__dict__, "k": 0}))
     plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
     base = plain.summary
-    cmp = compare(steps, plain_steps)
+    cmp = check_against_plain(target, session.prompt_ids, steps, plain_steps)
     out = {
         "baseline_tok_per_s": round(base.tok_per_s, 3),
         "speedup": round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s else None,

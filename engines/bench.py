@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import events as ev
 from .backends.base import Backend
-from .compare import compare
+from .compare import check_against_plain
 from .errors import SpecvizError
 from .oracles.base import Oracle
 from .sampling import SamplingParams
@@ -88,6 +88,7 @@ class Row:
     tok_per_s: float = 0.0
     identical: int = 0
     compared: int = 0
+    unexplained: int = 0  # divergences not explained by the backend's batch noise
 
 
 def load_questions(path: str | Path, categories: Sequence[str] | None = None,
@@ -145,7 +146,8 @@ def run_bench(
                 steps = [e for e in session if isinstance(e, ev.StepEvent)]
                 summary = session.summary
                 histories[config].append((user, summary.text))
-                record = _record(q, turn, config, summary, steps, plain_steps)
+                record = _record(q, turn, config, summary, steps, plain_steps, target,
+                                 session.prompt_ids)
                 if config.oracle == "none":
                     plain_steps = steps
                 records.append(record)
@@ -160,12 +162,13 @@ def _plain_first(configs: Sequence[Config]) -> list[Config]:
 
 
 def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
-            steps: list[ev.StepEvent], plain_steps: list[ev.StepEvent]) -> Record:
+            steps: list[ev.StepEvent], plain_steps: list[ev.StepEvent], target: Backend,
+            prompt_ids: Sequence[int]) -> Record:
     t = summary.totals
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3))
     if config.oracle != "none":
-        result = compare(steps, plain_steps)
+        result = check_against_plain(target, prompt_ids, steps, plain_steps)
         same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
         record.identical = result.identical and same_length
         if not result.identical:
@@ -190,8 +193,16 @@ def summarise(records: Sequence[Record]) -> list[Row]:
         row.tok_per_s = speeds.get("Overall", 0.0)
         judged = [r for r in mine if r.identical is not None]
         row.compared, row.identical = len(judged), sum(1 for r in judged if r.identical)
+        row.unexplained = sum(1 for r in judged if _unexplained(r.divergence))
         rows.append(row)
     return rows
+
+
+def _unexplained(divergence: dict | None) -> bool:
+    if not divergence:
+        return False
+    margin, tie = divergence.get("margin"), divergence.get("tie_threshold", 0.0)
+    return margin is None or margin >= tie
 
 
 def _speeds(records: Sequence[Record]) -> dict[str, float]:
@@ -215,9 +226,14 @@ def markdown_table(rows: Sequence[Row]) -> str:
                  _x(r.speedup.get("Overall")), f"{r.mean_accepted_tokens:.2f}",
                  "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.0%}",
                  f"{r.tok_per_s:.1f}",
-                 "-" if r.config.oracle == "none" else f"{r.identical}/{r.compared}"]
+                 "-" if r.config.oracle == "none" else _identical(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _identical(row: Row) -> str:
+    text = f"{row.identical}/{row.compared}"
+    return text + (f" ({row.unexplained} unexplained)" if row.unexplained else "")
 
 
 def _x(value: float | None) -> str:
@@ -230,6 +246,7 @@ def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
         "rows": [{"method": r.config.label, "oracle": r.config.oracle, "k": r.config.k,
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
-                  "identical": r.identical, "compared": r.compared} for r in rows],
+                  "identical": r.identical, "compared": r.compared,
+                  "unexplained_divergences": r.unexplained} for r in rows],
         "records": [asdict(r) for r in records],
     }
