@@ -227,7 +227,15 @@ def _before_eos(proposal: Proposal, eos_ids: frozenset[int]) -> Proposal:
 
 
 def _token_chars(target: Backend, ids: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    stream = TextStream(target.token_bytes, lambda _t: False)
+    """Char span of each prompt token in the rendered prompt, whose text spells out control
+    tokens (`<|im_start|>`) that print as nothing when generated."""
+
+    def spelled(tid: int) -> bytes:
+        if target.is_special(tid):
+            return target.token_text_raw(tid).encode("utf-8")
+        return target.token_bytes(tid)
+
+    stream = TextStream(spelled, lambda _t: False)
     spans, pos = [], 0
     for tid in ids:
         piece = stream.push(tid)

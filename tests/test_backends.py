@@ -137,3 +137,17 @@ def test_smollm2_backends_agree_on_tokens_and_template(smol_llama, smol_hf):
     assert smol_llama.chat_template and smol_hf.chat_template
     assert smol_llama.format_prompt("hi", True) == smol_hf.format_prompt("hi", True)
     assert smol_llama.eos_ids & smol_hf.eos_ids
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", ["smol_llama", "smol_hf"])
+def test_prompt_token_offsets_index_the_rendered_prompt(name, request):
+    from specviz.engines.session import _token_chars
+
+    backend = request.getfixturevalue(name)
+    text = backend.format_prompt("Summarise: the team met on Monday.", chat=True)
+    ids = backend.encode_prompt(text, chat=True)
+    chars = _token_chars(backend, ids)
+    assert "".join(text[a:b] for a, b in chars) == text
+    team = next(i for i, t in enumerate(ids) if backend.token_bytes(t) == b" team")
+    assert text[slice(*chars[team])] == " team"

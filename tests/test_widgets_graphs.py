@@ -126,6 +126,15 @@ def test_acceptance_by_draft_position(graphs):
     np.testing.assert_allclose(y, [3 / 4, 2 / 4, 1 / 3, 1 / 3])
 
 
+def test_draft_positions_past_the_first_eight(graphs):
+    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    feed(graphs, "a", run([(12, 3), (10, 2)]))  # K above the initial buffer of 8
+    graphs.refresh()
+    x, y = data(graphs, "a", "position")
+    np.testing.assert_array_equal(x, range(1, 13))
+    np.testing.assert_allclose(y, [1, 1, 0.5] + [0] * 9)
+
+
 def test_race_is_tokens_over_own_compute_time(graphs):
     graphs.add_lane("a", "lane a", DARK.lanes[0])
     feed(graphs, "a", run([(2, 2), (2, 0), (2, 1)], ms=[100.0, 50.0, 250.0]))

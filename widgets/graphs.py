@@ -46,11 +46,11 @@ class _Rows:
         self.n = 0
 
 
-def _bump(counts: np.ndarray, index: int) -> np.ndarray:
-    """counts[index] += 1, growing the array (doubling) when index is past its end."""
+def _bump(counts: np.ndarray, index: int, by: int = 1) -> np.ndarray:
+    """counts[index] += by, growing the array (doubling) when index is past its end."""
     if index >= len(counts):
         counts = np.concatenate([counts, np.zeros(max(len(counts), index + 1), counts.dtype)])
-    counts[index] += 1
+    counts[index] += by
     return counts
 
 
@@ -167,8 +167,8 @@ class LaneGraphs(QWidget):
         lane.totals = event.totals
         for i, token in enumerate(event.proposed):
             lane.position_proposed = _bump(lane.position_proposed, i)
-            if token.accepted:
-                lane.position_accepted = _bump(lane.position_accepted, i)
+            # Grown together with `position_proposed`, so the two always have one length.
+            lane.position_accepted = _bump(lane.position_accepted, i, int(token.accepted))
         if event.proposed:
             lane.histogram = _bump(lane.histogram, n_accepted)
         self._dirty.add(lane_id)

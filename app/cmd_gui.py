@@ -1,0 +1,81 @@
+"""`specviz gui` (the default command) opens the window; `specviz shot` screenshots it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from . import options
+
+
+def register(sub) -> None:
+    p = sub.add_parser("gui", help="open the window (what `specviz` alone does)")
+    p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="open traces")
+    p.add_argument("--speed", type=float, default=1.0, help="replay speed, 0.1 to 1")
+    p.set_defaults(func=lambda args: open_window(args.replay, args.speed))
+    _register_shot(sub)
+
+
+def _register_shot(sub) -> None:
+    p = sub.add_parser("shot", help="render the window after a run or replay and save a PNG",
+                       description="Render the window without a person at the screen "
+                                   "(works with QT_QPA_PLATFORM=offscreen).")
+    p.add_argument("out", type=Path, metavar="OUT.png")
+    p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="traces to replay")
+    p.add_argument("--prompt-file", type=Path, help="run this prompt live")
+    p.add_argument("--oracles", default="none,prompt-lookup",
+                   help="lanes for a live run, comma-separated (default: %(default)s)")
+    p.add_argument("--k", type=options.k_value, default=4)
+    p.add_argument("--draft", default=None, help="draft model for a draft lane")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    options.add_model_args(p)
+    p.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH")
+    p.add_argument("--theme", choices=("dark", "light"), default="dark")
+    p.add_argument("--presentation", action="store_true")
+
+    def run(args: argparse.Namespace) -> int:
+        from .shot import take_shot
+
+        return take_shot(args)
+
+    p.set_defaults(func=run)
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(n) for n in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("size is WIDTHxHEIGHT, e.g. 1600x1000") from None
+    if width < 200 or height < 200:
+        raise argparse.ArgumentTypeError("the window needs at least 200x200")
+    return width, height
+
+
+def make_app():
+    """The QApplication, and a qasync loop on it as the asyncio loop (close it when done)."""
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(["specviz"])
+    app.setOrganizationName("specviz")
+    app.setApplicationName("specviz")
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    return app, loop
+
+
+def open_window(replay: list[Path] | None = None, speed: float = 1.0) -> int:
+    from .main_window import MainWindow
+
+    _app, loop = make_app()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl+C in the terminal ends the app
+    window = MainWindow()
+    window.show()
+    if replay:
+        window.open_replay(replay, speed)
+    with loop:
+        loop.run_forever()  # until the last window closes
+    return 0

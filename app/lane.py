@@ -1,0 +1,223 @@
+"""One lane: an oracle's run drawn as coloured text, with its controls and live figures."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engines import events as ev
+from ..engines.oracles import ORACLES
+from ..widgets.k_control import KControl
+from ..widgets.palette import (
+    KIND_DRAFT,
+    KIND_NGRAM,
+    KIND_PROMPT,
+    KIND_REJECTED,
+    KIND_TARGET,
+    Theme,
+)
+from ..widgets.token_view import Legend, TokenView
+from .model_combo import ModelCombo
+from .runs import LaneConfig
+
+
+def editor_range(span: ev.Span | None, prompt_text: str,
+                 user_prompt: str) -> tuple[int, int] | None:
+    """Where a copied token's source lies in the prompt editor, or None when not in it.
+
+    A span's characters index the rendered prompt (chat template around the user's text);
+    the editor holds only the user's text, which sits inside at its first occurrence.
+    """
+    if span is None or span.chr_start is None or span.chr_end is None or not user_prompt:
+        return None
+    offset = prompt_text.find(user_prompt)
+    start, end = span.chr_start - offset, span.chr_end - offset
+    if offset < 0 or start < 0 or end > len(user_prompt) or start >= end:
+        return None
+    return start, end
+
+
+# What each oracle's tokens can be, for the lane's legend.
+_ORACLE_KINDS = {"draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT, "ngram": KIND_NGRAM}
+
+
+def legend_kinds(oracle: str) -> tuple[str, ...]:
+    if oracle == "none":
+        return (KIND_TARGET,)
+    return tuple(k for k in (_ORACLE_KINDS.get(oracle), KIND_TARGET, KIND_REJECTED) if k)
+
+
+def figures_text(figures: dict) -> str:
+    rate = figures.get("acceptance_rate")
+    speedup = figures.get("speedup")
+    return " · ".join([
+        f"{figures.get('tokens', 0)} tokens",
+        f"{figures.get('tok_per_s', 0.0):.1f} tok/s",
+        f"acceptance {'-' if rate is None else f'{rate:.0%}'}",
+        f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
+        f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}",
+    ])
+
+
+class LaneWidget(QFrame):
+    """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
+
+    kChanged = Signal(str, int)  # noqa: N815 - lane id, K
+    removeRequested = Signal(str)  # noqa: N815
+    oracleChanged = Signal(str)  # noqa: N815 - lane id
+    configChanged = Signal()  # noqa: N815 - anything to remember changed
+
+    def __init__(self, lane_id: str, config: LaneConfig, theme: Theme, colour: str,
+                 recent_models: list[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lane_id = lane_id
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.prompt_text = ""  # the rendered prompt the run saw, for provenance highlights
+        self.user_prompt = ""
+        self.trace_path = None  # where this lane's run was recorded or replayed from
+        self._replay_title: str | None = None
+        self._replay_oracle: str | None = None
+        self.colour = colour
+        self.title = QLabel()
+        self.oracle = QComboBox()
+        self.oracle.addItems(list(ORACLES))
+        self.draft = ModelCombo(recent_models)
+        self.k = KControl()
+        self.remove = QToolButton(text="✕", toolTip="Remove this lane")
+        self.figures = QLabel(figures_text({}), wordWrap=True)
+        self.message = QLabel(wordWrap=True, visible=False)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.legend = Legend(theme)
+        self.view = TokenView(theme)
+        self._controls = QWidget()
+        self._layout()
+        self.set_config(config)
+        self.set_colour(colour)
+        self.oracle.currentTextChanged.connect(self._on_oracle)
+        self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        self.k.valueChanged.connect(self._on_k)
+        self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
+
+    def _layout(self) -> None:
+        controls = QGridLayout(self._controls)
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(self.oracle, 0, 0)
+        controls.addWidget(self.draft, 0, 1)
+        controls.addWidget(self.k, 1, 0, 1, 2)
+        controls.setColumnStretch(1, 1)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.remove)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(6, 6, 6, 6)
+        box.addLayout(top)
+        box.addWidget(self._controls)
+        box.addWidget(self.figures)
+        box.addWidget(self.message)
+        box.addWidget(self.legend)
+        box.addWidget(self.view, 1)
+
+    # ------------------------------------------------------------ configuration
+
+    def oracle_name(self) -> str:
+        return self._replay_oracle or self.oracle.currentText()
+
+    def config(self) -> LaneConfig:
+        oracle = self.oracle.currentText()
+        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle == "draft" else None)
+
+    def set_config(self, config: LaneConfig) -> None:
+        self.oracle.setCurrentText(config.oracle)
+        self.k.setValue(max(1, config.k))
+        self.draft.set_model(config.draft)
+        self._on_oracle(config.oracle)
+
+    def set_colour(self, colour: str) -> None:
+        self.colour = colour
+        self.setStyleSheet(f"LaneWidget {{ border-top: 4px solid {colour}; }}")
+        self._update_title()
+
+    def set_running(self, running: bool) -> None:
+        """While running only K can change (it reaches the session at its next step)."""
+        for widget in (self.oracle, self.draft, self.remove):
+            widget.setEnabled(not running)
+
+    def set_replay(self, name: str, header: dict) -> None:
+        """A lane that plays a trace: no controls, the recorded choices in the title."""
+        self._controls.hide()
+        settings = header.get("settings", {})
+        oracle = self._replay_oracle = header.get("oracle", "?")
+        k = f", K={settings['k']}" if oracle != "none" and "k" in settings else ""
+        self._replay_title = f"{name}: {oracle}{k}"
+        self.prompt_text = header.get("prompt_text", "")
+        self.user_prompt = header.get("prompt", "")
+        self.legend.set_kinds(legend_kinds(oracle))
+        self._update_title()
+
+    def set_controls_visible(self, visible: bool) -> None:
+        self._controls.setVisible(visible and self._replay_title is None)
+        self.remove.setVisible(visible)
+
+    def set_theme(self, theme: Theme, colour: str) -> None:
+        self.legend.set_theme(theme)
+        self.view.set_theme(theme)
+        self.set_colour(colour)
+
+    # ------------------------------------------------------------ run
+
+    def start_run(self, prompt_text: str, user_prompt: str) -> None:
+        self.clear()
+        self.prompt_text, self.user_prompt = prompt_text, user_prompt
+
+    def clear(self) -> None:
+        self.view.clear()
+        self.message.hide()
+        self.figures.setText(figures_text({}))
+
+    def append(self, event: ev.Event) -> None:
+        if isinstance(event, ev.StepEvent):
+            self.view.append_step(event)
+        else:
+            self._finished(event)
+
+    def set_figures(self, figures: dict) -> None:
+        self.figures.setText(figures_text(figures))
+
+    def show_message(self, text: str, error: bool = True) -> None:
+        colour = "#e5534b" if error else "palette(mid)"
+        self.message.setStyleSheet(f"color: {colour};")
+        self.message.setText(text)
+        self.message.show()
+
+    def _finished(self, summary: ev.SummaryEvent) -> None:
+        seconds = summary.wall_ms / 1000.0
+        text = f"ended: {summary.reason}, {summary.totals.tokens} tokens in {seconds:.2f} s"
+        if summary.error:
+            self.show_message(f"{text}: {summary.error}")
+        elif not self.message.isVisible():  # keep a trace problem on screen
+            self.show_message(text, error=False)
+
+    def _on_oracle(self, oracle: str) -> None:
+        self.draft.setVisible(oracle == "draft")
+        self.k.setEnabled(oracle != "none")
+        self.legend.set_kinds(legend_kinds(oracle))
+        self._update_title()
+        self.oracleChanged.emit(self.lane_id)
+        self.configChanged.emit()
+
+    def _on_k(self, k: int) -> None:
+        self.kChanged.emit(self.lane_id, k)
+        self.configChanged.emit()
+
+    def _update_title(self) -> None:
+        name = self._replay_title or self.oracle_name()
+        self.title.setText(f"<b style='color:{self.colour}'>■</b> <b>{name}</b>")

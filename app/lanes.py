@@ -1,0 +1,172 @@
+"""The lanes side by side, and the one buffer through which every event reaches the screen.
+
+Events arrive (from engine threads or the replay clock) faster than a screen can show them.
+`push` only appends to a list; a ~60 Hz timer drains it, appending to the views and the graphs
+and repainting the graphs once per tick, so the GUI stays responsive whatever the step rate.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
+
+from ..engines import events as ev
+from ..widgets.graphs import LaneGraphs
+from ..widgets.palette import Theme
+from .lane import LaneWidget
+from .runs import LaneConfig
+
+MAX_LANES = 4
+DRAIN_MS = 16
+
+
+def k_changed(previous: ev.StepEvent | None, event: ev.StepEvent, max_tokens: int | None) -> bool:
+    """Did the person change K before this step? Near the end of a run the session cuts K to
+    the tokens left; that is no change of theirs."""
+    if previous is None or event.k == previous.k:
+        return False
+    room = None if max_tokens is None else max_tokens - previous.totals.tokens - 1
+    return not (event.k < previous.k and event.k == room)
+
+
+class LaneBoard(QWidget):
+    hovered = Signal(object, object)  # LaneWidget, Span or None (None also on leaving)
+    clicked = Signal(object, int)  # LaneWidget, step
+    kChanged = Signal(str, int)  # noqa: N815 - lane id, K
+    changed = Signal()  # lanes added, removed or reconfigured
+
+    def __init__(self, graphs: LaneGraphs, theme: Theme, recent_models: list[str],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.graphs = graphs
+        self.theme = theme
+        self.recent_models = recent_models
+        self.lanes: dict[str, LaneWidget] = {}
+        self.max_tokens: dict[str, int | None] = {}  # for telling K changes from end cuts
+        self._next_id = 1
+        self._pending: list[tuple[str, ev.Event]] = []
+        self._splitter = QSplitter(Qt.Orientation.Horizontal)
+        self._splitter.setChildrenCollapsible(False)
+        QHBoxLayout(self).addWidget(self._splitter)
+        self.layout().setContentsMargins(0, 0, 0, 0)
+        self._timer = QTimer(self, interval=DRAIN_MS)
+        self._timer.timeout.connect(self.drain)
+
+    # ------------------------------------------------------------ lanes
+
+    def add_lane(self, config: LaneConfig) -> LaneWidget | None:
+        if len(self.lanes) >= MAX_LANES:
+            return None
+        lane_id = f"lane{self._next_id}"
+        self._next_id += 1
+        colour = self._free_colour()
+        lane = LaneWidget(lane_id, config, self.theme, colour, self.recent_models)
+        self.lanes[lane_id] = lane
+        self._splitter.addWidget(lane)
+        self.graphs.add_lane(lane_id, config.oracle, colour)
+        lane.view.tokenHovered.connect(lambda _s, _t, span: self.hovered.emit(lane, span))
+        lane.view.tokenClicked.connect(lambda step: self.clicked.emit(lane, step))
+        lane.kChanged.connect(self.kChanged)
+        lane.oracleChanged.connect(self._relabel)
+        lane.configChanged.connect(self.changed)
+        lane.removeRequested.connect(self.remove_lane)
+        self.update_baseline()
+        self.changed.emit()
+        return lane
+
+    def remove_lane(self, lane_id: str) -> None:
+        lane = self.lanes.pop(lane_id)
+        self.graphs.remove_lane(lane_id)
+        lane.hide()
+        lane.setParent(None)
+        lane.deleteLater()
+        self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
+        self.update_baseline()
+        self.changed.emit()
+
+    def remove_all(self) -> None:
+        for lane_id in list(self.lanes):
+            self.remove_lane(lane_id)
+
+    def configs(self) -> list[LaneConfig]:
+        return [lane.config() for lane in self.lanes.values()]
+
+    def update_baseline(self) -> None:
+        """Speedups divide by the first plain-decoding lane."""
+        plain = [lid for lid, lane in self.lanes.items() if lane.oracle_name() == "none"]
+        self.graphs.set_baseline(plain[0] if plain else None)
+        self._show_figures()
+
+    def set_theme(self, theme: Theme) -> None:
+        self.theme = theme
+        for index, lane in enumerate(self.lanes.values()):
+            colour = theme.lane_colour(index)
+            lane.set_theme(theme, colour)
+            self.graphs.set_lane_colour(lane.lane_id, colour)
+        self.graphs.set_theme(theme)
+
+    # ------------------------------------------------------------ events
+
+    def push(self, lane_id: str, event: ev.Event) -> None:
+        self._pending.append((lane_id, event))
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def push_many(self, lane_id: str, events: list[ev.Event]) -> None:
+        for event in events:
+            self.push(lane_id, event)
+
+    def rewind(self, lane_id: str, events: list[ev.Event]) -> None:
+        """Redraw a lane from scratch with `events` (a replay stepping back)."""
+        self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
+        lane = self.lanes[lane_id]
+        lane.clear()
+        self.graphs.remove_lane(lane_id)  # forgets the lane's data and K markers
+        self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
+        self.update_baseline()
+        self.push_many(lane_id, events)
+
+    def reset(self) -> None:
+        """Empty every lane and graph for a new run."""
+        self._pending.clear()
+        for lane in self.lanes.values():
+            lane.clear()
+        self.graphs.clear()
+        self._show_figures()
+
+    def drain(self) -> None:
+        if not self._pending:
+            self._timer.stop()
+            return
+        pending, self._pending = self._pending, []
+        for lane_id, event in pending:
+            lane = self.lanes.get(lane_id)
+            if lane is not None:
+                self._append(lane, event)
+        self.graphs.refresh()
+        self._show_figures()
+
+    def _append(self, lane: LaneWidget, event: ev.Event) -> None:
+        if isinstance(event, ev.StepEvent):
+            previous = lane.view.events[-1] if lane.view.events else None
+            if k_changed(previous, event, self.max_tokens.get(lane.lane_id)):
+                self.graphs.mark_k_change(lane.lane_id, event.step, event.k)
+            self.graphs.append(lane.lane_id, event)
+        lane.append(event)
+
+    def _show_figures(self) -> None:
+        for lane_id, lane in self.lanes.items():
+            lane.set_figures(self.graphs.figures(lane_id))
+
+    def _free_colour(self) -> str:
+        used = {lane.colour for lane in self.lanes.values()}
+        free = [c for c in self.theme.lanes if c not in used]
+        return free[0] if free else self.theme.lane_colour(len(self.lanes))
+
+    def _relabel(self, lane_id: str) -> None:
+        """The graphs name lanes by oracle; a new oracle is a new lane to them."""
+        lane = self.lanes.get(lane_id)
+        if lane is not None:
+            self.graphs.remove_lane(lane_id)
+            self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
+            self.update_baseline()

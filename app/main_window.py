@@ -1,0 +1,462 @@
+"""The window: prompt panel, lanes side by side, graphs below, the step inspector beside."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import traceback
+from pathlib import Path
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QDoubleSpinBox,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QSplitter,
+    QToolBar,
+    QWidget,
+)
+
+from ..engines.errors import SpecvizError
+from ..widgets.graphs import LaneGraphs
+from ..widgets.inspector import StepInspector
+from ..widgets.palette import DARK, THEMES, Theme
+from . import exports
+from .fetch import FetchDialog
+from .lane import LaneWidget, editor_range
+from .lanes import MAX_LANES, LaneBoard
+from .live import LiveRunner
+from .options import DEFAULT_TARGET
+from .prompt_panel import PromptPanel
+from .replay import ReplayPlayer, load_trace
+from .runs import LaneConfig, ModelChoice, RunRequest, traces_dir
+from .settings import AppSettings
+from .theme import apply_theme
+
+CLOSE_TIMEOUT_S = 2.0
+PRESENTATION_FONT_PT = 20.0
+NORMAL_FONT_PT = 11.0
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: AppSettings | None = None, interactive: bool = True) -> None:
+        super().__init__()
+        self.setWindowTitle("specviz")
+        self.settings = settings or AppSettings()
+        self.theme: Theme = THEMES.get(self.settings.theme(), DARK)
+        recent = self.settings.recent_models()
+        self.graphs = LaneGraphs(self.theme)
+        self.board = LaneBoard(self.graphs, self.theme, recent)
+        self.prompt = PromptPanel(recent)
+        self.inspector = StepInspector(self.theme)
+        self.runner = LiveRunner(self.board, self, interactive)
+        self.player: ReplayPlayer | None = None
+        self.replaying = False  # lanes show traces, not the person's set-up
+        self.run_task: asyncio.Future | None = None
+        self._build_layout()
+        self._build_actions()
+        self._build_menus()
+        self._connect()
+        self._restore()
+        self._set_mode()
+
+    # ------------------------------------------------------------ construction
+
+    def _build_layout(self) -> None:
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.board)
+        self.splitter.addWidget(self.graphs)
+        self.splitter.setSizes([550, 450])
+        self.setCentralWidget(self.splitter)
+        self.prompt_dock = self._dock("Prompt", self.prompt, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.inspector_dock = self._dock("Step", self.inspector,
+                                         Qt.DockWidgetArea.RightDockWidgetArea)
+        self.busy = QProgressBar(maximumWidth=160, visible=False)
+        self.busy.setRange(0, 0)
+        self.status_text = QLabel("ready")
+        self.statusBar().addWidget(self.status_text, 1)
+        self.statusBar().addPermanentWidget(self.busy)
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{title.lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, text: str, slot, shortcut=None, checkable: bool = False) -> QAction:
+        action = QAction(text, self, checkable=checkable)
+        if shortcut is not None:
+            keys = shortcut if isinstance(shortcut, list) else [shortcut]
+            action.setShortcuts([QKeySequence(k) for k in keys])
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work with the menu bar hidden (presentation)
+        return action
+
+    def _build_actions(self) -> None:
+        a = self._action
+        self.run_action = a("Run", self.start_run, ["Ctrl+Return", "Ctrl+Enter"])
+        self.stop_action = a("Stop", self.stop, "Esc")
+        self.pause_action = a("Pause", self._on_pause, "Ctrl+P", checkable=True)
+        self.add_lane_action = a("Add lane", lambda: self.add_lane(LaneConfig("prompt-lookup")))
+        self.add_plain_action = a("Add plain-decoding lane",
+                                  lambda: self.add_lane(LaneConfig("none")))
+        self.open_action = a("Open trace…", self._ask_open_traces, QKeySequence.StandardKey.Open)
+        self.live_action = a("Back to live lanes", self.leave_replay)
+        self.play_action = a("Play", self._toggle_play, "Space", checkable=True)
+        self.back_action = a("Step back", lambda: self._step(-1), "Left")
+        self.forward_action = a("Step forward", lambda: self._step(+1), "Right")
+        self.presentation_action = a("Presentation mode", self.set_presentation, "F11",
+                                     checkable=True)
+        self.rejected_action = a("Show rejected tokens", self._show_rejected, checkable=True)
+        self.rejected_action.setChecked(True)
+        self.speed = QDoubleSpinBox(minimum=0.1, maximum=1.0, singleStep=0.1, value=1.0,
+                                    suffix="×", decimals=1, toolTip="replay speed")
+        self.speed.valueChanged.connect(lambda v: self.player and self.player.set_speed(v))
+        self.run_bar = self._toolbar("Run", [self.run_action, self.stop_action,
+                                             self.pause_action, self.add_lane_action,
+                                             self.add_plain_action])
+        self.replay_bar = self._toolbar("Replay", [self.play_action, self.back_action,
+                                                   self.forward_action, self.live_action])
+        self.replay_bar.insertWidget(self.back_action, self.speed)
+
+    def _toolbar(self, name: str, actions: list[QAction]) -> QToolBar:
+        bar = self.addToolBar(name)
+        bar.setObjectName(f"toolbar-{name.lower()}")
+        bar.setIconSize(QSize(16, 16))
+        bar.addActions(actions)
+        return bar
+
+    def _build_menus(self) -> None:
+        menus = self.menuBar()
+        file = menus.addMenu("&File")
+        file.addAction(self.open_action)
+        file.addAction(self._action("Save traces as JSONL…", self._save_traces, "Ctrl+S"))
+        file.addSeparator()
+        file.addAction(self._action("Export window PNG…", self._export_window, "Ctrl+E"))
+        graphs = file.addMenu("Export graph PNG")
+        for name, plot in self.graphs.plots.items():
+            export = lambda _c=False, p=plot, n=name: self._export_graph(p, n)  # noqa: E731
+            graphs.addAction(self._action(f"{name.title()}…", export))
+        file.addAction(self._action("Export figures CSV…", self._export_csv))
+        file.addSeparator()
+        file.addAction(self._action("Quit", self.close, QKeySequence.StandardKey.Quit))
+        run = menus.addMenu("&Run")
+        run.addActions([self.run_action, self.stop_action, self.pause_action,
+                        self.add_lane_action, self.add_plain_action])
+        replay = menus.addMenu("Re&play")
+        replay.addActions([self.play_action, self.back_action, self.forward_action,
+                           self.live_action])
+        view = menus.addMenu("&View")
+        view.addAction(self.presentation_action)
+        view.addAction(self.rejected_action)
+        view.addSeparator()
+        self.theme_actions = QActionGroup(self)
+        for name in THEMES:
+            action = self._action(f"{name.title()} theme",
+                                  lambda _c=False, n=name: self.set_theme(n), checkable=True)
+            action.setChecked(name == self.theme.name)
+            self.theme_actions.addAction(action)
+            view.addAction(action)
+        view.addSeparator()
+        view.addActions([self.prompt_dock.toggleViewAction(),
+                         self.inspector_dock.toggleViewAction()])
+
+    def _connect(self) -> None:
+        self.board.hovered.connect(self._on_hover)
+        self.board.clicked.connect(self._on_click)
+        self.board.kChanged.connect(self.runner.set_k)
+        self.board.changed.connect(self._on_lanes_changed)
+        self.runner.status.connect(self.show_status)
+        self.runner.finished.connect(self._set_mode)
+        self.prompt.model.browsed.connect(self._remember_model)
+
+    def _restore(self) -> None:
+        s = self.settings
+        self.prompt.set_model_choice(s.model(ModelChoice(DEFAULT_TARGET)))
+        self.prompt.set_prompt(s.prompt())
+        self.prompt.temperature.setValue(s.temperature())
+        self.prompt.max_tokens.setValue(s.max_tokens())
+        self._add_lanes(s.lanes())
+        if not s.restore_window(self):
+            self.resize(1500, 950)
+        apply_theme(self.theme)
+
+    # ------------------------------------------------------------ lanes and runs
+
+    def add_lane(self, config: LaneConfig) -> LaneWidget | None:
+        lane = self.board.add_lane(config)
+        if lane is None:
+            self.show_status(f"at most {MAX_LANES} lanes")
+        else:
+            self._style_lane(lane)
+            lane.draft.browsed.connect(self._remember_model)
+        self._set_mode()
+        return lane
+
+    def _add_lanes(self, configs: list[LaneConfig]) -> None:
+        for config in configs:
+            self.add_lane(config)
+
+    def request(self) -> RunRequest:
+        p = self.prompt
+        return RunRequest(prompt=p.prompt(), model=p.model_choice(),
+                          max_tokens=p.max_tokens.value(), temperature=p.temperature.value())
+
+    def start_run(self) -> asyncio.Future | None:
+        """Run every lane; the task, or None when a run cannot start now."""
+        if self.runner.running or self.replaying or not self.board.lanes:
+            return None
+        request = self.request()
+        if not request.prompt.strip():
+            self.show_status("type a prompt first")
+            return None
+        self._save_run_settings(request)
+        self.run_task = self.runner.start(request)
+        self.run_task.add_done_callback(self._run_ended)
+        self._set_mode()
+        return self.run_task
+
+    def _run_ended(self, task: asyncio.Future) -> None:
+        if not task.cancelled() and task.exception() is not None:  # a bug: say so, keep going
+            error = task.exception()
+            traceback.print_exception(error, file=sys.stderr)
+            self.show_status(f"internal error: {error!r}")
+
+    def stop(self) -> None:
+        if self.runner.running:
+            self.runner.stop()
+        elif self.player is not None:
+            self.player.pause()
+        self._set_mode()
+
+    def _on_pause(self, paused: bool) -> None:
+        self.runner.pause(paused)
+        self.show_status("paused" if paused else "running", not paused)
+
+    # ------------------------------------------------------------ replay
+
+    def open_replay(self, paths: list[Path], speed: float = 1.0) -> ReplayPlayer | None:
+        if self.runner.running:
+            self.show_status("stop the run before opening traces")
+            return None
+        self._close_player()
+        self.replaying = True
+        self.board.remove_all()
+        lanes = {}
+        for trace in (load_trace(p) for p in paths[:MAX_LANES]):
+            header = trace.header
+            k = header.get("settings", {}).get("k", 1)
+            lane = self.board.add_lane(LaneConfig(header.get("oracle", "none"), k))
+            lane.set_replay(trace.path.name, header)
+            self._style_lane(lane)
+            lane.trace_path = trace.path
+            self.board.max_tokens[lane.lane_id] = header.get("settings", {}).get("max_tokens")
+            if trace.problem:
+                lane.show_message(trace.problem)
+            lanes[lane.lane_id] = trace.events
+        self.board.update_baseline()
+        self.prompt.set_prompt(next((lane.user_prompt for lane in self.board.lanes.values()), ""))
+        self.speed.setValue(speed)
+        self.player = ReplayPlayer(lanes, self.speed.value(), self)
+        self.player.advanced.connect(self.board.push_many)
+        self.player.rewound.connect(self.board.rewind)
+        self.player.finished.connect(self._set_mode)
+        self.player.play()
+        self._set_mode()
+        return self.player
+
+    def leave_replay(self) -> None:
+        """Back to the lanes the person had set up, ready to run."""
+        self._close_player()
+        self.board.remove_all()
+        self.replaying = False
+        self.prompt.set_prompt(self.settings.prompt())
+        self._add_lanes(self.settings.lanes())
+        self._set_mode()
+
+    def _close_player(self) -> None:
+        if self.player is not None:
+            self.player.pause()
+            self.player.deleteLater()
+            self.player = None
+
+    def _toggle_play(self, play: bool) -> None:
+        if self.player is not None:
+            (self.player.play if play else self.player.pause)()
+        self._set_mode()
+
+    def _step(self, delta: int) -> None:
+        if self.player is not None:
+            self.player.step(delta)
+            self._set_mode()
+
+    # ------------------------------------------------------------ view
+
+    def set_theme(self, name: str) -> None:
+        self.theme = THEMES[name]
+        self.settings.set_theme(name)
+        self.board.set_theme(self.theme)
+        self.inspector.set_theme(self.theme)
+        apply_theme(self.theme)
+        for lane in self.board.lanes.values():
+            self._style_lane(lane)
+        for action in self.theme_actions.actions():
+            action.setChecked(action.text().lower().startswith(name))
+
+    def set_presentation(self, on: bool, fullscreen: bool = True) -> None:
+        """Big text, no controls: the lanes and the race fill the screen."""
+        self.presentation_action.setChecked(on)
+        for widget in (self.prompt_dock, self.inspector_dock, self.run_bar, self.replay_bar,
+                       self.menuBar(), self.statusBar()):
+            widget.setVisible(not on)
+        for name, plot in self.graphs.plots.items():
+            plot.setVisible(not on or name == "race")
+        for lane in self.board.lanes.values():
+            self._style_lane(lane)
+        if on and fullscreen:
+            self.showFullScreen()
+        elif not on and self.isFullScreen():
+            self.showNormal()
+        if not on:
+            self._set_mode()
+
+    @property
+    def presenting(self) -> bool:
+        return self.presentation_action.isChecked()
+
+    def _style_lane(self, lane: LaneWidget) -> None:
+        lane.set_controls_visible(not self.presenting)
+        lane.view.set_font_size(PRESENTATION_FONT_PT if self.presenting else NORMAL_FONT_PT)
+        size = "15pt" if self.presenting else "10pt"
+        for label in (lane.title, lane.figures):
+            label.setStyleSheet(f"font-size: {size};")
+
+    def _show_rejected(self, show: bool) -> None:
+        for lane in self.board.lanes.values():
+            lane.view.set_show_rejected(show)
+
+    def show_status(self, message: str, busy: bool = False) -> None:
+        self.status_text.setText(message)
+        self.busy.setVisible(busy)
+
+    def _set_mode(self) -> None:
+        """Enable what makes sense now: idle, running, or replaying."""
+        running, replay = self.runner.running, self.replaying
+        self.run_action.setEnabled(not running and not replay and bool(self.board.lanes))
+        self.stop_action.setEnabled(running or replay)
+        self.pause_action.setEnabled(running)
+        if not running:
+            self.pause_action.setChecked(False)
+        room = len(self.board.lanes) < MAX_LANES and not running and not replay
+        self.add_lane_action.setEnabled(room)
+        self.add_plain_action.setEnabled(room)
+        self.prompt.set_editable(not running and not replay)
+        self.replay_bar.setVisible(replay and not self.presenting)
+        self.play_action.setChecked(self.player is not None and self.player.playing)
+        for action in (self.play_action, self.back_action, self.forward_action,
+                       self.live_action):
+            action.setEnabled(replay)
+
+    # ------------------------------------------------------------ hover and click
+
+    def _on_hover(self, lane: LaneWidget, span) -> None:
+        where = editor_range(span, lane.prompt_text, lane.user_prompt)
+        if where is None or self.prompt.prompt() != lane.user_prompt:
+            self.prompt.clear_highlight()
+            return
+        colour = QColor(self.theme.prompt)
+        colour.setAlpha(110)
+        self.prompt.highlight(*where, colour)
+
+    def _on_click(self, lane: LaneWidget, step: int) -> None:
+        if 0 <= step < len(lane.view.events):
+            self.inspector.show_step(lane.view.events[step])
+
+    # ------------------------------------------------------------ files
+
+    def _ask_open_traces(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", str(traces_dir()),
+                                                "Traces (*.jsonl);;All files (*)")
+        if paths:
+            self.open_replay([Path(p) for p in paths[:MAX_LANES]])
+
+    def _save_traces(self) -> None:
+        paths = [lane.trace_path for lane in self.board.lanes.values() if lane.trace_path]
+        if not paths:
+            self.show_status("no traces yet: run first")
+            return
+        folder = QFileDialog.getExistingDirectory(self, "Save traces into")
+        if folder:
+            self._report(lambda: exports.copy_traces(paths, folder), "saved {} traces")
+
+    def _export_window(self) -> None:
+        path = self._ask_save("Export window", "specviz.png", "PNG images (*.png)")
+        if path:
+            self._report(lambda: exports.save_png(self, path), "saved {}")
+
+    def _export_graph(self, plot: QWidget, name: str) -> None:
+        path = self._ask_save(f"Export {name} graph", f"specviz-{name}.png", "PNG images (*.png)")
+        if path:
+            self._report(lambda: exports.save_png(plot, path), "saved {}")
+
+    def _export_csv(self) -> None:
+        path = self._ask_save("Export figures", "specviz-figures.csv", "CSV files (*.csv)")
+        if path:
+            self._report(lambda: exports.write_figures_csv(path, self.figure_rows()), "saved {}")
+
+    def figure_rows(self) -> list[dict]:
+        rows = []
+        for lane_id, lane in self.board.lanes.items():
+            config = lane.config()
+            rows.append({"lane": lane_id, "oracle": lane.oracle_name(), "k": config.k,
+                         "trace": str(lane.trace_path or ""), **self.graphs.figures(lane_id)})
+        return rows
+
+    def _ask_save(self, title: str, name: str, kinds: str) -> str:
+        path, _ = QFileDialog.getSaveFileName(self, title, name, kinds)
+        return path
+
+    def _report(self, action, done: str) -> None:
+        try:
+            result = action()
+        except (OSError, SpecvizError) as exc:
+            QMessageBox.warning(self, "specviz", str(exc))
+            return
+        self.show_status(done.format(len(result) if isinstance(result, list) else result))
+
+    # ------------------------------------------------------------ settings and closing
+
+    def _on_lanes_changed(self) -> None:
+        if not self.replaying:  # replayed lanes are not the person's set-up
+            self.settings.set_lanes(self.board.configs())
+        self._set_mode()
+
+    def _remember_model(self, path: str) -> None:
+        self.settings.add_recent_model(path)
+
+    def _save_run_settings(self, request: RunRequest) -> None:
+        s = self.settings
+        s.set_prompt(request.prompt)
+        s.set_model(request.model)
+        s.set_temperature(request.temperature)
+        s.set_max_tokens(request.max_tokens)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.presenting:
+            self.set_presentation(False)
+        if not self.replaying:
+            self._save_run_settings(self.request())
+        self.settings.save_window(self)
+        self.settings.sync()
+        self._close_player()
+        for dialog in self.findChildren(FetchDialog):
+            dialog.reject()  # cancels its download: the process would wait for it
+        if not self.runner.shutdown(CLOSE_TIMEOUT_S):
+            print("specviz: an engine thread did not stop in time", file=sys.stderr)
+        super().closeEvent(event)

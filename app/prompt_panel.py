@@ -1,0 +1,118 @@
+"""The prompt panel: the prompt, sample prompts, the target model and decoding settings."""
+
+from __future__ import annotations
+
+import os
+from importlib.resources import files
+
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QPlainTextEdit,
+    QSpinBox,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engines.backends import BACKENDS
+from .model_combo import ModelCombo
+from .runs import ModelChoice
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def sample_prompts() -> dict[str, str]:
+    """Sample prompts shipped in assets/prompts, by title ("code edit rename")."""
+    folder = files("specviz").joinpath("assets/prompts")
+    entries = sorted((e for e in folder.iterdir() if e.name.endswith(".txt")), key=lambda e: e.name)
+    return {e.name[:-4].replace("-", " "): e.read_text(encoding="utf-8") for e in entries}
+
+
+class PromptPanel(QWidget):
+    def __init__(self, recent_models: list[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.samples = QComboBox()
+        self.samples.addItem("Sample prompts…")
+        self._samples = sample_prompts()
+        self.samples.addItems(list(self._samples))
+        self.samples.activated.connect(self._load_sample)
+        self.editor = QPlainTextEdit()
+        self.editor.setPlaceholderText("Type a prompt, or pick a sample above")
+        self.model = ModelCombo(recent_models)
+        self.backend = QComboBox()
+        self.backend.addItems(list(BACKENDS))
+        self.device = QComboBox()
+        self.device.addItems(list(DEVICES))
+        self.threads = QSpinBox(minimum=0, maximum=os.cpu_count() or 1,
+                                specialValueText="all cores", toolTip="CPU threads per model")
+        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, decimals=2)
+        self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=128, singleStep=16)
+        self._layout()
+
+    def _layout(self) -> None:
+        form = QFormLayout()
+        form.addRow("Target", self.model)
+        form.addRow("Backend", self.backend)
+        form.addRow("Device", self.device)
+        form.addRow("Threads", self.threads)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Max tokens", self.max_tokens)
+        box = QVBoxLayout(self)
+        box.addWidget(self.samples)
+        box.addWidget(self.editor, 1)
+        box.addLayout(form)
+
+    # ------------------------------------------------------------ values
+
+    def prompt(self) -> str:
+        return self.editor.toPlainText()
+
+    def set_prompt(self, text: str) -> None:
+        self.editor.setPlainText(text)
+
+    def model_choice(self) -> ModelChoice:
+        device = self.device.currentText()
+        return ModelChoice(self.model.model(), self.backend.currentText(),
+                           None if device == "auto" else device, self.threads.value() or None)
+
+    def set_model_choice(self, choice: ModelChoice) -> None:
+        self.model.set_model(choice.target)
+        self.backend.setCurrentText(choice.backend)
+        self.device.setCurrentText(choice.device or "auto")
+        self.threads.setValue(choice.threads or 0)
+
+    def set_editable(self, editable: bool) -> None:
+        """Read-only while a run or a replay owns the prompt (highlights index into it)."""
+        self.editor.setReadOnly(not editable)
+        for widget in (self.samples, self.model, self.backend, self.device, self.threads,
+                       self.temperature, self.max_tokens):
+            widget.setEnabled(editable)
+
+    # ------------------------------------------------------------ provenance highlight
+
+    def highlight(self, start: int, end: int, colour: QColor) -> None:
+        """Mark characters [start, end) of the prompt, and scroll them into view."""
+        cursor = QTextCursor(self.editor.document())
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        selection = QTextEdit.ExtraSelection()
+        selection.cursor = cursor
+        fmt = QTextCharFormat()
+        fmt.setBackground(colour)
+        selection.format = fmt
+        self.editor.setExtraSelections([selection])
+        view = QTextCursor(cursor)
+        view.clearSelection()
+        self.editor.setTextCursor(view)
+        self.editor.ensureCursorVisible()
+
+    def clear_highlight(self) -> None:
+        self.editor.setExtraSelections([])
+
+    def _load_sample(self, index: int) -> None:
+        if index > 0:
+            self.set_prompt(self._samples[self.samples.itemText(index)])
+        self.samples.setCurrentIndex(0)

@@ -1,0 +1,122 @@
+"""What the window remembers between sessions, in QSettings (organisation and app "specviz").
+
+Always the INI format in the user scope, so that tests can point `QSettings.setPath` at a
+temporary folder and never touch a person's settings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMainWindow
+
+from .runs import LaneConfig, ModelChoice
+
+DEFAULT_LANES = (LaneConfig("none", 4), LaneConfig("prompt-lookup", 4))
+
+
+def qsettings() -> QSettings:
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "specviz", "specviz")
+
+
+class AppSettings:
+    """Typed access to the stored values; each read falls back to a default."""
+
+    def __init__(self, store: QSettings | None = None) -> None:
+        self.store = store or qsettings()
+
+    # ------------------------------------------------------------ models
+
+    def model(self, default: ModelChoice) -> ModelChoice:
+        data = self._json("model/choice", {})
+        return ModelChoice(data.get("target", default.target),
+                           data.get("backend", default.backend), data.get("device"),
+                           data.get("threads"))
+
+    def set_model(self, choice: ModelChoice) -> None:
+        self._set_json("model/choice", choice.__dict__)
+
+    def recent_models(self) -> list[str]:
+        """Model paths picked with Browse…, newest first."""
+        return [str(p) for p in self._json("model/recent", [])]
+
+    def add_recent_model(self, path: str) -> None:
+        recent = [path, *(p for p in self.recent_models() if p != path)]
+        self._set_json("model/recent", recent[:8])
+
+    # ------------------------------------------------------------ lanes
+
+    def lanes(self) -> list[LaneConfig]:
+        stored = self._json("lanes/configs", None)
+        if not stored:
+            return list(DEFAULT_LANES)
+        try:
+            return [LaneConfig(d["oracle"], int(d["k"]), d.get("draft")) for d in stored][:4]
+        except (KeyError, TypeError, ValueError):
+            return list(DEFAULT_LANES)
+
+    def set_lanes(self, lanes: list[LaneConfig]) -> None:
+        self._set_json("lanes/configs", [lane.__dict__ for lane in lanes])
+
+    # ------------------------------------------------------------ view
+
+    def theme(self) -> str:
+        return str(self.store.value("view/theme", "dark"))
+
+    def set_theme(self, name: str) -> None:
+        self.store.setValue("view/theme", name)
+
+    def prompt(self) -> str:
+        return str(self.store.value("run/prompt", ""))
+
+    def set_prompt(self, text: str) -> None:
+        self.store.setValue("run/prompt", text)
+
+    def temperature(self) -> float:
+        return _number(self.store.value("run/temperature"), float, 0.0)
+
+    def set_temperature(self, value: float) -> None:
+        self.store.setValue("run/temperature", value)
+
+    def max_tokens(self) -> int:
+        return _number(self.store.value("run/max_tokens"), int, 128)
+
+    def set_max_tokens(self, value: int) -> None:
+        self.store.setValue("run/max_tokens", value)
+
+    def save_window(self, window: QMainWindow) -> None:
+        self.store.setValue("window/geometry", window.saveGeometry())
+        self.store.setValue("window/state", window.saveState())
+
+    def restore_window(self, window: QMainWindow) -> bool:
+        geometry = self.store.value("window/geometry")
+        state = self.store.value("window/state")
+        if geometry is not None:
+            window.restoreGeometry(geometry)
+        if state is not None:
+            window.restoreState(state)
+        return geometry is not None
+
+    def sync(self) -> None:
+        self.store.sync()
+
+    # ------------------------------------------------------------ helpers
+
+    def _json(self, key: str, default):
+        # Lists and dicts are stored as JSON text: INI files keep their types that way.
+        try:
+            return json.loads(str(self.store.value(key, "")))
+        except ValueError:
+            return default
+
+    def _set_json(self, key: str, value) -> None:
+        self.store.setValue(key, json.dumps(value))
+
+
+def _number(value, kind, default):
+    # INI files give back strings; a hand-edited file may give back anything.
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        return default

@@ -1,0 +1,82 @@
+"""`specviz shot`: the window after a run or a full replay, saved as a PNG, no person needed.
+
+The window runs with throw-away settings (a temporary INI file), so a shot neither reads nor
+changes what a person's window remembers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+from ..engines.errors import SpecvizError
+from . import exports
+from .cmd_gui import make_app
+from .cmd_run import read_prompt
+from .main_window import MainWindow
+from .runs import LaneConfig, ModelChoice
+from .settings import AppSettings
+
+
+def take_shot(args: argparse.Namespace) -> int:
+    if not args.replay and not args.prompt_file:
+        raise SpecvizError("give traces with --replay FILE... or a prompt with --prompt-file F")
+    app, loop = make_app()
+    with tempfile.TemporaryDirectory() as tmp, loop:
+        store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
+        store.setValue("view/theme", args.theme)
+        window = MainWindow(AppSettings(store), interactive=False)
+        window.resize(*args.size)
+        if args.presentation:
+            window.set_presentation(True, fullscreen=False)
+        window.show()
+        status = _replay(window, args.replay) if args.replay else loop.run_until_complete(
+            _live(window, args))
+        _settle(app, window)
+        exports.save_png(window, args.out)
+        window.close()
+    print(f"saved {args.out}", file=sys.stderr)
+    return status
+
+
+def _replay(window: MainWindow, paths: list[Path]) -> int:
+    player = window.open_replay(paths)
+    if player is None:
+        return 2
+    player.finish()
+    window.board.drain()
+    unreadable = [lane for lane in window.board.lanes.values() if not lane.view.events]
+    return 2 if unreadable else 0
+
+
+async def _live(window: MainWindow, args: argparse.Namespace) -> int:
+    prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
+    window.board.remove_all()
+    for oracle in (name.strip() for name in args.oracles.split(",") if name.strip()):
+        window.add_lane(LaneConfig(oracle, args.k, args.draft))
+    window.prompt.set_prompt(prompt)
+    window.prompt.set_model_choice(ModelChoice(args.target, args.backend, args.device,
+                                               args.threads))
+    window.prompt.max_tokens.setValue(args.max_tokens)
+    window.prompt.temperature.setValue(args.temperature)
+    task = window.start_run()
+    if task is None:
+        raise SpecvizError("nothing to run: give at least one oracle with --oracles")
+    await task
+    failed = [f"{lane.oracle_name()}: {lane.message.text()}"
+              for lane in window.board.lanes.values() if lane.view.token_count == 0]
+    for line in failed:
+        print(f"specviz: lane {line}", file=sys.stderr)
+    return 2 if len(failed) == len(window.board.lanes) else 0
+
+
+def _settle(app, window: MainWindow) -> None:
+    """Let every queued event, text layout and graph update land before the grab."""
+    for _ in range(3):
+        window.board.drain()
+        window.graphs.refresh()
+        app.processEvents()

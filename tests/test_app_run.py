@@ -1,0 +1,174 @@
+"""Live runs in the window: lanes on engine threads, K changes, errors, closing mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
+
+from specviz.app.runs import LaneConfig, ModelChoice, traces_dir
+from specviz.engines import events as ev
+from specviz.engines.trace import read_trace
+
+pytestmark = pytest.mark.gui
+
+PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog."
+
+
+def set_up(window, model: ModelChoice, oracles: list[LaneConfig], max_tokens: int,
+           prompt: str = PROMPT) -> None:
+    window.board.remove_all()
+    for config in oracles:
+        window.add_lane(config)
+    window.prompt.set_prompt(prompt)
+    window.prompt.set_model_choice(model)
+    window.prompt.max_tokens.setValue(max_tokens)
+
+
+def tiny(path: Path) -> ModelChoice:
+    return ModelChoice(str(path), "transformers", "cpu")
+
+
+def engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("specviz-engine")]
+
+
+def lane_texts(window) -> list[str]:
+    return ["".join(e.text for e in lane.view.events) for lane in window.board.lanes.values()]
+
+
+def finish(loop, task, timeout: float = 120) -> None:
+    """Run the Qt loop until the run's task ends (a hung run fails instead of hanging)."""
+    loop.run_until_complete(asyncio.wait_for(task, timeout))
+
+
+def run_to_end(window, loop) -> None:
+    task = window.start_run()
+    assert task is not None
+    finish(loop, task)
+    window.board.drain()
+
+
+def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 40)
+    run_to_end(window, app_env)
+    plain, lookup = window.board.lanes.values()
+    assert plain.view.token_count == lookup.view.token_count == 40
+    assert lane_texts(window)[0] == lane_texts(window)[1]  # greedy: speculation is lossless
+    assert lookup.view.events[0].k == 4 and plain.view.events[0].k == 0
+    figures = window.graphs.figures(lookup.lane_id)
+    assert figures["tokens"] == 40 and figures["speedup"] is not None
+    assert "40 tokens" in lookup.figures.text()
+    assert "ended: max-tokens" in lookup.message.text()
+    for lane in (plain, lookup):
+        trace = read_trace(lane.trace_path)
+        assert lane.trace_path.parent == traces_dir()
+        assert trace.problem is None and trace.summary.reason == "max-tokens"
+        assert [e.step for e in trace.steps] == [e.step for e in lane.view.events]
+    assert window.run_action.isEnabled() and not engine_threads()
+
+
+def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot,
+                                                           tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("prompt-lookup", 4)], 60)
+    window.start_run()
+    window.pause_action.trigger()  # holds the sessions before their first step
+    lane = next(iter(window.board.lanes.values()))
+    qtbot.waitUntil(lambda: window.runner.pool.session(lane.lane_id) is not None, timeout=30_000)
+    session = window.runner.pool.session(lane.lane_id)
+    assert session.k == 4
+    lane.k.setValue(9)
+    assert session.k == 9
+    window.pause_action.trigger()
+    finish(app_env, window.run_task)
+    window.board.drain()
+    steps = lane.view.events
+    assert steps[0].k == 9
+    assert all(e.k == 9 for e in steps if e.totals.tokens + 9 < 60)  # the end cuts K
+
+
+def test_k_change_marks_the_graphs(window, monkeypatch):
+    marks = []
+    monkeypatch.setattr(window.graphs, "mark_k_change", lambda *a: marks.append(a))
+    lane = window.board.add_lane(LaneConfig("prompt-lookup", 4))
+    window.board.max_tokens[lane.lane_id] = 100
+    target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
+    for step, k in enumerate((4, 4, 9, 9)):
+        totals = ev.Totals(step + 1, step + 1, 0, 0, 1.0, 1.0, 1.0)
+        window.board.push(lane.lane_id, ev.StepEvent(step, "prompt-lookup", k, step, (), target,
+                                                     "a", ev.Timing(1, 1, 1), totals))
+    window.board.drain()
+    assert marks == [(lane.lane_id, 2, 9)]
+
+
+def test_closing_mid_run_ends_the_workers_quickly(window, app_env, qtbot, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup")], 400)
+    window.start_run()
+    window.pause_action.trigger()  # mid-run for sure, however fast the model
+    qtbot.waitUntil(lambda: window.runner.pool.running, timeout=30_000)
+    assert engine_threads()
+    started = time.monotonic()
+    window.close()
+    assert time.monotonic() - started < 2.0
+    assert not engine_threads()
+    for lane in window.board.lanes.values():
+        assert read_trace(lane.trace_path).summary.reason == "stopped"
+
+
+def test_a_failing_lane_leaves_the_others_running(window, app_env, tiny_model_dir, tmp_path):
+    lanes = [LaneConfig("none"), LaneConfig("draft", 4, str(tmp_path / "missing.gguf")),
+             LaneConfig("prompt-lookup")]
+    set_up(window, tiny(tiny_model_dir), lanes, 30)
+    run_to_end(window, app_env)
+    plain, draft, lookup = window.board.lanes.values()
+    assert "no such model file" in draft.message.text() and not draft.view.events
+    assert plain.view.token_count == lookup.view.token_count == 30
+
+
+def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
+    lanes = [LaneConfig("none"), LaneConfig("draft", 3, str(tiny_model_dir))]
+    set_up(window, tiny(tiny_model_dir), lanes, 24)
+    run_to_end(window, app_env)
+    plain, draft = window.board.lanes.values()
+    assert draft.view.token_count == 24
+    assert lane_texts(window)[0] == lane_texts(window)[1]
+    assert window.graphs.figures(draft.lane_id)["acceptance_rate"] > 0.5
+
+
+def test_a_prompt_too_long_shows_in_the_lanes_and_the_window_keeps_working(
+        window, app_env, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("ngram")], 10,
+           prompt="The quick brown fox jumps over the lazy dog. " * 80)
+    run_to_end(window, app_env)
+    for lane in window.board.lanes.values():
+        assert "context" in lane.message.text() and not lane.view.events
+    window.prompt.set_prompt(PROMPT)
+    run_to_end(window, app_env)
+    assert [lane.view.token_count for lane in window.board.lanes.values()] == [10, 10]
+    assert not any("context" in lane.message.text() for lane in window.board.lanes.values())
+
+
+@pytest.mark.model
+def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
+    model = ModelChoice(str(smollm2_path), "llama", "cpu")
+    prompt = (Path(__file__).parents[1] / "assets/prompts/summarise-meeting.txt").read_text()
+    set_up(window, model, [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 48, prompt)
+    run_to_end(window, app_env)
+    plain, lookup = window.board.lanes.values()
+    assert plain.view.token_count == lookup.view.token_count == 48
+    assert lane_texts(window)[0] == lane_texts(window)[1]
+    assert window.graphs.figures(lookup.lane_id)["mean_accepted_tokens"] > 1.2
+    # Closing mid-run, unpaused: each step is milliseconds, so stopping is prompt.
+    window.prompt.max_tokens.setValue(400)
+    window.start_run()
+    qtbot.waitUntil(lambda: len(lookup.view.events) > 2, timeout=60_000)
+    started = time.monotonic()
+    window.close()
+    assert time.monotonic() - started < 2.0 and not engine_threads()

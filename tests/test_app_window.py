@@ -1,0 +1,345 @@
+"""The window without a model: replaying traces, hover and click, settings, the shot command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+
+from specviz.engines import events as ev
+from specviz.engines.trace import read_trace
+
+pytestmark = pytest.mark.gui
+
+DATA = Path(__file__).parent / "data"
+TRACE = DATA / "small_trace.jsonl"  # smollm2-135m, prompt-lookup, K=4, 64 tokens
+PLAIN = DATA / "small_trace_plain.jsonl"  # the same prompt decoded plainly
+
+
+@pytest.fixture
+def app_env(qapp, tmp_path, monkeypatch):
+    """Settings and traces in a temporary folder; a qasync loop as the asyncio loop."""
+    import qasync
+
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
+                      str(tmp_path / "settings"))
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def window(app_env, qtbot):
+    from specviz.app.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)  # closed at teardown: closing stops any run
+    win.show()
+    return win
+
+
+def replay_fully(window, paths):
+    player = window.open_replay(paths)
+    player.finish()
+    window.board.drain()
+    return player
+
+
+# ---------------------------------------------------------------- replay
+
+
+def test_replay_fills_lanes_and_graphs_deterministically(window):
+    trace = read_trace(TRACE)
+    figures = []
+    for _ in range(2):
+        replay_fully(window, [PLAIN, TRACE])
+        lanes = list(window.board.lanes.values())
+        assert [lane.view.token_count for lane in lanes] == [64, 64]
+        assert len(lanes[1].view.events) == len(trace.steps)
+        figures.append([window.graphs.figures(lane.lane_id) for lane in lanes])
+    assert figures[0] == figures[1]
+    plain, lookup = figures[0]
+    totals = trace.summary.totals
+    assert lookup["tokens"] == 64
+    assert lookup["acceptance_rate"] == pytest.approx(totals.acceptance_rate)
+    assert lookup["mean_accepted_tokens"] == pytest.approx(totals.mean_accepted_tokens)
+    assert plain["mean_accepted_tokens"] == 1.0
+    base = read_trace(PLAIN).summary.totals
+    assert lookup["speedup"] == pytest.approx(totals.tok_per_s / base.tok_per_s)
+    assert "64 tokens" in lanes[1].figures.text()
+
+
+def test_replay_plays_at_recorded_pace(window, qtbot):
+    steps = read_trace(TRACE).steps
+    first_s, last_s = (steps[i].totals.compute_ms / 1000 for i in (0, -1))
+    assert last_s - first_s > 0.3  # room to catch it mid-way
+    started = time.monotonic()
+    player = window.open_replay([TRACE], speed=1.0)
+    lane = next(iter(window.board.lanes.values()))
+
+    def shown() -> bool:
+        window.board.drain()
+        return lane.view.token_count > 0
+
+    qtbot.waitUntil(shown, timeout=int(first_s * 2000) + 2000)
+    assert time.monotonic() - started >= first_s * 0.9  # not before its time
+    assert player.playing and lane.view.token_count < 64  # and not all at once
+    player.finish()
+
+
+def test_replay_step_by_step_with_arrow_keys(window, qtbot):
+    player = window.open_replay([PLAIN, TRACE])
+    player.pause()  # before its first tick: nothing shown yet
+    window.board.lanes[next(iter(window.board.lanes))].setFocus()
+    for _ in range(3):
+        qtbot.keyClick(window, Qt.Key.Key_Right)
+    window.board.drain()
+    assert [len(lane.view.events) for lane in window.board.lanes.values()] == [3, 3]
+    assert not player.playing
+    qtbot.keyClick(window, Qt.Key.Key_Left)
+    window.board.drain()
+    assert [len(lane.view.events) for lane in window.board.lanes.values()] == [2, 2]
+    assert window.graphs.figures(list(window.board.lanes)[0])["tokens"] == 2
+
+
+def test_corrupt_trace_shows_error_and_plays_readable_part(window, tmp_path):
+    lines = TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(lines[:6]) + '{"kind": "step", "oops\n', encoding="utf-8")
+    missing = tmp_path / "missing.jsonl"
+    replay_fully(window, [broken, missing])
+    readable, unreadable = window.board.lanes.values()
+    assert len(readable.view.events) == 5
+    assert "line 7" in readable.message.text() and readable.message.isVisible()
+    assert "cannot open trace" in unreadable.message.text()
+    assert not unreadable.view.events
+
+
+def test_leaving_replay_restores_live_lanes(window):
+    before = window.board.configs()
+    replay_fully(window, [TRACE])
+    assert not window.run_action.isEnabled()
+    window.leave_replay()
+    assert window.board.configs() == before
+    assert window.run_action.isEnabled()
+
+
+# ---------------------------------------------------------------- hover and click
+
+
+def copied_tokens(events):
+    for event in events:
+        for i, token in enumerate(event.proposed):
+            span = token.span
+            if span is not None and span.chr_start is not None and span.chr_end > span.chr_start:
+                yield event.step, i, span
+
+
+def test_hovering_a_copied_token_highlights_its_source_in_the_prompt(window):
+    replay_fully(window, [TRACE])
+    lane = next(iter(window.board.lanes.values()))
+    offset = lane.prompt_text.find(lane.user_prompt)
+    assert offset > 0  # the chat template comes first
+    inside = [c for c in copied_tokens(lane.view.events) if c[2].chr_start >= offset]
+    outside = [c for c in copied_tokens(lane.view.events) if c[2].chr_end <= offset]
+    assert inside and outside
+    step, token, span = inside[0]
+    lane.view.tokenHovered.emit(step, token, span)
+    (selection,) = window.prompt.editor.extraSelections()
+    assert selection.cursor.selectedText() == lane.prompt_text[span.chr_start:span.chr_end]
+    assert selection.cursor.selectionStart() == span.chr_start - offset
+    lane.view.tokenHovered.emit(*outside[0])  # copied from the template: nothing to show
+    assert window.prompt.editor.extraSelections() == []
+    lane.view.tokenHovered.emit(step, token, span)
+    lane.view.tokenHovered.emit(-1, -1, None)
+    assert window.prompt.editor.extraSelections() == []
+
+
+def test_span_outside_the_users_text_is_ignored():
+    from specviz.app.lane import editor_range
+
+    rendered = "<|user|>\nhello world<|end|>"
+    assert editor_range(ev.Span(0, 1, 9, 14), rendered, "hello world") == (0, 5)
+    assert editor_range(ev.Span(0, 1, 0, 5), rendered, "hello world") is None
+    assert editor_range(ev.Span(0, 1, 15, 25), rendered, "hello world") is None
+    assert editor_range(ev.Span(0, 1), rendered, "hello world") is None
+
+
+def test_clicking_a_token_shows_its_step(window):
+    replay_fully(window, [TRACE])
+    lane = next(iter(window.board.lanes.values()))
+    lane.view.tokenClicked.emit(4)
+    assert window.inspector.event is lane.view.events[4]
+
+
+# ---------------------------------------------------------------- K changes on the graphs
+
+
+def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
+    from specviz.app.lanes import k_changed
+
+    def step(k: int, tokens: int) -> ev.StepEvent:
+        totals = ev.Totals(tokens, 1, 0, 0, 0.0, 0.0, 0.0)
+        target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
+        return ev.StepEvent(0, "prompt-lookup", k, 0, (), target, "a", ev.Timing(0, 0, 0), totals)
+
+    assert not k_changed(None, step(4, 1), 100)
+    assert k_changed(step(4, 10), step(8, 15), 100)
+    assert k_changed(step(8, 10), step(2, 15), 100)
+    assert not k_changed(step(8, 95), step(4, 99), 100)  # 100 - 95 - 1 = 4 tokens of room
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_settings_round_trip(app_env, qtbot, tmp_path):
+    from specviz.app.main_window import MainWindow
+    from specviz.app.runs import LaneConfig
+
+    first = MainWindow()
+    qtbot.addWidget(first)
+    first.board.remove_all()
+    first.add_lane(LaneConfig("none"))
+    first.add_lane(LaneConfig("draft", 7, "/models/draft.gguf"))
+    first.set_theme("light")
+    first.prompt.max_tokens.setValue(77)
+    first.prompt.threads.setValue(1)
+    first.resize(700, 533)  # inside the offscreen screen (800x600)
+    first.show()
+    size = first.size()
+    first.close()
+
+    second = MainWindow()
+    qtbot.addWidget(second)
+    assert second.board.configs() == [LaneConfig("none", 4),
+                                      LaneConfig("draft", 7, "/models/draft.gguf")]
+    assert second.theme.name == "light"
+    assert second.prompt.max_tokens.value() == 77
+    assert second.prompt.model_choice().threads == 1
+    assert second.size() == size and size.height() == 533
+    assert Path(second.settings.store.fileName()).is_relative_to(tmp_path)
+
+
+def test_at_most_four_lanes_and_a_plain_lane_is_the_baseline(window):
+    window.board.remove_all()
+    window.add_lane_action.trigger()
+    window.add_plain_action.trigger()
+    for _ in range(4):
+        window.add_lane_action.trigger()
+    assert len(window.board.lanes) == 4
+    assert not window.add_lane_action.isEnabled()
+    plain = [lid for lid, lane in window.board.lanes.items() if lane.oracle_name() == "none"]
+    assert window.graphs.baseline == plain[0]
+
+
+# ---------------------------------------------------------------- specviz shot
+
+
+def test_shot_of_a_replay_writes_a_png_of_the_requested_size(tmp_path):
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / "shot.png"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "SPECVIZ_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "specviz", "shot", str(out), "--replay", str(PLAIN), str(TRACE),
+         "--size", "1000x700", "--theme", "light"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(out))
+    assert out.stat().st_size > 10_000
+    assert (image.width(), image.height()) == (1000, 700)
+
+
+# ---------------------------------------------------------------- fetching a model
+
+
+@pytest.fixture
+def fake_fetch(monkeypatch, tmp_path):
+    """No network and no question: `ask` says yes, `pull` reports progress from its thread."""
+    from specviz.app import fetch
+    from specviz.engines import models
+
+    async def yes(*_args) -> bool:
+        return True
+
+    def pull(name, progress, cancel):
+        for done in range(0, 101, 25):
+            progress(done, 100, "downloading")
+            if cancel.wait(0.05 if done < 100 else 0):
+                raise models.DownloadCancelled("download cancelled")
+        return tmp_path / f"{name}.gguf"
+
+    monkeypatch.setattr(fetch, "ask", yes)
+    monkeypatch.setattr(models, "pull", pull)
+    return fetch
+
+
+def test_fetching_shows_progress_and_returns_the_path(window, app_env, fake_fetch, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as executor:
+        path = app_env.run_until_complete(fake_fetch.fetch(window, "smollm2-135m", executor))
+    assert path == tmp_path / "smollm2-135m.gguf"
+
+
+def test_cancelling_a_fetch_returns_none(window, app_env, fake_fetch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from PySide6.QtCore import QTimer
+
+    from specviz.app.fetch import FetchDialog
+
+    seen = []
+
+    def cancel_once_progress_shows() -> None:
+        dialogs = [w for w in window.findChildren(FetchDialog) if w.isVisible()]
+        if dialogs and dialogs[0].bar.value() > 0:
+            seen.append(dialogs[0].label.text())
+            dialogs[0].reject()  # what Cancel and Esc do
+            timer.stop()
+
+    timer = QTimer(interval=5)
+    timer.timeout.connect(cancel_once_progress_shows)
+    timer.start()
+    with ThreadPoolExecutor(1) as executor:
+        path = app_env.run_until_complete(fake_fetch.fetch(window, "smollm2-135m", executor))
+    assert path is None
+    assert "MB of" in seen[0] and "/s" in seen[0]
+
+
+# ---------------------------------------------------------------- exports
+
+
+def test_file_menu_exports(window, monkeypatch, tmp_path):
+    import csv
+
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QFileDialog
+
+    replay_fully(window, [PLAIN, TRACE])
+    answers = iter([tmp_path / "window.png", tmp_path / "race.png", tmp_path / "figures.csv"])
+    monkeypatch.setattr(window, "_ask_save", lambda *_a: str(next(answers)))
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *_a: str(tmp_path / "copies"))
+    window._export_window()
+    window._export_graph(window.graphs.race_plot, "race")
+    window._export_csv()
+    window._save_traces()
+    assert QImage(str(tmp_path / "window.png")).width() == window.width()
+    assert QImage(str(tmp_path / "race.png")).width() == window.graphs.race_plot.width()
+    rows = list(csv.DictReader((tmp_path / "figures.csv").open(encoding="utf-8")))
+    assert [r["oracle"] for r in rows] == ["none", "prompt-lookup"]
+    assert [r["tokens"] for r in rows] == ["64", "64"]
+    assert sorted(p.name for p in (tmp_path / "copies").iterdir()) == sorted(
+        [PLAIN.name, TRACE.name])
