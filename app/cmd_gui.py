@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import sys
 from pathlib import Path
 
+from ..engines.errors import SpecvizError
 from . import options
 
 
@@ -54,8 +57,23 @@ def _size(text: str) -> tuple[int, int]:
     return width, height
 
 
-def make_app():
-    """The QApplication, and a qasync loop on it as the asyncio loop (close it when done)."""
+def has_display() -> bool:
+    """Whether Qt can open a window here (Qt itself would abort the process otherwise)."""
+    if os.environ.get("QT_QPA_PLATFORM") or sys.platform in ("win32", "darwin"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def make_app(offscreen_if_headless: bool = False):
+    """The QApplication, and a qasync loop on it as the asyncio loop (close it when done).
+
+    Without a display, `specviz shot` renders offscreen; the window itself says what to do.
+    """
+    if not has_display():
+        if not offscreen_if_headless:
+            raise SpecvizError("no display to open the window on; run it in a desktop session "
+                               "or under xvfb-run, or use `specviz shot` / `specviz run`")
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
     import qasync
     from PySide6.QtWidgets import QApplication
 

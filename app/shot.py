@@ -25,7 +25,7 @@ from .settings import AppSettings
 def take_shot(args: argparse.Namespace) -> int:
     if not args.replay and not args.prompt_file:
         raise SpecvizError("give traces with --replay FILE... or a prompt with --prompt-file F")
-    app, loop = make_app()
+    app, loop = make_app(offscreen_if_headless=True)
     with tempfile.TemporaryDirectory() as tmp, loop:
         store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
         store.setValue("view/theme", args.theme)

@@ -343,3 +343,12 @@ def test_file_menu_exports(window, monkeypatch, tmp_path):
     assert [r["tokens"] for r in rows] == ["64", "64"]
     assert sorted(p.name for p in (tmp_path / "copies").iterdir()) == sorted(
         [PLAIN.name, TRACE.name])
+
+
+def test_no_display_is_one_clear_line(monkeypatch, capsys):
+    from specviz.app.cli import main
+
+    for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["gui"]) == 2
+    assert "no display" in capsys.readouterr().err
