@@ -1,11 +1,14 @@
 """The lanes side by side, and the one buffer through which every event reaches the screen.
 
 Events arrive (from engine threads or the replay clock) faster than a screen can show them.
-`push` only appends to a list; a ~60 Hz timer drains it, appending to the views and the graphs
-and repainting the graphs once per tick, so the GUI stays responsive whatever the step rate.
+`push` only appends to a list; a ~60 Hz timer drains it into the token views, and the graphs
+(the costly repaint) are redrawn at most five times a second, so the GUI stays responsive
+whatever the step rate.
 """
 
 from __future__ import annotations
+
+import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
@@ -18,6 +21,9 @@ from .runs import LaneConfig
 
 MAX_LANES = 4
 DRAIN_MS = 16
+# The graphs take tens of milliseconds to repaint on a small CPU; redrawn at most this often,
+# they keep the GUI thread free for the token views (measured: benchmarks/gui_responsiveness.py).
+GRAPHS_S = 0.2
 
 
 def k_changed(previous: ev.StepEvent | None, event: ev.StepEvent, max_tokens: int | None) -> bool:
@@ -50,7 +56,9 @@ class LaneBoard(QWidget):
         QHBoxLayout(self).addWidget(self._splitter)
         self.layout().setContentsMargins(0, 0, 0, 0)
         self._timer = QTimer(self, interval=DRAIN_MS)
-        self._timer.timeout.connect(self.drain)
+        self._timer.timeout.connect(self._tick)
+        self._graphs_at = 0.0  # when the graphs were last redrawn (monotonic seconds)
+        self._graphs_stale = False
 
     # ------------------------------------------------------------ lanes
 
@@ -135,16 +143,33 @@ class LaneBoard(QWidget):
         self._show_figures()
 
     def drain(self) -> None:
+        """Draw everything pending now, graphs included."""
+        self._append_pending()
+        self._refresh_graphs()
+
+    def _tick(self) -> None:
         if not self._pending:
             self._timer.stop()
+            if self._graphs_stale:
+                self._refresh_graphs()  # the last events of a burst are drawn too
             return
+        self._append_pending()
+        if time.monotonic() - self._graphs_at >= GRAPHS_S:
+            self._refresh_graphs()
+
+    def _append_pending(self) -> None:
         pending, self._pending = self._pending, []
         for lane_id, event in pending:
             lane = self.lanes.get(lane_id)
             if lane is not None:
                 self._append(lane, event)
+        self._graphs_stale = self._graphs_stale or bool(pending)
+
+    def _refresh_graphs(self) -> None:
         self.graphs.refresh()
         self._show_figures()
+        self._graphs_at = time.monotonic()
+        self._graphs_stale = False
 
     def _append(self, lane: LaneWidget, event: ev.Event) -> None:
         if isinstance(event, ev.StepEvent):
