@@ -30,7 +30,7 @@ class ModelChoice:
     target: str  # registry name, .gguf file or model folder
     backend: str = "llama"
     device: str | None = None  # None: the backend picks the best available
-    threads: int | None = None  # CPU threads; None: all cores
+    threads: int | None = None  # CPU threads; None: all cores but one (see gui_threads)
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
     backends: list[Backend] = []
     try:
         target = load_backend(model.backend, resolve_model(model.target), device=model.device,
-                              threads=model.threads)
+                              threads=model.threads or gui_threads())
         backends.append(target)
         draft = _load_draft(lane, model) if lane.oracle == "draft" else None
         if draft:
@@ -119,7 +119,13 @@ def _load_draft(lane: LaneConfig, model: ModelChoice) -> Backend:
     if not lane.draft:
         raise SpecvizError("the draft oracle needs a draft model: pick one in the lane")
     return load_backend(model.backend, resolve_model(lane.draft), device=model.device,
-                        threads=model.threads)
+                        threads=model.threads or gui_threads())
+
+
+def gui_threads() -> int:
+    """All cores but one: the GUI thread needs a core of its own, or llama.cpp's worker
+    threads, which spin while they wait for each other, slow down several times over."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def _settings(lane: LaneConfig, request: RunRequest) -> RunSettings:
