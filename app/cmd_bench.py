@@ -21,11 +21,16 @@ def register(sub) -> None:
     options.add_model_args(p)
     p.add_argument("--oracles", default="none,prompt-lookup,ngram",
                    help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
-    p.add_argument("--draft", default=None, help="draft model for the draft oracle")
+    p.add_argument("--draft", default=None,
+                   help="draft model for the draft and cross-draft oracles")
+    p.add_argument("--cross-draft", default=None,
+                   help="draft model for the cross-draft oracle (default: --draft)")
     p.add_argument("--k", default="4", help="draft length, or a comma-separated list")
     p.add_argument("--max-ngram", type=int, default=None)
     p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)
+    p.add_argument("--exit-layer", type=int, default=None,
+                   help="early-exit: draft with the target's first N layers (default: 3/4)")
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=int, default=None, help="questions per category group")
@@ -56,12 +61,13 @@ def run(args: argparse.Namespace) -> int:
     questions = bench.load_questions(args.questions, cats, args.limit)
     plan = configs(args)
     target = options.load_target(args)
-    draft_cache: dict = {}
+    drafts: dict = {}  # draft model name -> its backend, shared by the oracles that use it
 
     def make(name: str):
-        oracle = options.build_oracle(name, args, target, draft_cache.get("draft"))
-        if name == "draft":
-            draft_cache["draft"] = oracle.draft
+        model = options.draft_model(name, args)
+        oracle = options.build_oracle(name, args, target, drafts.get(model))
+        if model:
+            drafts[model] = oracle.draft
         return oracle
 
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
@@ -71,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     rows = bench.summarise(records)
     table = bench.markdown_table(rows)
     print(table)
-    meta = {"target": args.target, "draft": args.draft, "backend": target.name,
+    meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft, "backend": target.name,
             "device": target.device, "max_tokens": args.max_tokens,
             "questions": str(args.questions), "machine": machine_info()}
     if args.markdown:

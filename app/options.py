@@ -32,12 +32,17 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help=f"comma-separated, from {', '.join(ORACLES)}")
     else:
         g.add_argument("--oracle", choices=ORACLES, default="none")
-    g.add_argument("--draft", default=None, help="draft model for the draft oracle")
+    g.add_argument("--draft", default=None,
+                   help="draft model for the draft and cross-draft oracles")
+    g.add_argument("--cross-draft", default=None,
+                   help="draft model for the cross-draft oracle (default: --draft)")
     g.add_argument("--k", type=k_value, default=4, help=f"draft length, 0..{K_MAX}")
     g.add_argument("--max-ngram", type=int, default=None, help="longest n-gram to match")
     g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,
                    help="text file whose n-grams seed the ngram oracle's static cache")
+    g.add_argument("--exit-layer", type=int, default=None,
+                   help="early-exit: draft with the target's first N layers (default: 3/4)")
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
@@ -77,12 +82,20 @@ def load_target(args: argparse.Namespace) -> Backend:
                         threads=args.threads, n_ctx=args.n_ctx)
 
 
+def draft_model(oracle: str, args: argparse.Namespace) -> str | None:
+    """The draft model an oracle uses (cross-draft may have its own: --cross-draft)."""
+    if oracle == "cross-draft":
+        return getattr(args, "cross_draft", None) or args.draft
+    return args.draft if oracle == "draft" else None
+
+
 def build_oracle(name: str, args: argparse.Namespace, target: Backend,
                  draft: Backend | None = None) -> Oracle:
-    if name == "draft" and draft is None:
-        if not args.draft:
-            raise SpecvizError("--oracle draft needs --draft MODEL")
-        draft = load_backend(args.backend, resolve_model(args.draft), device=args.device,
+    if name in ("draft", "cross-draft") and draft is None:
+        model = draft_model(name, args)
+        if not model:
+            raise SpecvizError(f"--oracle {name} needs --draft MODEL")
+        draft = load_backend(args.backend, resolve_model(model), device=args.device,
                              threads=args.threads, n_ctx=args.n_ctx)
     corpus = None
     if name == "ngram" and args.ngram_corpus:
@@ -92,6 +105,7 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
             raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: {exc.strerror}")
     try:
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
-                           min_ngram=args.min_ngram, corpus_ids=corpus)
+                           min_ngram=args.min_ngram, corpus_ids=corpus,
+                           exit_layer=getattr(args, "exit_layer", None))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None

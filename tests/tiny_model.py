@@ -25,8 +25,10 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400) -> Path:
-    """Write tokenizer + model into `folder` and return it."""
+def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
+                     extra_corpus: tuple[str, ...] = ()) -> Path:
+    """Write tokenizer + model into `folder` and return it; `extra_corpus` (text the tokenizer
+    also learns from) makes a tokenizer of another vocabulary."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -41,7 +43,7 @@ def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400) -> Path
         special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tk.train_from_iterator(CORPUS, trainer)
+    tk.train_from_iterator(CORPUS + list(extra_corpus) * 20, trainer)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=tk,
         bos_token="<|endoftext|>",

@@ -6,9 +6,12 @@ dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cro
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +142,54 @@ class TransformersBackend(Backend):
         else:
             # A negative crop removes that many tokens (the one form every version accepts).
             self._cache.crop(n - self.n_past)
+
+    # ------------------------------------------------------------ early exit
+
+    @property
+    def n_layers(self) -> int:
+        return int(self._model.config.num_hidden_layers)
+
+    @contextmanager
+    def first_layers(self, n_layers: int) -> Iterator[Callable[[list[int]], np.ndarray]]:
+        """A function that feeds tokens through the first `n_layers` decoder layers, then the
+        final norm and LM head, on top of the cache, and returns the last token's logits.
+
+        Early-exit drafting with the target's own cache: the prefix is not recomputed and no
+        second cache is kept. Only the first layers' cache grows while drafting; on exit it is
+        cut back, so the cache is exactly as before and `n_past` never changes.
+        """
+        torch = self._torch
+        from transformers import DynamicCache
+
+        decoder = self._model.get_decoder()
+        if "self.layers[: self.config.num_hidden_layers]" not in inspect.getsource(
+            type(decoder).forward
+        ):
+            raise BackendError(
+                f"early exit does not know how to stop {type(decoder).__name__} after a layer"
+            )
+        if self._cache is None:
+            self._cache = DynamicCache()
+        cache, config, fed = self._cache, decoder.config, 0
+
+        def step(tokens: list[int]) -> np.ndarray:
+            nonlocal fed
+            ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+            full, config.num_hidden_layers = config.num_hidden_layers, n_layers
+            try:
+                with torch.inference_mode():
+                    out = self._model(input_ids=ids, past_key_values=cache, use_cache=True,
+                                      logits_to_keep=1)
+            finally:
+                config.num_hidden_layers = full
+            fed += len(tokens)
+            return out.logits[0, -1].float().cpu().numpy()
+
+        try:
+            yield step
+        finally:
+            for layer in cache.layers[:n_layers]:
+                layer.crop(-fed)
 
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""

@@ -17,6 +17,10 @@ from ..errors import IncompatibleModels
 from ..sampling import distribution, prob_of, sample
 from .base import Oracle, Proposal
 
+# Where the vocabularies differ the cross-draft oracle works: every refusal says so.
+CROSS_HINT = ("; the cross-draft oracle (--oracle cross-draft) drafts across tokenizers by "
+              "re-tokenizing the draft's text")
+
 # Vocabulary sizes may differ by padding rows (llama.cpp's speculative example allows 128).
 MAX_VOCAB_SIZE_DIFFERENCE = 128
 
@@ -65,17 +69,17 @@ def check_compatible(target: Backend, draft: Backend) -> None:
     if abs(n_t - n_d) > MAX_VOCAB_SIZE_DIFFERENCE:
         raise IncompatibleModels(
             f"draft vocabulary has {n_d} tokens, the target's {n_t}: they do not share a "
-            "tokenizer (pick a draft of the same family)"
+            "tokenizer (pick a draft of the same family)" + CROSS_HINT
         )
     for tid in range(min(n_t, n_d)):
         a, b = target.token_text_raw(tid), draft.token_text_raw(tid)
         if a != b:
             raise IncompatibleModels(
                 f"draft and target tokenizers differ at token {tid}: {b!r} (draft) vs "
-                f"{a!r} (target)"
+                f"{a!r} (target)" + CROSS_HINT
             )
     if target.eos_ids.isdisjoint(draft.eos_ids):
         raise IncompatibleModels(
             f"draft and target end-of-text tokens differ: {sorted(draft.eos_ids)} vs "
-            f"{sorted(target.eos_ids)}"
+            f"{sorted(target.eos_ids)}" + CROSS_HINT
         )
