@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
                                   options.sampling(args), on_record=lambda r: bar.update())
     rows = bench.summarise(records)
     table = bench.markdown_table(rows)
+    details = bench.detail_table(rows)
+    if details:
+        table += "\n\nAcceptance per proposal detail:\n\n" + details
     print(table)
     meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft, "backend": target.name,
             "device": target.device, "max_tokens": args.max_tokens,

@@ -75,6 +75,8 @@ class Record:
     compute_ms: float
     identical: bool | None = None  # to plain decoding; None for plain decoding itself
     divergence: dict | None = None
+    # Per oracle detail (a rule's name, an n-gram size): [proposed, accepted].
+    by_detail: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Row:
     identical: int = 0
     compared: int = 0
     unexplained: int = 0  # divergences not explained by the backend's batch noise
+    by_detail: dict[str, list[int]] = field(default_factory=dict)  # [proposed, accepted]
 
 
 def load_questions(path: str | Path, categories: Sequence[str] | None = None,
@@ -166,7 +169,8 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
             prompt_ids: Sequence[int]) -> Record:
     t = summary.totals
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
-                    t.proposed, t.accepted, round(t.compute_ms, 3))
+                    t.proposed, t.accepted, round(t.compute_ms, 3),
+                    by_detail=count_by_detail(steps))
     if config.oracle != "none":
         result = check_against_plain(target, prompt_ids, steps, plain_steps)
         same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
@@ -174,6 +178,18 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
         if not result.identical:
             record.divergence = result.to_dict()
     return record
+
+
+def count_by_detail(steps: Sequence[ev.StepEvent]) -> dict[str, list[int]]:
+    """[proposed, accepted] per proposal detail (tokens without one are not counted)."""
+    counts: dict[str, list[int]] = {}
+    for step in steps:
+        for token in step.proposed:
+            if token.detail:
+                c = counts.setdefault(token.detail, [0, 0])
+                c[0] += 1
+                c[1] += token.accepted
+    return counts
 
 
 def summarise(records: Sequence[Record]) -> list[Row]:
@@ -194,6 +210,11 @@ def summarise(records: Sequence[Record]) -> list[Row]:
         judged = [r for r in mine if r.identical is not None]
         row.compared, row.identical = len(judged), sum(1 for r in judged if r.identical)
         row.unexplained = sum(1 for r in judged if _unexplained(r.divergence))
+        for r in mine:
+            for detail, (proposed, accepted) in r.by_detail.items():
+                c = row.by_detail.setdefault(detail, [0, 0])
+                c[0] += proposed
+                c[1] += accepted
         rows.append(row)
     return rows
 
@@ -231,6 +252,21 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def detail_table(rows: Sequence[Row]) -> str:
+    """Acceptance per proposal detail (each rule, n-gram size...), so useless ones show up;
+    empty when no oracle labels its proposals."""
+    lines = []
+    for r in rows:
+        for detail, (proposed, accepted) in sorted(r.by_detail.items(),
+                                                   key=lambda kv: -kv[1][0]):
+            lines.append(f"| {r.config.label} | {detail} | {proposed} | {accepted} | "
+                         f"{accepted / proposed:.0%} |")
+    if not lines:
+        return ""
+    head = "| Method | Proposed by | Proposed | Accepted | Acceptance |\n|---|---|---|---|---|"
+    return head + "\n" + "\n".join(lines)
+
+
 def _identical(row: Row) -> str:
     text = f"{row.identical}/{row.compared}"
     return text + (f" ({row.unexplained} unexplained)" if row.unexplained else "")
@@ -247,6 +283,9 @@ def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
                   "identical": r.identical, "compared": r.compared,
-                  "unexplained_divergences": r.unexplained} for r in rows],
+                  "unexplained_divergences": r.unexplained,
+                  "by_detail": {d: {"proposed": p, "accepted": a,
+                                    "acceptance_rate": a / p if p else None}
+                                for d, (p, a) in r.by_detail.items()}} for r in rows],
         "records": [asdict(r) for r in records],
     }

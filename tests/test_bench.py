@@ -75,3 +75,34 @@ def test_bad_question_file_names_the_line(tmp_path):
     path.write_text('{"question_id": 1}\n', encoding="utf-8")
     with pytest.raises(Exception, match="line 1: not a Spec-Bench question"):
         bench.load_questions(path)
+
+
+def test_acceptance_per_detail_adds_up_and_is_tabled():
+    records = [
+        bench.Record(1, "qa", 0, "rules", 4, 10, 6, 8, 5, 500.0, identical=True,
+                     by_detail={"indent": [4, 4], "close-brackets": [4, 1]}),
+        bench.Record(2, "qa", 0, "rules", 4, 10, 8, 3, 1, 500.0, identical=True,
+                     by_detail={"indent": [2, 0], "repeat-line": [1, 1]}),
+    ]
+    (row,) = bench.summarise(records)
+    assert row.by_detail == {"indent": [6, 4], "close-brackets": [4, 1], "repeat-line": [1, 1]}
+    table = bench.detail_table([row])
+    assert "| rules k=4 | indent | 6 | 4 | 67% |" in table
+    assert "| rules k=4 | close-brackets | 4 | 1 | 25% |" in table
+    rows = bench.to_json(records, [row], {})["rows"]
+    assert rows[0]["by_detail"]["repeat-line"] == {"proposed": 1, "accepted": 1,
+                                                   "acceptance_rate": 1.0}
+
+
+def test_bench_reports_acceptance_per_detail(capsys, tiny_model_dir, questions_file, tmp_path):
+    out_json = tmp_path / "b.json"
+    code = main(["bench", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--oracles", "none,rules,prompt-lookup", "--k", "4", "--questions",
+                 str(questions_file), "--max-tokens", "12", "--json", str(out_json)])
+    assert code == 0
+    data = json.loads(out_json.read_text())
+    for row in data["rows"][1:]:
+        proposed = sum(r["proposed"] for r in data["records"] if r["oracle"] == row["oracle"])
+        assert sum(d["proposed"] for d in row["by_detail"].values()) == proposed
+    assert data["rows"][2]["by_detail"]  # prompt lookup names its n-gram sizes
+    assert "Acceptance per proposal detail" in capsys.readouterr().out
