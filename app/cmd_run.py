@@ -152,7 +152,9 @@ def _header(args, session: Session, target) -> dict:
         "oracle": args.oracle,
         "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
                      "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed,
-                     "chat": args.chat},
+                     "chat": args.chat,
+                     **({"exit_layer": args.exit_layer or 0} if args.oracle == "early-exit"
+                        else {})},
         "prompt": session.settings.prompt,
         "prompt_text": session.prompt_text,
         "prompt_ids": session.prompt_ids,

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -20,6 +21,7 @@ from ..widgets.k_control import KControl
 from ..widgets.palette import (
     KIND_DRAFT,
     KIND_NGRAM,
+    KIND_OTHER,
     KIND_PROMPT,
     KIND_REJECTED,
     KIND_TARGET,
@@ -27,7 +29,7 @@ from ..widgets.palette import (
 )
 from ..widgets.token_view import Legend, TokenView
 from .model_combo import ModelCombo
-from .runs import LaneConfig
+from .runs import DRAFT_ORACLES, LaneConfig
 
 
 def editor_range(span: ev.Span | None, prompt_text: str,
@@ -47,7 +49,8 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 
 
 # What each oracle's tokens can be, for the lane's legend.
-_ORACLE_KINDS = {"draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT, "ngram": KIND_NGRAM}
+_ORACLE_KINDS = {"draft": KIND_DRAFT, "cross-draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT,
+                 "ngram": KIND_NGRAM, "rules": KIND_OTHER, "early-exit": KIND_OTHER}
 
 
 def legend_kinds(oracle: str) -> tuple[str, ...]:
@@ -66,6 +69,15 @@ def figures_text(figures: dict) -> str:
         f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
         f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}",
     ])
+
+
+def exit_layer_box() -> QSpinBox:
+    """The early-exit oracle's L: how many of the target's layers draft."""
+    box = QSpinBox(minimum=0, maximum=256, prefix="L = ")
+    box.setSpecialValueText("L = auto")
+    box.setToolTip("early-exit drafts with the target's first L layers, then its norm and LM "
+                   "head (transformers backend); auto: three quarters of the layers")
+    return box
 
 
 class LaneWidget(QFrame):
@@ -91,6 +103,7 @@ class LaneWidget(QFrame):
         self.oracle = QComboBox()
         self.oracle.addItems(list(ORACLES))
         self.draft = ModelCombo(recent_models)
+        self.exit_layer = exit_layer_box()
         self.k = KControl()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
         self.figures = QLabel(figures_text({}), wordWrap=True)
@@ -104,6 +117,7 @@ class LaneWidget(QFrame):
         self.set_colour(colour)
         self.oracle.currentTextChanged.connect(self._on_oracle)
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        self.exit_layer.valueChanged.connect(lambda _v: self.configChanged.emit())
         self.k.valueChanged.connect(self._on_k)
         self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
 
@@ -112,6 +126,7 @@ class LaneWidget(QFrame):
         controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(self.oracle, 0, 0)
         controls.addWidget(self.draft, 0, 1)
+        controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
         controls.addWidget(self.k, 1, 0, 1, 2)
         controls.setColumnStretch(1, 1)
         top = QHBoxLayout()
@@ -133,12 +148,15 @@ class LaneWidget(QFrame):
 
     def config(self) -> LaneConfig:
         oracle = self.oracle.currentText()
-        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle == "draft" else None)
+        return LaneConfig(oracle, self.k.value(),
+                          self.draft.model() if oracle in DRAFT_ORACLES else None,
+                          self.exit_layer.value() if oracle == "early-exit" else 0)
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
         self.k.setValue(max(1, config.k))
         self.draft.set_model(config.draft)
+        self.exit_layer.setValue(config.exit_layer)
         self._on_oracle(config.oracle)
 
     def set_colour(self, colour: str) -> None:
@@ -148,7 +166,7 @@ class LaneWidget(QFrame):
 
     def set_running(self, running: bool) -> None:
         """While running only K can change (it reaches the session at its next step)."""
-        for widget in (self.oracle, self.draft, self.remove):
+        for widget in (self.oracle, self.draft, self.exit_layer, self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -207,7 +225,8 @@ class LaneWidget(QFrame):
             self.show_message(text, error=False)
 
     def _on_oracle(self, oracle: str) -> None:
-        self.draft.setVisible(oracle == "draft")
+        self.draft.setVisible(oracle in DRAFT_ORACLES)
+        self.exit_layer.setVisible(oracle == "early-exit")
         self.k.setEnabled(oracle != "none")
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()

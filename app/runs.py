@@ -33,11 +33,15 @@ class ModelChoice:
     threads: int | None = None  # CPU threads; None: all cores but one (see gui_threads)
 
 
+DRAFT_ORACLES = ("draft", "cross-draft")  # the oracles that need a draft model
+
+
 @dataclass(frozen=True)
 class LaneConfig:
     oracle: str = "none"
     k: int = 4
-    draft: str | None = None  # the draft oracle's model (registry name or path)
+    draft: str | None = None  # the draft oracles' model (registry name or path)
+    exit_layer: int = 0  # early-exit: the layers that draft (0: three quarters of them)
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,10 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
         target = load_backend(model.backend, resolve_model(model.target), device=model.device,
                               threads=model.threads or gui_threads())
         backends.append(target)
-        draft = _load_draft(lane, model) if lane.oracle == "draft" else None
+        draft = _load_draft(lane, model) if lane.oracle in DRAFT_ORACLES else None
         if draft:
             backends.append(draft)
-        oracle = make_oracle(lane.oracle, target=target, draft=draft)
+        oracle = make_oracle(lane.oracle, target=target, draft=draft, exit_layer=lane.exit_layer)
         session = Session(target, oracle, _settings(lane, request))
         path = new_trace_path(lane.oracle, lane_id) if record else None
         writer = TraceWriter(path, trace_header(lane, request, session)) if path else None
@@ -117,7 +121,7 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
 
 def _load_draft(lane: LaneConfig, model: ModelChoice) -> Backend:
     if not lane.draft:
-        raise SpecvizError("the draft oracle needs a draft model: pick one in the lane")
+        raise SpecvizError(f"the {lane.oracle} oracle needs a draft model: pick one in the lane")
     return load_backend(model.backend, resolve_model(lane.draft), device=model.device,
                         threads=model.threads or gui_threads())
 
@@ -141,6 +145,7 @@ def _settings(lane: LaneConfig, request: RunRequest) -> RunSettings:
 def trace_header(lane: LaneConfig, request: RunRequest, session: Session) -> dict:
     """The same header `specviz run --trace` writes, from the window's choices."""
     args = SimpleNamespace(target=request.model.target, draft=lane.draft, oracle=lane.oracle,
+                           exit_layer=lane.exit_layer,
                            temperature=request.temperature, top_p=request.top_p,
                            seed=request.seed, chat=request.chat)
     return cmd_run._header(args, session, session.target)  # noqa: SLF001 - one header format

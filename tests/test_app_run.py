@@ -172,3 +172,18 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
     started = time.monotonic()
     window.close()
     assert time.monotonic() - started < 2.0 and not engine_threads()
+
+
+def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tiny_model_dir):
+    lanes = [LaneConfig("none"), LaneConfig("rules", 4),
+             LaneConfig("early-exit", 3, exit_layer=1),
+             LaneConfig("cross-draft", 3, str(tiny_model_dir))]
+    set_up(window, tiny(tiny_model_dir), lanes, 20)
+    plain, rules, early, cross = window.board.lanes.values()
+    assert early.exit_layer.isVisible() and not rules.exit_layer.isVisible()
+    assert cross.draft.isVisible() and not early.draft.isVisible()
+    assert early.config().exit_layer == 1
+    run_to_end(window, app_env)
+    texts = lane_texts(window)
+    assert texts[1:] == [texts[0]] * 3
+    assert window.graphs.figures(early.lane_id)["acceptance_rate"] is not None

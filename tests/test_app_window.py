@@ -352,3 +352,12 @@ def test_no_display_is_one_clear_line(monkeypatch, capsys):
         monkeypatch.delenv(name, raising=False)
     assert main(["gui"]) == 2
     assert "no display" in capsys.readouterr().err
+
+
+def test_lane_knobs_are_remembered(app_env):
+    from specviz.app.runs import LaneConfig
+    from specviz.app.settings import AppSettings
+
+    lanes = [LaneConfig("early-exit", 3, exit_layer=5), LaneConfig("cross-draft", 2, "d.gguf")]
+    AppSettings().set_lanes(lanes)
+    assert AppSettings().lanes() == lanes
