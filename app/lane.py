@@ -84,6 +84,7 @@ class LaneWidget(QFrame):
     """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
 
     kChanged = Signal(str, int)  # noqa: N815 - lane id, K
+    knobChanged = Signal(str, str, int)  # noqa: N815 - lane id, oracle setting, value
     removeRequested = Signal(str)  # noqa: N815
     oracleChanged = Signal(str)  # noqa: N815 - lane id
     configChanged = Signal()  # noqa: N815 - anything to remember changed
@@ -117,7 +118,7 @@ class LaneWidget(QFrame):
         self.set_colour(colour)
         self.oracle.currentTextChanged.connect(self._on_oracle)
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
-        self.exit_layer.valueChanged.connect(lambda _v: self.configChanged.emit())
+        self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
         self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
 
@@ -165,8 +166,8 @@ class LaneWidget(QFrame):
         self._update_title()
 
     def set_running(self, running: bool) -> None:
-        """While running only K can change (it reaches the session at its next step)."""
-        for widget in (self.oracle, self.draft, self.exit_layer, self.remove):
+        """While running only K and L can change (they reach the session at its next step)."""
+        for widget in (self.oracle, self.draft, self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -231,6 +232,10 @@ class LaneWidget(QFrame):
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()
         self.oracleChanged.emit(self.lane_id)
+        self.configChanged.emit()
+
+    def _on_exit_layer(self, value: int) -> None:
+        self.knobChanged.emit(self.lane_id, "exit_layer", value)
         self.configChanged.emit()
 
     def _on_k(self, k: int) -> None:

@@ -39,6 +39,7 @@ class LaneBoard(QWidget):
     hovered = Signal(object, object)  # LaneWidget, Span or None (None also on leaving)
     clicked = Signal(object, int)  # LaneWidget, step
     kChanged = Signal(str, int)  # noqa: N815 - lane id, K
+    knobChanged = Signal(str, str, int)  # noqa: N815 - lane id, oracle setting, value
     changed = Signal()  # lanes added, removed or reconfigured
 
     def __init__(self, graphs: LaneGraphs, theme: Theme, recent_models: list[str],
@@ -75,6 +76,7 @@ class LaneBoard(QWidget):
         lane.view.tokenHovered.connect(lambda _s, _t, span: self.hovered.emit(lane, span))
         lane.view.tokenClicked.connect(lambda step: self.clicked.emit(lane, step))
         lane.kChanged.connect(self.kChanged)
+        lane.knobChanged.connect(self.knobChanged)
         lane.oracleChanged.connect(self._relabel)
         lane.configChanged.connect(self.changed)
         lane.removeRequested.connect(self.remove_lane)

@@ -68,6 +68,10 @@ class LiveRunner(QObject):
     def set_k(self, lane_id: str, k: int) -> None:
         self.pool.set_k(lane_id, k)
 
+    def set_knob(self, lane_id: str, name: str, value: int) -> str | None:
+        """Change an oracle setting of a running lane; the reason if the oracle refuses."""
+        return self.pool.set_knob(lane_id, name, value)
+
     def pause(self, paused: bool) -> None:
         self._paused = paused
         (self.pool.pause if paused else self.pool.resume)()

@@ -171,6 +171,7 @@ class MainWindow(QMainWindow):
         self.board.hovered.connect(self._on_hover)
         self.board.clicked.connect(self._on_click)
         self.board.kChanged.connect(self.runner.set_k)
+        self.board.knobChanged.connect(self._on_knob)
         self.board.changed.connect(self._on_lanes_changed)
         self.runner.status.connect(self.show_status)
         self.runner.finished.connect(self._set_mode)
@@ -373,6 +374,12 @@ class MainWindow(QMainWindow):
         colour = QColor(self.theme.prompt)
         colour.setAlpha(110)
         self.prompt.highlight(*where, colour)
+
+    def _on_knob(self, lane_id: str, name: str, value: int) -> None:
+        problem = self.runner.set_knob(lane_id, name, value)
+        lane = self.board.lanes.get(lane_id)
+        if problem and lane is not None:
+            lane.show_message(problem)
 
     def _on_click(self, lane: LaneWidget, step: int) -> None:
         if 0 <= step < len(lane.view.events):

@@ -135,6 +135,17 @@ class WorkerPool(QObject):
         if session is not None and session.oracle.name != "none":
             session.set_k(k)
 
+    def set_knob(self, lane_id: str, name: str, value: int) -> str | None:
+        """An oracle setting, taken at the oracle's next proposal; the reason if refused."""
+        session = self.session(lane_id)
+        if session is None or name not in session.oracle.knobs():
+            return None
+        try:
+            session.oracle.set_knob(name, value)
+        except SpecvizError as exc:
+            return str(exc)
+        return None
+
     def pause(self) -> None:
         for job in self._jobs.values():
             job.session.pause()

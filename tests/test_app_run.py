@@ -187,3 +187,22 @@ def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tin
     texts = lane_texts(window)
     assert texts[1:] == [texts[0]] * 3
     assert window.graphs.figures(early.lane_id)["acceptance_rate"] is not None
+
+
+def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_env, qtbot,
+                                                                   tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("early-exit", 3, exit_layer=1)], 30)
+    window.start_run()
+    window.pause_action.trigger()
+    lane = next(iter(window.board.lanes.values()))
+    qtbot.waitUntil(lambda: window.runner.pool.session(lane.lane_id) is not None, timeout=30_000)
+    oracle = window.runner.pool.session(lane.lane_id).oracle
+    lane.exit_layer.setValue(2)
+    assert oracle.exit_layer == 2
+    lane.exit_layer.setValue(7)  # the tiny model has 2 layers: refused, said in the lane
+    assert oracle.exit_layer == 2 and "outside 1..2" in lane.message.text()
+    window.pause_action.trigger()
+    finish(app_env, window.run_task)
+    window.board.drain()
+    details = {t.detail for e in lane.view.events for t in e.proposed}
+    assert details == {"layer 2/2"}

@@ -65,7 +65,8 @@ class EarlyExitOracle(Oracle):
         tokens: list[int] = []
         q_rows: list[np.ndarray] = []
         p_draft: list[float] = []
-        with self.target.first_layers(self._layers(self.exit_layer)) as draft:
+        n_layers = self._layers(self.exit_layer)  # read once: the GUI may change it
+        with self.target.first_layers(n_layers) as draft:
             logits = draft([context[-1]])  # the pending token: not in the cache yet
             for i in range(k):
                 q = distribution(logits, params) if not params.greedy else None
@@ -78,7 +79,7 @@ class EarlyExitOracle(Oracle):
                     q_rows.append(q)
                 if i + 1 < k:
                     logits = draft([token])
-        layer = f"layer {self._layers(self.exit_layer)}/{self.target.n_layers}"
+        layer = f"layer {n_layers}/{self.target.n_layers}"
         return Proposal(tokens, self.source, q_rows or None, p_draft,
                         details=[layer] * len(tokens))
 
