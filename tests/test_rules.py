@@ -105,7 +105,7 @@ def test_rules_on_smollm2_are_lossless_and_hit(smol_llama):
               "def merge_counts(left, right):\n    merged = dict(left)\n"
               "    for key, value in right.items():\n"
               "        merged[key] = merged.get(key, 0) + value\n    return merged\n")
-    settings = {"chat": True, "max_tokens": 64}
+    settings = {"chat": True, "max_tokens": 32}
     plain = Session(smol_llama, make_oracle("none"), RunSettings(prompt, k=0, **settings))
     plain_text = plain.run_to_end().text
     session = Session(smol_llama, make_oracle("rules", target=smol_llama),
