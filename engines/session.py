@@ -23,7 +23,7 @@ from . import events as ev
 from .backends.base import Backend
 from .detokenize import TextStream
 from .errors import ContextOverflow
-from .oracles.base import Oracle, Proposal, RunContext
+from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
 from .sampling import SamplingParams
 from .verify import Verdict, verify
 
@@ -108,6 +108,8 @@ class Session:
     def _run(self) -> Iterator[ev.Event]:
         s = self.settings
         t_start = time.perf_counter()
+        if self.oracle.tree_nodes():  # before the prompt: a backend may rebuild its cache
+            self.target.reserve_branches(self.oracle.tree_nodes() + 1)
         self.target.reset()
         if len(self.prompt_ids) > 1:
             self.target.forward(self.prompt_ids[:-1])
@@ -155,6 +157,11 @@ class Session:
         room = min(s.max_tokens - totals.tokens, self.target.n_ctx - len(self.context)) - 1
         k = max(0, min(self.k, room))
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
+        if isinstance(proposal, TreeProposal):
+            from .tree_step import tree_step
+
+            tree = proposal.pruned(k, self.target.eos_ids)
+            return tree_step(self, tree, k, totals, stream, rng, t0)
         proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
