@@ -26,6 +26,7 @@ def register(sub) -> None:
     p.add_argument("--max-ngram", type=int, default=None)
     p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)
+    options.add_tree_args(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=int, default=None, help="questions per category group")
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     def make(name: str):
         oracle = options.build_oracle(name, args, target, draft_cache.get("draft"))
-        if name == "draft":
+        if name in ("draft", "tree"):
             draft_cache["draft"] = oracle.draft
         return oracle
 

@@ -146,7 +146,7 @@ def _header(args, session: Session, target) -> dict:
 
     return {
         "target": describe(args.target),
-        "draft": describe(args.draft) if args.oracle == "draft" else None,
+        "draft": describe(args.draft) if args.oracle in ("draft", "tree") else None,
         "backend": target.name,
         "device": target.device,
         "oracle": args.oracle,

@@ -38,6 +38,30 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,
                    help="text file whose n-grams seed the ngram oracle's static cache")
+    add_tree_args(g)
+
+
+def add_tree_args(g) -> None:
+    """Knobs of the tree and lookahead oracles (None: the oracle's default)."""
+    g.add_argument("--split", type=float, default=None,
+                   help="tree: a draft token below the top one branches off when its "
+                        "probability is at least this (default 0.2)")
+    g.add_argument("--budget", type=int, default=None,
+                   help="tree: most nodes in a tree (default 16)")
+    g.add_argument("--window", type=int, default=None, metavar="W",
+                   help="lookahead: Jacobi window width W (default 5)")
+    g.add_argument("--ngram-size", type=int, default=None, metavar="N",
+                   help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
+    g.add_argument("--guesses", type=int, default=None, metavar="G",
+                   help="lookahead: n-grams kept per first token and verified (default 5)")
+
+
+def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
+    if name == "tree":
+        return {"split": args.split, "budget": args.budget}
+    if name == "lookahead":
+        return {"W": args.window, "N": args.ngram_size, "G": args.guesses}
+    return {}
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
@@ -79,9 +103,9 @@ def load_target(args: argparse.Namespace) -> Backend:
 
 def build_oracle(name: str, args: argparse.Namespace, target: Backend,
                  draft: Backend | None = None) -> Oracle:
-    if name == "draft" and draft is None:
+    if name in ("draft", "tree") and draft is None:
         if not args.draft:
-            raise SpecvizError("--oracle draft needs --draft MODEL")
+            raise SpecvizError(f"--oracle {name} needs --draft MODEL")
         draft = load_backend(args.backend, resolve_model(args.draft), device=args.device,
                              threads=args.threads, n_ctx=args.n_ctx)
     corpus = None
@@ -92,6 +116,7 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
             raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: {exc.strerror}")
     try:
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
-                           min_ngram=args.min_ngram, corpus_ids=corpus)
+                           min_ngram=args.min_ngram, corpus_ids=corpus,
+                           knobs=oracle_knobs(name, args))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None

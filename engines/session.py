@@ -118,7 +118,7 @@ class Session:
         rng = np.random.default_rng(s.params.seed)
         self.oracle.start(
             RunContext(tuple(self.prompt_ids), self.prompt_text, self.token_chars, s.params, rng,
-                       self.target.eos_ids)
+                       self.target.eos_ids, self.target.detokenize_one)
         )
         stream = TextStream(self.target.token_bytes, self.target.is_special)
         totals = ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)

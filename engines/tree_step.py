@@ -16,32 +16,51 @@ from . import events as ev
 from .backends.base import Backend, tree_layout
 from .detokenize import TextStream
 from .oracles.base import TreeProposal
-from .tree_verify import TreeVerdict, verify_tree
+from .tree_verify import TreeVerdict, children_of, verify_tree
 
 if TYPE_CHECKING:
     from .session import Session
 
 
-def forward_tree(target: Backend, pending: int, proposal: TreeProposal) -> np.ndarray:
-    """Logits: row 0 the root, rows 1..n the nodes, then the side rows."""
+def forward_tree(target: Backend, pending: int,
+                 proposal: TreeProposal) -> tuple[np.ndarray, list[int]]:
+    """Logits (row 0 the root, row i + 1 node i, then the side rows) and each node's row in
+    the batch. The batch holds the tree depth first, so the first-child chain (the likeliest
+    path) is contiguous: llama.cpp then keeps it without leaving holes in its cache."""
+    order = dfs_order(proposal.parents)
+    slot = {node: k + 1 for k, node in enumerate(order)}
     depths, ancestors = tree_layout(proposal.parents)
-    tokens = [pending, *proposal.tokens]
-    all_depths = [0, *(d + 1 for d in depths)]
-    visible = [[], *([0, *(1 + a for a in anc)] for anc in ancestors)]
+    tokens = [pending, *(proposal.tokens[i] for i in order)]
+    all_depths = [0, *(depths[i] + 1 for i in order)]
+    visible = [[], *([0, *(slot[a] for a in ancestors[i])] for i in order)]
     side = proposal.side
     if side:
         base = len(tokens)
         tokens += side.tokens
         all_depths += side.depths
         visible += [[0, *(base + j for j in vis)] for vis in side.visible]
-    return target.forward_masked(tokens, all_depths, visible)
+    out = target.forward_masked(tokens, all_depths, visible)
+    rows = [0, *(slot[i] for i in range(len(proposal))), *range(len(order) + 1, len(tokens))]
+    return out[rows], [slot[i] for i in range(len(proposal))]
+
+
+def dfs_order(parents: list[int]) -> list[int]:
+    """Nodes in depth-first preorder, children in their order."""
+    kids = children_of(parents)
+    order: list[int] = []
+    stack = list(reversed(kids[-1]))
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(kids[node]))
+    return order
 
 
 def tree_step(session: Session, proposal: TreeProposal, k: int, totals: ev.Totals,
               stream: TextStream, rng: np.random.Generator, t0: float) -> ev.StepEvent:
     target, oracle = session.target, session.oracle
     t1 = time.perf_counter()
-    logits = forward_tree(target, session.context[-1], proposal)
+    logits, slots = forward_tree(target, session.context[-1], proposal)
     sync = getattr(target, "synchronize", None)
     if sync:
         sync()
@@ -51,7 +70,7 @@ def tree_step(session: Session, proposal: TreeProposal, k: int, totals: ev.Total
                           session.settings.params, rng)
     if proposal.side:
         oracle.side_logits(logits[n + 1 :])
-    target.keep_path([0, *(1 + i for i in verdict.path)])
+    target.keep_path([0, *(slots[i] for i in verdict.path)])
     position = len(session.context)
     session.context += [*(proposal.tokens[i] for i in verdict.path), verdict.token]
     oracle.observe(session.context)

@@ -81,6 +81,10 @@ class Backend(ABC):
     def detokenize(self, ids: Sequence[int]) -> str:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
+    def detokenize_one(self, token_id: int) -> str:
+        """One token's text on its own (a lone byte of a character shows as U+FFFD)."""
+        return self.detokenize([token_id])
+
     def is_special(self, token_id: int) -> bool:
         """Control tokens are not printed as text."""
         return False

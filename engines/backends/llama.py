@@ -80,6 +80,7 @@ class LlamaBackend(Backend):
         self._batch = lib.llama_batch_init(n_batch, 0, 1)
         self._query: list[int] = []  # last masked batch: the seq id each node attends as
         self._n_groups = 0  # sequence ids (after SEQ) that batch used
+        self.rerun_tokens = 0  # kept paths that had to be run again (see _keep_path)
         self._pieces: dict[int, bytes] = {}
         self._eos = frozenset(t for t in range(self._n_vocab)
                               if lib.llama_vocab_is_eog(self._vocab, t))
@@ -240,15 +241,18 @@ class LlamaBackend(Backend):
     def _keep_path(self, path: list[int]) -> None:
         n_past = self.n_past
         tokens, _, visible = self._nodes
-        # The path's cells are exactly those its last node's sequence holds up to its depth
-        # when that node sees nothing but the path; then they only change hands.
-        owned = bool(path) and visible[path[-1]] | {path[-1]} == set(path)
-        if owned:
+        # Cells in batch order: a path of the batch's first nodes (a depth-first tree's
+        # first-child chain) is kept where it lies. Any other path would leave holes that
+        # later tokens fill out of position order, which changes how llama.cpp's kernels
+        # round (logits off by up to ~0.7 on smollm2): it is run again instead, exactly.
+        in_place = path == list(range(len(path))) and visible[path[-1]] | {path[-1]} == set(path)
+        if path and in_place:
             self._lib.llama_memory_seq_cp(self._mem, self._query[path[-1]], SEQ, n_past,
                                           n_past + len(path))
         self._drop_groups()
-        if path and not owned:  # never for trees; a safe fallback: run the path again
+        if path and not in_place:
             self._forward([tokens[i] for i in path], 1)
+            self.rerun_tokens += len(path)
 
     def _drop_groups(self) -> None:
         for g in range(self._n_groups):

@@ -8,7 +8,7 @@ their own (a draft model) keep that model's cache in step with the context thems
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +27,7 @@ class RunContext:
     params: SamplingParams
     rng: np.random.Generator
     eos_ids: frozenset[int] = frozenset()
+    token_text: Callable[[int], str] | None = None  # a token's text, for oracles' views
 
     def span(self, tok_start: int, tok_end: int) -> Span:
         """Provenance of context tokens [tok_start, tok_end); chars only inside the prompt."""
