@@ -245,8 +245,9 @@ class LlamaBackend(Backend):
         # first-child chain) is kept where it lies. Any other path would leave holes that
         # later tokens fill out of position order, which changes how llama.cpp's kernels
         # round (logits off by up to ~0.7 on smollm2): it is run again instead, exactly.
-        in_place = path == list(range(len(path))) and visible[path[-1]] | {path[-1]} == set(path)
-        if path and in_place:
+        in_place = (bool(path) and path == list(range(len(path)))
+                    and visible[path[-1]] | {path[-1]} == set(path))
+        if in_place:
             self._lib.llama_memory_seq_cp(self._mem, self._query[path[-1]], SEQ, n_past,
                                           n_past + len(path))
         self._drop_groups()

@@ -56,7 +56,7 @@ class LookaheadOracle(Oracle):
     name = "lookahead"
     source = "lookahead"
 
-    def __init__(self, W: int = 5, N: int = 4, G: int = 5) -> None:  # noqa: N803 - the paper's
+    def __init__(self, W: int = 5, N: int = 4, G: int = 5) -> None:  # the paper's names
         super().__init__()
         self.W, self.N, self.G = W, N, G
         self._check()
