@@ -48,6 +48,7 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 
 # What each oracle's tokens can be, for the lane's legend.
 _ORACLE_KINDS = {"draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT, "ngram": KIND_NGRAM}
+DRAFTED = ("draft", "tree")  # oracles that need a draft model
 
 
 def legend_kinds(oracle: str) -> tuple[str, ...]:
@@ -133,7 +134,7 @@ class LaneWidget(QFrame):
 
     def config(self) -> LaneConfig:
         oracle = self.oracle.currentText()
-        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle == "draft" else None)
+        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle in DRAFTED else None)
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
@@ -207,7 +208,7 @@ class LaneWidget(QFrame):
             self.show_message(text, error=False)
 
     def _on_oracle(self, oracle: str) -> None:
-        self.draft.setVisible(oracle == "draft")
+        self.draft.setVisible(oracle in DRAFTED)
         self.k.setEnabled(oracle != "none")
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()

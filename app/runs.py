@@ -101,7 +101,7 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
         target = load_backend(model.backend, resolve_model(model.target), device=model.device,
                               threads=model.threads or gui_threads())
         backends.append(target)
-        draft = _load_draft(lane, model) if lane.oracle == "draft" else None
+        draft = _load_draft(lane, model) if lane.oracle in ("draft", "tree") else None
         if draft:
             backends.append(draft)
         oracle = make_oracle(lane.oracle, target=target, draft=draft)
@@ -117,7 +117,7 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
 
 def _load_draft(lane: LaneConfig, model: ModelChoice) -> Backend:
     if not lane.draft:
-        raise SpecvizError("the draft oracle needs a draft model: pick one in the lane")
+        raise SpecvizError(f"the {lane.oracle} oracle needs a draft model: pick one in the lane")
     return load_backend(model.backend, resolve_model(lane.draft), device=model.device,
                         threads=model.threads or gui_threads())
 

@@ -10,7 +10,7 @@ from specviz.engines import events as ev
 from specviz.engines.compare import check_against_plain, compare
 from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
-from test_session import CODE_EDIT, PROMPT, run, tokens_of
+from test_session import CODE_EDIT, run, tokens_of
 
 
 def tree_oracles(target, draft):
