@@ -108,9 +108,9 @@ class Session:
     def _run(self) -> Iterator[ev.Event]:
         s = self.settings
         t_start = time.perf_counter()
+        self.target.reset()
         if self.oracle.tree_nodes():  # before the prompt: a backend may rebuild its cache
             self.target.reserve_branches(self.oracle.tree_nodes() + 1)
-        self.target.reset()
         if len(self.prompt_ids) > 1:
             self.target.forward(self.prompt_ids[:-1])
         prefill_ms = _ms_since(t_start)
