@@ -31,6 +31,7 @@ def register(sub) -> None:
     p.add_argument("--ngram-corpus", type=Path, default=None)
     p.add_argument("--exit-layer", type=int, default=None,
                    help="early-exit: draft with the target's first N layers (default: 3/4)")
+    options.add_tree_args(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=int, default=None, help="questions per category group")
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         oracle = options.build_oracle(name, args, target, drafts.get(model))
         if model:
             drafts[model] = oracle.draft
+        oracle = options.build_oracle(name, args, target, draft_cache.get("draft"))
+        if name in ("draft", "tree"):
+            draft_cache["draft"] = oracle.draft
         return oracle
 
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from ..engines.errors import SpecvizError
 from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
+from ..widgets.tree_view import TreeView
 from ..widgets.palette import DARK, THEMES, Theme
 from . import exports
 from .fetch import FetchDialog
@@ -54,6 +55,7 @@ class MainWindow(QMainWindow):
         self.board = LaneBoard(self.graphs, self.theme, recent)
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(self.theme)
+        self.tree_view = TreeView(self.theme)
         self.runner = LiveRunner(self.board, self, interactive)
         self.player: ReplayPlayer | None = None
         self.replaying = False  # lanes show traces, not the person's set-up
@@ -76,6 +78,7 @@ class MainWindow(QMainWindow):
         self.prompt_dock = self._dock("Prompt", self.prompt, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.inspector_dock = self._dock("Step", self.inspector,
                                          Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tree_dock = self._dock("Tree", self.tree_view, Qt.DockWidgetArea.RightDockWidgetArea)
         self.busy = QProgressBar(maximumWidth=160, visible=False)
         self.busy.setRange(0, 0)
         self.status_text = QLabel("ready")
@@ -165,7 +168,8 @@ class MainWindow(QMainWindow):
             view.addAction(action)
         view.addSeparator()
         view.addActions([self.prompt_dock.toggleViewAction(),
-                         self.inspector_dock.toggleViewAction()])
+                         self.inspector_dock.toggleViewAction(),
+                         self.tree_dock.toggleViewAction()])
 
     def _connect(self) -> None:
         self.board.hovered.connect(self._on_hover)
@@ -304,6 +308,7 @@ class MainWindow(QMainWindow):
         self.settings.set_theme(name)
         self.board.set_theme(self.theme)
         self.inspector.set_theme(self.theme)
+        self.tree_view.set_theme(self.theme)
         apply_theme(self.theme)
         for lane in self.board.lanes.values():
             self._style_lane(lane)
@@ -313,8 +318,8 @@ class MainWindow(QMainWindow):
     def set_presentation(self, on: bool, fullscreen: bool = True) -> None:
         """Big text, no controls: the lanes and the race fill the screen."""
         self.presentation_action.setChecked(on)
-        for widget in (self.prompt_dock, self.inspector_dock, self.run_bar, self.replay_bar,
-                       self.menuBar(), self.statusBar()):
+        for widget in (self.prompt_dock, self.inspector_dock, self.tree_dock, self.run_bar,
+                       self.replay_bar, self.menuBar(), self.statusBar()):
             widget.setVisible(not on)
         for name, plot in self.graphs.plots.items():
             plot.setVisible(not on or name == "race")
@@ -384,6 +389,7 @@ class MainWindow(QMainWindow):
     def _on_click(self, lane: LaneWidget, step: int) -> None:
         if 0 <= step < len(lane.view.events):
             self.inspector.show_step(lane.view.events[step])
+            self.tree_view.show_step(lane.view.events[step])
 
     # ------------------------------------------------------------ files
 

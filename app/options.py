@@ -43,6 +43,30 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                    help="text file whose n-grams seed the ngram oracle's static cache")
     g.add_argument("--exit-layer", type=int, default=None,
                    help="early-exit: draft with the target's first N layers (default: 3/4)")
+    add_tree_args(g)
+
+
+def add_tree_args(g) -> None:
+    """Knobs of the tree and lookahead oracles (None: the oracle's default)."""
+    g.add_argument("--split", type=float, default=None,
+                   help="tree: a draft token below the top one branches off when its "
+                        "probability is at least this (default 0.2)")
+    g.add_argument("--budget", type=int, default=None,
+                   help="tree: most nodes in a tree (default 16)")
+    g.add_argument("--window", type=int, default=None, metavar="W",
+                   help="lookahead: Jacobi window width W (default 5)")
+    g.add_argument("--ngram-size", type=int, default=None, metavar="N",
+                   help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
+    g.add_argument("--guesses", type=int, default=None, metavar="G",
+                   help="lookahead: n-grams kept per first token and verified (default 5)")
+
+
+def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
+    if name == "tree":
+        return {"split": args.split, "budget": args.budget}
+    if name == "lookahead":
+        return {"W": args.window, "N": args.ngram_size, "G": args.guesses}
+    return {}
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
@@ -86,12 +110,12 @@ def draft_model(oracle: str, args: argparse.Namespace) -> str | None:
     """The draft model an oracle uses (cross-draft may have its own: --cross-draft)."""
     if oracle == "cross-draft":
         return getattr(args, "cross_draft", None) or args.draft
-    return args.draft if oracle == "draft" else None
+    return args.draft if oracle in ("draft", "tree") else None
 
 
 def build_oracle(name: str, args: argparse.Namespace, target: Backend,
                  draft: Backend | None = None) -> Oracle:
-    if name in ("draft", "cross-draft") and draft is None:
+    if name in ("draft", "cross-draft", "tree") and draft is None:
         model = draft_model(name, args)
         if not model:
             raise SpecvizError(f"--oracle {name} needs --draft MODEL")
@@ -106,6 +130,7 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
     try:
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
                            min_ngram=args.min_ngram, corpus_ids=corpus,
-                           exit_layer=getattr(args, "exit_layer", None))
+                           exit_layer=getattr(args, "exit_layer", None),
+                           knobs=oracle_knobs(name, args))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None

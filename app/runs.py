@@ -33,7 +33,7 @@ class ModelChoice:
     threads: int | None = None  # CPU threads; None: all cores but one (see gui_threads)
 
 
-DRAFT_ORACLES = ("draft", "cross-draft")  # the oracles that need a draft model
+DRAFT_ORACLES = ("draft", "cross-draft", "tree")  # the oracles that need a draft model
 
 
 @dataclass(frozen=True)

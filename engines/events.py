@@ -31,6 +31,12 @@ TARGET_BONUS = "bonus"  # every proposal was accepted; the target adds one more
 REJECT_MISMATCH = "mismatch"  # greedy: not the target's argmax
 REJECT_SAMPLED = "sampled"  # sampling: the uniform draw exceeded min(1, p/q)
 REJECT_AFTER = "after-rejection"  # came after the first rejected token, never judged
+REJECT_UNREACHED = "unreached"  # tree: its parent was not accepted, so it was never judged
+
+# A tree node's fate.
+NODE_ACCEPTED = "accepted"  # on the accepted path
+NODE_REJECTED = "rejected"  # judged and refused (a child of an accepted node or of the root)
+NODE_UNREACHED = "unreached"  # below a refused node: scored by the target, never judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,32 @@ class ProposedToken:
 
 
 @dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One node of a candidate tree verified in one pass (tree and lookahead oracles)."""
+
+    parent: int  # index of the parent node; -1: the pending token (the tree's root)
+    id: int
+    text: str  # its text piece after its ancestors
+    source: str
+    state: str  # NODE_*
+    p_draft: float | None = None
+    p_target: float | None = None  # the target's probability of it after its parent
+    reject_reason: str | None = None
+    accept_prob: float | None = None
+    draw: float | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lookahead:
+    """Lookahead (Jacobi) decoding's state after a step, for the view."""
+
+    pool_size: int  # n-grams in the pool
+    window: tuple[tuple[str, ...], ...]  # the Jacobi window: a row of token texts per level
+    new_ngrams: int = 0  # n-grams the window added to the pool in this step
+
+
+@dataclass(frozen=True, slots=True)
 class TargetToken:
     """The token the target produced itself at the end of the step."""
 
@@ -95,7 +127,7 @@ class Totals:
 
     tokens: int  # tokens emitted
     steps: int  # verification steps = target forward passes while generating
-    proposed: int
+    proposed: int  # tokens verified: a tree step counts every node (what the pass scored)
     accepted: int
     draft_ms: float
     verify_ms: float
@@ -133,6 +165,12 @@ class StepEvent:
     text: str  # text emitted by this step (accepted proposals + target token), UTF-8 safe
     timing: Timing
     totals: Totals
+    # Tree steps only (None for linear ones): every node verified, and the accepted path as
+    # node indices. `proposed` then holds the path followed by the refused children of its
+    # last node, so linear views draw a tree step too.
+    tree: tuple[TreeNode, ...] | None = None
+    path: tuple[int, ...] | None = None
+    lookahead: Lookahead | None = None
     kind: str = field(default="step", init=False)
 
     @property
@@ -213,7 +251,15 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         text=d["text"],
         timing=Timing(**d["timing"]),
         totals=Totals(**d["totals"]),
+        tree=tuple(TreeNode(**n) for n in d["tree"]) if d.get("tree") is not None else None,
+        path=tuple(d["path"]) if d.get("path") is not None else None,
+        lookahead=_lookahead_from_dict(d["lookahead"]) if d.get("lookahead") else None,
     )
+
+
+def _lookahead_from_dict(d: dict[str, Any]) -> Lookahead:
+    return Lookahead(d["pool_size"], tuple(tuple(row) for row in d["window"]),
+                     d.get("new_ngrams", 0))
 
 
 def _summary_from_dict(d: dict[str, Any]) -> SummaryEvent:

@@ -23,7 +23,7 @@ from . import events as ev
 from .backends.base import Backend
 from .detokenize import TextStream
 from .errors import ContextOverflow
-from .oracles.base import Oracle, Proposal, RunContext
+from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
 from .sampling import SamplingParams
 from .verify import Verdict, verify
 
@@ -109,6 +109,8 @@ class Session:
         s = self.settings
         t_start = time.perf_counter()
         self.target.reset()
+        if self.oracle.tree_nodes():  # before the prompt: a backend may rebuild its cache
+            self.target.reserve_branches(self.oracle.tree_nodes() + 1)
         if len(self.prompt_ids) > 1:
             self.target.forward(self.prompt_ids[:-1])
         prefill_ms = _ms_since(t_start)
@@ -116,7 +118,7 @@ class Session:
         rng = np.random.default_rng(s.params.seed)
         self.oracle.start(
             RunContext(tuple(self.prompt_ids), self.prompt_text, self.token_chars, s.params, rng,
-                       self.target.eos_ids)
+                       self.target.eos_ids, self.target.detokenize_one)
         )
         stream = TextStream(self.target.token_bytes, self.target.is_special)
         totals = ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)
@@ -155,6 +157,11 @@ class Session:
         room = min(s.max_tokens - totals.tokens, self.target.n_ctx - len(self.context)) - 1
         k = max(0, min(self.k, room))
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
+        if isinstance(proposal, TreeProposal):
+            from .tree_step import tree_step
+
+            tree = proposal.pruned(k, self.target.eos_ids)
+            return tree_step(self, tree, k, totals, stream, rng, t0)
         proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")

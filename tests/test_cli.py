@@ -102,3 +102,20 @@ def test_run_decodes_real_text_through_both_backends(capsys, smollm2_path, backe
                            "--max-tokens", "16", "--json")
     result = json.loads(out)
     assert code == 0 and "Paris" in result["text"] and result["backend"] == backend
+
+
+@pytest.mark.parametrize("oracle", [["--oracle", "lookahead", "--window", "3", "--ngram-size",
+                                     "3", "--guesses", "2"],
+                                    ["--oracle", "tree", "--split", "0.1", "--budget", "6"]])
+def test_run_tree_oracles_with_their_knobs(capsys, tiny_model_dir, oracle):
+    extra = ["--draft", str(tiny_model_dir)] if "tree" in oracle else []
+    code, out, _ = run_cli(capsys, *tiny_args(tiny_model_dir, "--json", "--baseline", "--k", "3",
+                                              *oracle, *extra))
+    assert code == 0
+    result = json.loads(out)
+    assert result["identical_to_baseline"] is True and result["oracle"] == oracle[1]
+
+
+def test_tree_oracle_without_a_draft_is_refused(capsys, tiny_model_dir):
+    code, _, err = run_cli(capsys, *tiny_args(tiny_model_dir, "--oracle", "tree"))
+    assert code == 2 and "--draft" in err

@@ -29,7 +29,8 @@ KIND_LABELS = {
     KIND_REJECTED: "rejected",
 }
 
-_SOURCE_KINDS = {"draft": KIND_DRAFT, "prompt": KIND_PROMPT, "ngram": KIND_NGRAM}
+_SOURCE_KINDS = {"draft": KIND_DRAFT, "tree": KIND_DRAFT, "prompt": KIND_PROMPT,
+                 "ngram": KIND_NGRAM}
 
 
 def proposal_kind(token: ProposedToken) -> str:

@@ -26,6 +26,8 @@ class Backend(ABC):
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order
+        # The last forward_masked's (tokens, depths, visible), held in the cache until kept.
+        self._nodes: tuple[list[int], list[int], list[set[int]]] | None = None
 
     # ------------------------------------------------------------ properties
 
@@ -79,6 +81,10 @@ class Backend(ABC):
     def detokenize(self, ids: Sequence[int]) -> str:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
+    def detokenize_one(self, token_id: int) -> str:
+        """One token's text on its own (a lone byte of a character shows as U+FFFD)."""
+        return self.detokenize([token_id])
+
     def is_special(self, token_id: int) -> bool:
         """Control tokens are not printed as text."""
         return False
@@ -130,12 +136,14 @@ class Backend(ABC):
         n_rows = {"last": 1, "all": len(tokens)}.get(logits, logits)  # type: ignore[arg-type]
         if not isinstance(n_rows, int) or not 0 < n_rows <= len(tokens):
             raise ValueError(f"bad logits request {logits!r} for {len(tokens)} tokens")
+        self.discard_nodes()
         out = self._forward(list(tokens), n_rows)
         self._tokens.extend(tokens)
         return out
 
     def truncate(self, n: int) -> None:
         """Roll the cache back so it holds only its first `n` tokens."""
+        self.discard_nodes()
         if n < self.n_past:
             self._truncate(n)
             del self._tokens[n:]
@@ -157,6 +165,69 @@ class Backend(ABC):
     def reset(self) -> None:
         self.truncate(0)
 
+    # ------------------------------------------------------------ trees
+
+    def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:
+        """`forward_masked` for a token tree: node i follows `parents[i]` (-1: the cache)."""
+        return self.forward_masked(tokens, *tree_layout(parents))
+
+    def forward_masked(
+        self, tokens: Sequence[int], depths: Sequence[int], visible: Sequence[Sequence[int]]
+    ) -> np.ndarray:
+        """Score many candidate continuations in one pass; return a logits row per node.
+
+        Node i sits at position n_past + depths[i] and attends to the cache, itself and the
+        earlier nodes listed in visible[i]. A tree (each node sees its ancestors) is the
+        common case; lookahead's Jacobi window is not a tree, hence the general form.
+        The nodes stay in the cache, outside `tokens`, until `keep_path` keeps a chain of
+        them (or `discard_nodes`, `forward` or `truncate` drops them all).
+        """
+        n = len(tokens)
+        if not n or len(depths) != n or len(visible) != n:
+            raise ValueError("forward_masked needs tokens, depths and visible of one length")
+        for i, (d, vis) in enumerate(zip(depths, visible)):
+            if d < 0 or any(not 0 <= j < i for j in vis):
+                raise ValueError(f"node {i}: bad depth {d} or visible nodes {list(vis)}")
+        if self.n_past + max(depths) + 1 > self.n_ctx or self.n_past + n > self.n_ctx:
+            raise ContextOverflow(
+                f"context full: {self.n_past} + {n} tree nodes exceed the model's context "
+                f"of {self.n_ctx}"
+            )
+        self.discard_nodes()
+        out = self._forward_masked(list(tokens), list(depths), [sorted(v) for v in visible])
+        self._nodes = (list(tokens), list(depths), [set(v) for v in visible])
+        return out
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keep nodes `path` (a chain at depths 0, 1, ...) as the cache's continuation."""
+        nodes = self._nodes
+        if nodes is None:
+            raise ValueError("keep_path() needs a forward_masked() before it")
+        tokens, depths, visible = nodes
+        for d, i in enumerate(path):
+            if depths[i] != d or (d and path[d - 1] not in visible[i]):
+                raise ValueError(f"nodes {list(path)} are not a chain from depth 0")
+        self._keep_path(list(path))
+        self._nodes = None
+        self._tokens.extend(tokens[i] for i in path)
+
+    def discard_nodes(self) -> None:
+        """Drop the nodes of the last `forward_masked` that were not kept."""
+        if self._nodes is not None:
+            self._keep_path([])
+            self._nodes = None
+
+    def reserve_branches(self, n: int) -> None:
+        """Get ready for masked batches with up to `n` nodes (llama.cpp: sequence ids)."""
+
+    def _forward_masked(
+        self, tokens: list[int], depths: list[int], visible: list[list[int]]
+    ) -> np.ndarray:
+        raise NotImplementedError(f"the {self.name} backend cannot verify token trees")
+
+    def _keep_path(self, path: list[int]) -> None:
+        raise NotImplementedError(f"the {self.name} backend cannot verify token trees")
+
     @abstractmethod
     def _forward(self, tokens: list[int], n_rows: int) -> np.ndarray: ...
 
@@ -165,6 +236,22 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Free the model (idempotent)."""
+
+
+def tree_layout(parents: Sequence[int]) -> tuple[list[int], list[list[int]]]:
+    """Depths and ancestor lists of a tree given by parent indices (-1: the cache end)."""
+    depths: list[int] = []
+    ancestors: list[list[int]] = []
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < i:
+            raise ValueError(f"node {i}: parent {parent} must be -1 or an earlier node")
+        if parent < 0:
+            depths.append(0)
+            ancestors.append([])
+        else:
+            depths.append(depths[parent] + 1)
+            ancestors.append([*ancestors[parent], parent])
+    return depths, ancestors
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

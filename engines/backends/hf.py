@@ -134,6 +134,42 @@ class TransformersBackend(Backend):
         self._cache = out.past_key_values
         return out.logits[0, -n_rows:].float().cpu().numpy()
 
+    def _forward_masked(
+        self, tokens: list[int], depths: list[int], visible: list[list[int]]
+    ) -> np.ndarray:
+        torch = self._torch
+        from transformers import DynamicCache
+
+        if self._cache is None:
+            self._cache = DynamicCache()
+        n_past, m = self.n_past, len(tokens)
+        # Additive mask over [cache | nodes]: every node sees the cache, itself and `visible`.
+        allowed = torch.zeros((m, n_past + m), dtype=torch.bool)
+        allowed[:, :n_past] = True
+        for i, vis in enumerate(visible):
+            allowed[i, [n_past + j for j in (*vis, i)]] = True
+        mask = torch.zeros(allowed.shape, dtype=self._dtype)
+        mask.masked_fill_(~allowed, torch.finfo(self._dtype).min)
+        with torch.inference_mode():
+            out = self._model(
+                input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
+                position_ids=torch.tensor([[n_past + d for d in depths]], device=self.device),
+                attention_mask=mask[None, None].to(self.device),
+                past_key_values=self._cache,
+                use_cache=True,
+            )
+        self._cache = out.past_key_values
+        return out.logits[0].float().cpu().numpy()
+
+    def _keep_path(self, path: list[int]) -> None:
+        """Gather the cache rows of the kept nodes right after the context, drop the rest."""
+        torch = self._torch
+        n_past = self.n_past
+        keep = torch.tensor([*range(n_past), *(n_past + i for i in path)], device=self.device)
+        for layer in self._cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+
     def _truncate(self, n: int) -> None:
         if self._cache is None:
             return

@@ -18,7 +18,8 @@ import numpy as np
 from ..errors import BackendError
 from .base import Backend
 
-SEQ = 0  # the single sequence id this backend uses
+SEQ = 0  # the sequence id of the context; trees add more while they are verified
+MAX_SEQ = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 
 def _llama():
@@ -73,9 +74,13 @@ class LlamaBackend(Backend):
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self._n_batch = n_batch
+        self._n_seq = 1  # sequence ids the context has room for: 1 until a tree needs more
         self._ctx = self._new_context(n_ctx)
         self._mem = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(n_batch, 0, 1)
+        self._query: list[int] = []  # last masked batch: the seq id each node attends as
+        self._n_groups = 0  # sequence ids (after SEQ) that batch used
+        self.rerun_tokens = 0  # kept paths that had to be run again (see _keep_path)
         self._pieces: dict[int, bytes] = {}
         self._eos = frozenset(t for t in range(self._n_vocab)
                               if lib.llama_vocab_is_eog(self._vocab, t))
@@ -85,7 +90,9 @@ class LlamaBackend(Backend):
         params = lib.llama_context_default_params()
         params.n_ctx = min(n_ctx, lib.llama_model_n_ctx_train(self._model)) or n_ctx
         params.n_batch = params.n_ubatch = self._n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = self._n_seq
+        # One cache shared by all sequences: a tree's branches share the context's cells.
+        params.kv_unified = self._n_seq > 1
         params.n_threads = params.n_threads_batch = self.threads
         params.no_perf = True
         ctx = lib.llama_init_from_model(self._model, params)
@@ -181,6 +188,78 @@ class LlamaBackend(Backend):
         ptr = self._lib.llama_get_logits_ith(self._ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
+    # ------------------------------------------------------------ trees
+
+    def reserve_branches(self, n: int) -> None:
+        """Room for `n` sequence ids besides the context's. Linear runs never call this and
+        keep the single-sequence context; the first call rebuilds the context (and re-runs
+        what the cache held)."""
+        want = min(MAX_SEQ, n + 1)
+        if want <= self._n_seq:
+            return
+        n_ctx, tokens = self.n_ctx, list(self._tokens)
+        self._lib.llama_batch_free(self._batch)
+        self._lib.llama_free(self._ctx)
+        self._n_seq = want
+        self._ctx = self._new_context(n_ctx)
+        self._mem = self._lib.llama_get_memory(self._ctx)
+        self._batch = self._lib.llama_batch_init(self._n_batch, 0, want)
+        self._tokens = []
+        if tokens:
+            self._forward(tokens, 1)
+        self._tokens = tokens
+
+    def _forward_masked(
+        self, tokens: list[int], depths: list[int], visible: list[list[int]]
+    ) -> np.ndarray:
+        if len(tokens) > self._n_batch:
+            raise BackendError(f"a tree of {len(tokens)} nodes exceeds the batch of "
+                               f"{self._n_batch}")
+        query, members = seq_groups(depths, visible)
+        self.reserve_branches(len(members))
+        lib, b, n_past = self._lib, self._batch, self.n_past
+        self._query = [SEQ + 1 + g for g in query]
+        self._n_groups = len(members)
+        for g in range(len(members)):  # every branch sees the context (shared cells)
+            lib.llama_memory_seq_cp(self._mem, SEQ, SEQ + 1 + g, -1, -1)
+        b.n_tokens = len(tokens)
+        for i, tok in enumerate(tokens):
+            # The first seq id decides what a token attends to; the others let the nodes
+            # of those sequences attend to it.
+            seqs = [self._query[i], *(SEQ + 1 + g for g, m in enumerate(members)
+                                      if i in m and g != query[i])]
+            b.token[i], b.pos[i], b.logits[i] = tok, n_past + depths[i], True
+            b.n_seq_id[i] = len(seqs)
+            for k, seq in enumerate(seqs):
+                b.seq_id[i][k] = seq
+        ret = lib.llama_decode(self._ctx, b)
+        if ret != 0:
+            self._drop_groups()
+            raise BackendError(f"llama_decode failed (code {ret}) on a tree of {len(tokens)}")
+        return np.stack([self._logits_row(i) for i in range(len(tokens))])
+
+    def _keep_path(self, path: list[int]) -> None:
+        n_past = self.n_past
+        tokens, _, visible = self._nodes
+        # Cells in batch order: a path of the batch's first nodes (a depth-first tree's
+        # first-child chain) is kept where it lies. Any other path would leave holes that
+        # later tokens fill out of position order, which changes how llama.cpp's kernels
+        # round (logits off by up to ~0.7 on smollm2): it is run again instead, exactly.
+        in_place = (bool(path) and path == list(range(len(path)))
+                    and visible[path[-1]] | {path[-1]} == set(path))
+        if in_place:
+            self._lib.llama_memory_seq_cp(self._mem, self._query[path[-1]], SEQ, n_past,
+                                          n_past + len(path))
+        self._drop_groups()
+        if path and not in_place:
+            self._forward([tokens[i] for i in path], 1)
+            self.rerun_tokens += len(path)
+
+    def _drop_groups(self) -> None:
+        for g in range(self._n_groups):
+            self._lib.llama_memory_seq_rm(self._mem, SEQ + 1 + g, -1, -1)
+        self._n_groups = 0
+
     def _truncate(self, n: int) -> None:
         if not self._lib.llama_memory_seq_rm(self._mem, SEQ, n, -1):
             raise BackendError(f"llama.cpp could not roll its cache back to {n} tokens")
@@ -202,6 +281,33 @@ class LlamaBackend(Backend):
             self.close()
         except Exception:  # interpreter shutdown: the library may be gone already
             pass
+
+
+def seq_groups(depths: list[int], visible: list[list[int]]) -> tuple[list[int], list[set[int]]]:
+    """Sequence groups that reproduce a node mask with llama.cpp's rule: a token sees a cell
+    when the cell holds the token's (first) sequence id and a position not after its own.
+
+    Returns each node's group and each group's member nodes. Nodes join a group when every
+    query node in it still sees exactly its own nodes (a tree needs one group per leaf).
+    """
+    sees = [set(v) | {i} for i, v in enumerate(visible)]
+    query = [0] * len(depths)
+    groups: list[tuple[list[int], set[int]]] = []  # (query nodes, member nodes)
+
+    def fits(nodes: list[int], cells: set[int]) -> bool:
+        return all(sees[a] == {j for j in cells if depths[j] <= depths[a]} for a in nodes)
+
+    for i in reversed(range(len(depths))):  # later nodes see more: they found the groups
+        for g, (nodes, cells) in enumerate(groups):
+            if fits([*nodes, i], cells | sees[i]):
+                nodes.append(i)
+                cells |= sees[i]
+                query[i] = g
+                break
+        else:
+            query[i] = len(groups)
+            groups.append(([i], set(sees[i])))
+    return query, [cells for _, cells in groups]
 
 
 def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str, int]:

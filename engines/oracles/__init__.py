@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..backends.base import Backend
-from .base import Oracle, Proposal, RunContext
+from .base import Oracle, Proposal, RunContext, SideBranch, TreeProposal
 
-ORACLES = ("none", "draft", "prompt-lookup", "ngram", "rules", "cross-draft", "early-exit")
+ORACLES = ("none", "draft", "prompt-lookup", "ngram", "rules", "cross-draft", "early-exit",
+           "tree", "lookahead")
 
 
 def make_oracle(
@@ -19,20 +20,35 @@ def make_oracle(
     min_ngram: int | None = None,
     corpus_ids: Sequence[int] | None = None,
     exit_layer: int | None = None,
+    knobs: dict[str, float | int] | None = None,
 ) -> Oracle:
-    """Build an oracle by name; `draft` is the draft model's backend for the draft oracles,
-    `exit_layer` the early-exit oracle's layer count (None: its default)."""
+    """Build an oracle by name; `draft` is the draft model's backend for the draft, cross-draft
+    and tree oracles, `exit_layer` the early-exit oracle's layer count (None: its default);
+    `knobs` sets oracle settings (see `Oracle.knobs`), None values ignored."""
+    oracle = _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer)
+    for knob, value in (knobs or {}).items():
+        if value is not None:
+            oracle.set_knob(knob, value)
+    return oracle
+
+
+def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer) -> Oracle:
     sizes = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v}
     if name == "none":
         from .none import NoOracle
 
         return NoOracle()
-    if name == "draft":
+    if name in ("draft", "tree"):
         from ..errors import SpecvizError
-        from .draft import DraftModelOracle
 
         if draft is None:
-            raise SpecvizError("the draft oracle needs a draft model (--draft MODEL)")
+            raise SpecvizError(f"the {name} oracle needs a draft model (--draft MODEL)")
+        if name == "tree":
+            from .tree import TreeDraftOracle
+
+            return TreeDraftOracle(draft, target)
+        from .draft import DraftModelOracle
+
         return DraftModelOracle(draft, target)
     if name == "prompt-lookup":
         from .prompt_lookup import PromptLookupOracle
@@ -57,7 +73,12 @@ def make_oracle(
         from .early_exit import EarlyExitOracle
 
         return EarlyExitOracle(target, exit_layer or 0)
+    if name == "lookahead":
+        from .lookahead import LookaheadOracle
+
+        return LookaheadOracle()
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 
-__all__ = ["ORACLES", "Oracle", "Proposal", "RunContext", "make_oracle"]
+__all__ = ["ORACLES", "Oracle", "Proposal", "RunContext", "SideBranch", "TreeProposal",
+           "make_oracle"]

@@ -8,12 +8,12 @@ their own (a draft model) keep that model's cache in step with the context thems
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..events import Span
+from ..events import Lookahead, Span
 from ..sampling import SamplingParams
 
 
@@ -27,6 +27,7 @@ class RunContext:
     params: SamplingParams
     rng: np.random.Generator
     eos_ids: frozenset[int] = frozenset()
+    token_text: Callable[[int], str] | None = None  # a token's text, for oracles' views
 
     def span(self, tok_start: int, tok_end: int) -> Span:
         """Provenance of context tokens [tok_start, tok_end); chars only inside the prompt."""
@@ -64,6 +65,62 @@ class Proposal:
         )
 
 
+@dataclass
+class SideBranch:
+    """Rows an oracle adds to the verification pass for its own use (lookahead's Jacobi
+    window): scored by the target, never verified nor kept in its cache.
+
+    Node i sits depths[i] positions after the pending token and sees the context, the
+    pending token, itself and the side nodes in visible[i].
+    """
+
+    tokens: list[int]
+    depths: list[int]
+    visible: list[list[int]]
+
+
+@dataclass
+class TreeProposal:
+    """Candidate continuations sharing prefixes: node i follows parents[i] (-1: the pending
+    token). Children are tried in order. Verified as a tree in one forward pass."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    source: str = "tree"
+    q_rows: list[np.ndarray | None] | None = None  # what node i was drawn from, if sampled
+    p_draft: list[float | None] | None = None
+    details: list[str | None] | None = None
+    side: SideBranch | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def depth(self, i: int) -> int:
+        d = 1
+        while self.parents[i] >= 0:
+            i, d = self.parents[i], d + 1
+        return d
+
+    def pruned(self, max_depth: int, stop_ids: frozenset[int]) -> TreeProposal:
+        """Without nodes deeper than max_depth, stop tokens, and whatever hangs below them."""
+        keep: dict[int, int] = {}  # old index -> new index
+        for i, (tok, parent) in enumerate(zip(self.tokens, self.parents)):
+            if tok in stop_ids or self.depth(i) > max_depth or (parent >= 0 and
+                                                                   parent not in keep):
+                continue
+            keep[i] = len(keep)
+        if len(keep) == len(self.tokens):
+            return self
+        pick = list(keep)
+
+        def sub(values):
+            return None if values is None else [values[i] for i in pick]
+
+        parents = [keep[self.parents[i]] if self.parents[i] >= 0 else -1 for i in pick]
+        return TreeProposal([self.tokens[i] for i in pick], parents, self.source,
+                            sub(self.q_rows), sub(self.p_draft), sub(self.details), self.side)
+
+
 class Oracle(ABC):
     """Base class; subclasses set `name` and implement `propose`."""
 
@@ -78,8 +135,21 @@ class Oracle(ABC):
         self.run = run
 
     @abstractmethod
-    def propose(self, context: Sequence[int], k: int) -> Proposal:
-        """Guess up to k tokens that follow `context` (prompt + generated so far)."""
+    def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
+        """Guess up to k tokens that follow `context` (prompt + generated so far); a tree
+        oracle returns a TreeProposal k deep at most."""
+
+    def tree_nodes(self) -> int:
+        """The most nodes (side rows included) one of its tree proposals holds; 0: linear.
+        The session lets the target get ready for batches that wide."""
+        return 0
+
+    def side_logits(self, logits: np.ndarray) -> None:
+        """The target's logits for the rows of the last proposal's side branch."""
+
+    def lookahead_state(self) -> Lookahead | None:
+        """Lookahead decoding's pool and window after the last step, for the view."""
+        return None
 
     def observe(self, context: Sequence[int]) -> None:
         """The context after a step (accepted tokens and the target's token appended)."""
