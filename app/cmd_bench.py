@@ -69,9 +69,6 @@ def run(args: argparse.Namespace) -> int:
         oracle = options.build_oracle(name, args, target, drafts.get(model))
         if model:
             drafts[model] = oracle.draft
-        oracle = options.build_oracle(name, args, target, draft_cache.get("draft"))
-        if name in ("draft", "tree"):
-            draft_cache["draft"] = oracle.draft
         return oracle
 
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
