@@ -1,0 +1,139 @@
+"""`--k auto`: before every step, the draft length with the most expected tokens per second.
+
+The chooser combines the cost profile (what verifying K+1 tokens costs at this context
+length) with the acceptance observed so far in this run, per oracle:
+
+- oracles that copy (prompt lookup) report how long the current verbatim match is; the
+  chance that copied token i is accepted is learnt per length of the match it extends
+  (a match that has run for 20 tokens tends to go on; a 1-token match seldom does), and a
+  step with nothing to copy is a plain step (K = 0);
+- other oracles: the chance is learnt per draft position.
+
+Estimates start from an optimistic prior and carry an upper-confidence bonus that shrinks
+as evidence comes in, so a promising setting is tried before it is written off. Step costs
+in milliseconds: the profile for verification, scaled by how the live verification times
+compare with it (the machine may be busier than when it was profiled); drafting and the fixed
+per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
+gain does not pay for the bigger batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from . import events as ev
+from .cost import best_k
+from .oracles.base import Oracle
+from .profile import Profile
+
+# Match-length buckets (lower bounds): acceptance is learnt per bucket.
+MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
+PRIOR_MEAN = 0.7  # optimistic start: a setting is tried before it is written off
+PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
+UCB_Z = 1.0  # confidence bonus, in standard deviations of the estimate
+EMA = 0.1  # weight of the newest step in the running timing estimates
+
+
+class Acceptance:
+    """Accepted / judged counts per key, read as a Beta-posterior mean plus a bonus."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, list[float]] = {}
+
+    def add(self, key: int, accepted: bool) -> None:
+        c = self.counts.setdefault(key, [0.0, 0.0])
+        c[0] += accepted
+        c[1] += 1
+
+    def estimate(self, key: int) -> float:
+        acc, n = self.counts.get(key, (0.0, 0.0))
+        w = n + PRIOR_WEIGHT
+        mean = (acc + PRIOR_MEAN * PRIOR_WEIGHT) / w
+        return min(1.0, mean + UCB_Z * math.sqrt(mean * (1.0 - mean) / w))
+
+
+def match_bucket(length: int) -> int:
+    """The bucket (its lower bound) a match length falls in."""
+    best = MATCH_BUCKETS[0]
+    for b in MATCH_BUCKETS:
+        if length >= b:
+            best = b
+    return best
+
+
+class AutoK:
+    """A K policy for `Session(k_policy=...)`: `choose` before a step, `observe` after it."""
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        profile: Profile,
+        draft_profile: Profile | None = None,
+        k_max: int | None = None,
+    ) -> None:
+        self.oracle = oracle
+        self.profile = profile
+        self.draft_profile = draft_profile
+        self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
+        self.acceptance = Acceptance()
+        self.scale = 1.0  # live verification ms / profiled ms
+        self.draft_ms_per_token: float | None = None
+        self.overhead_ms = 0.0
+        self._match: int | None = None  # match length when the last K was chosen
+        self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
+
+    # ------------------------------------------------------------ before a step
+
+    def choose(self, context: Sequence[int]) -> int:
+        self._match = self.oracle.match_length(context)
+        if self._match == 0:
+            self.last_choice = (0, 0.0)
+            return 0  # nothing to copy: a plain step
+        n_ctx = len(context)
+        accept = [self.acceptance.estimate(self._key(i)) for i in range(1, self.k_max + 1)]
+        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), self.k_max)
+        self.last_choice = (k, rate * 1000.0)
+        return k
+
+    def step_ms(self, k: int, n_ctx: int) -> float:
+        """Expected milliseconds of a step with draft length k at context length n_ctx."""
+        return (self.scale * self.profile.cost_ms(k + 1, n_ctx) + self._draft_ms(k, n_ctx)
+                + self.overhead_ms)
+
+    def _draft_ms(self, k: int, n_ctx: int) -> float:
+        if k == 0:
+            return 0.0
+        if self.draft_ms_per_token is not None:
+            return k * self.draft_ms_per_token
+        if self.draft_profile is not None:
+            return k * self.draft_profile.cost_ms(1, n_ctx)
+        return 0.0
+
+    def _key(self, position: int) -> int:
+        """Proposal `position` (1-based) is judged on the match it would extend."""
+        if self._match is None:
+            return position
+        return -match_bucket(self._match + position - 1)  # negative: apart from positions
+
+    # ------------------------------------------------------------ after a step
+
+    def observe(self, event: ev.StepEvent) -> None:
+        for i, tok in enumerate(event.proposed, start=1):
+            if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
+                break  # never judged
+            self.acceptance.add(self._key(i), tok.accepted)
+            if not tok.accepted:
+                break
+        self._learn_timing(event)
+
+    def _learn_timing(self, event: ev.StepEvent) -> None:
+        t, n = event.timing, len(event.proposed)
+        predicted = self.profile.cost_ms(n + 1, event.position)
+        if predicted > 0 and t.verify_ms > 0:
+            self.scale += EMA * (t.verify_ms / predicted - self.scale)
+        self.overhead_ms += EMA * (t.other_ms - self.overhead_ms)
+        if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
+            per_token = t.draft_ms / n
+            old = self.draft_ms_per_token
+            self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
