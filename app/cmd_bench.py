@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--oracles", default="none,prompt-lookup,ngram",
                    help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
     p.add_argument("--draft", default=None, help="draft model for the draft oracle")
-    p.add_argument("--k", default="4", help="draft length, or a comma-separated list")
+    p.add_argument("--k", default="4",
+                   help="draft length, or a comma-separated list; auto: cost-aware, per step")
     p.add_argument("--max-ngram", type=int, default=None)
     p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)
@@ -44,11 +45,22 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
     if unknown:
         raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
     try:
-        ks = [options.k_value(k) for k in args.k.split(",")]
+        ks = [bench.AUTO if k.strip() == options.AUTO else options.k_value(k)
+              for k in args.k.split(",")]
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
     return [bench.Config(n, 0) if n == "none" else bench.Config(n, k) for n in names
             for k in ([0] if n == "none" else ks)]
+
+
+def policy_maker(args: argparse.Namespace, target, draft_cache: dict):
+    """Builds the auto-K chooser for an oracle (profiles measured once if not stored)."""
+
+    def make(oracle):
+        auto = argparse.Namespace(**{**vars(args), "k": options.AUTO})
+        return options.k_policy(auto, oracle, target, draft_cache.get("draft"))
+
+    return make
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
-                                  options.sampling(args), on_record=lambda r: bar.update())
+                                  options.sampling(args), on_record=lambda r: bar.update(),
+                                  make_policy=policy_maker(args, target, draft_cache))
     rows = bench.summarise(records)
     table = bench.markdown_table(rows)
     print(table)

@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from ..engines import profile as prof
 from ..engines.backends import load_backend
+from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
 from . import options
 
@@ -49,15 +50,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def get_profile(model: str, args: argparse.Namespace, batches: list[int],
-                contexts: list[int]) -> prof.Profile:
-    """The stored profile for this model and settings, or a fresh measurement (then stored)."""
-    device = _device_name(args)
-    if not args.refresh:
+                contexts: list[int], backend: Backend | None = None,
+                repeats: int | None = None) -> prof.Profile:
+    """The stored profile for this model and settings, or a fresh measurement (then stored).
+
+    `backend`: measure on this already loaded model instead of loading it again.
+    """
+    device = backend.device if backend else _device_name(args)
+    if not getattr(args, "refresh", False):
         stored = prof.load(model, args.backend, device, args.threads)
         if stored and set(batches) <= set(stored.batches) and set(contexts) <= set(stored.contexts):
             return stored
-    backend = load_backend(args.backend, options.resolve_model(model), device=args.device,
-                           threads=args.threads, n_ctx=max(args.n_ctx, max(contexts) + max(batches)))
+    own = backend is None
+    if own:
+        backend = load_backend(args.backend, options.resolve_model(model), device=args.device,
+                               threads=args.threads,
+                               n_ctx=max(args.n_ctx, max(contexts) + max(batches)))
     try:
         with tqdm(total=1, desc=f"profile {model}", unit="pass", file=sys.stderr,
                   leave=False) as bar:
@@ -66,10 +74,11 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
                 bar.n = done
                 bar.refresh()
 
-            result = prof.measure(backend, model, args.threads, batches, contexts, args.repeats,
-                                  progress)
+            result = prof.measure(backend, model, args.threads, batches, contexts,
+                                  repeats or args.repeats, progress)
     finally:
-        backend.close()
+        if own:
+            backend.close()
     prof.save(result)
     return result
 

@@ -33,6 +33,7 @@ PRIOR_MEAN = 0.7  # optimistic start: a setting is tried before it is written of
 PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
 UCB_Z = 1.0  # confidence bonus, in standard deviations of the estimate
 EMA = 0.1  # weight of the newest step in the running timing estimates
+MIN_SEEN = 3  # steps of one batch size before its own live cost is trusted
 
 
 class Acceptance:
@@ -77,7 +78,8 @@ class AutoK:
         self.draft_profile = draft_profile
         self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
         self.acceptance = Acceptance()
-        self.scale = 1.0  # live verification ms / profiled ms
+        self.scale = 1.0  # live verification ms / profiled ms, over all batch sizes
+        self.scale_at: dict[int, tuple[float, int]] = {}  # per batch size: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
         self.overhead_ms = 0.0
         self._match: int | None = None  # match length when the last K was chosen
@@ -98,8 +100,15 @@ class AutoK:
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""
-        return (self.scale * self.profile.cost_ms(k + 1, n_ctx) + self._draft_ms(k, n_ctx)
-                + self.overhead_ms)
+        return (self._scale(k + 1) * self.profile.cost_ms(k + 1, n_ctx)
+                + self._draft_ms(k, n_ctx) + self.overhead_ms)
+
+    def _scale(self, n: int) -> float:
+        """How live verification of n tokens compares with the profile: per batch size once
+        seen a few times (a profile taken on a quieter or busier machine may be off in shape,
+        not only in scale), else over all sizes."""
+        ratio, seen = self.scale_at.get(n, (self.scale, 0))
+        return ratio if seen >= MIN_SEEN else self.scale
 
     def _draft_ms(self, k: int, n_ctx: int) -> float:
         if k == 0:
@@ -131,7 +140,10 @@ class AutoK:
         t, n = event.timing, len(event.proposed)
         predicted = self.profile.cost_ms(n + 1, event.position)
         if predicted > 0 and t.verify_ms > 0:
-            self.scale += EMA * (t.verify_ms / predicted - self.scale)
+            ratio = t.verify_ms / predicted
+            self.scale += EMA * (ratio - self.scale)
+            old, seen = self.scale_at.get(n + 1, (ratio, 0))
+            self.scale_at[n + 1] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
         self.overhead_ms += EMA * (t.other_ms - self.overhead_ms)
         if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
             per_token = t.draft_ms / n

@@ -75,3 +75,21 @@ def test_bad_question_file_names_the_line(tmp_path):
     path.write_text('{"question_id": 1}\n', encoding="utf-8")
     with pytest.raises(Exception, match="line 1: not a Spec-Bench question"):
         bench.load_questions(path)
+
+
+def test_bench_with_auto_k_labels_its_rows(capsys, tiny_model_dir, questions_file, tmp_path,
+                                           monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))  # the profile is measured into here
+    out_json = tmp_path / "b.json"
+    code = main(["bench", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--oracles", "none,prompt-lookup", "--k", "2,auto", "--questions",
+                 str(questions_file), "--categories", "code_edit,qa", "--max-tokens", "8",
+                 "--json", str(out_json)])
+    table = capsys.readouterr().out
+    assert code == 0
+    assert "prompt-lookup k=auto (mean K" in table
+    rows = json.loads(out_json.read_text())["rows"]
+    assert [r["k"] for r in rows] == [0, 2, "auto"]
+    assert rows[2]["mean_k"] is not None and rows[1]["mean_k"] is None
+    assert rows[2]["identical"] == rows[2]["compared"] == 2
+    assert list((tmp_path / "profiles").glob("*.json"))

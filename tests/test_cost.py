@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from specviz.engines import events as ev
 from specviz.engines.auto_k import AutoK
 from specviz.engines.cost import (
@@ -95,7 +94,8 @@ class FakeLookup(Oracle):
         return Proposal(source=self.source)
 
 
-def step(k, n_accepted, position=512, verify_ms=30.0):
+def step(k, n_accepted, position=512, live=None):
+    verify_ms = (live or profile(CPU_MS)).cost_ms(k + 1, position)
     proposed = tuple(
         ev.ProposedToken(i, "x", "prompt", i < n_accepted,
                          reject_reason=None if i < n_accepted else
@@ -130,3 +130,16 @@ def test_auto_k_with_a_cheap_gpu_profile_speculates_from_the_start():
     oracle = FakeLookup()
     oracle.match = 3
     assert AutoK(oracle, profile(GPU_MS)).choose(list(range(100))) > 4
+
+
+
+def test_auto_k_learns_when_the_machine_is_busier_than_when_profiled():
+    oracle = FakeLookup()
+    oracle.match = 30
+    quiet, busy = profile(CPU_MS), profile([3 * x for x in CPU_MS])
+    policy = AutoK(oracle, quiet)
+    for _ in range(30):
+        k = policy.choose(list(range(512)))
+        policy.observe(step(k, k, live=busy))
+    assert policy.scale == pytest.approx(3.0, rel=0.1)
+    assert policy.step_ms(8, 512) == pytest.approx(busy.cost_ms(9, 512) + 0.5, rel=0.1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from specviz.app.cli import main
 from specviz.engines import events as ev
 from specviz.engines import profile as prof
@@ -13,7 +12,6 @@ from specviz.engines.auto_k import AutoK
 from specviz.engines.compare import compare
 from specviz.engines.oracles import make_oracle
 from specviz.engines.session import RunSettings, Session
-
 from test_session import CODE_EDIT
 
 
@@ -73,3 +71,15 @@ def test_bad_profile_arguments_are_one_line(capsys, tiny_model_dir, bad, message
     code = main(["profile", "--target", str(tiny_model_dir), "--backend", "transformers", bad])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_run_with_auto_k_reports_the_mean_k(capsys, tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    code = main(["run", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--no-chat", "--prompt", CODE_EDIT, "--max-tokens", "16", "--oracle",
+                 "prompt-lookup", "--k", "auto", "--baseline", "--json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert code == 0 and result["k"] == "auto" and "mean_k" in result
+    assert result["identical_to_baseline"]
+    assert "measuring the cost profile" in captured.err
