@@ -85,9 +85,10 @@ def k_policy(args: argparse.Namespace, oracle: Oracle, target: Backend,
 
     def profile_of(model: str, backend: Backend) -> prof.Profile:
         stored = prof.load(model, args.backend, backend.device, args.threads)
-        if stored is None:
-            print(f"specviz: measuring the cost profile of {model} once (see specviz profile)",
-                  file=sys.stderr)
+        if stored is not None and not getattr(args, "refresh", False):
+            return stored  # whatever sizes it has: the cost model interpolates
+        print(f"specviz: measuring the cost profile of {model} once (see specviz profile)",
+              file=sys.stderr)
         return get_profile(model, args, list(prof.BATCHES), list(prof.CONTEXTS), backend,
                            repeats=3)
 
