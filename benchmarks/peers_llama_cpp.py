@@ -2,7 +2,8 @@
 
 - draft model: `llama-speculative-simple` vs specviz's draft oracle (same target, draft, K)
 - lookup: `llama-lookup` (an n-gram cache over the context) vs specviz's ngram oracle (the
-  same idea) and its prompt-lookup oracle
+  same idea) and its prompt-lookup oracle; `llama-speculative-simple --spec-type
+  ngram-simple` (match the last n tokens, copy K: prompt lookup) vs specviz's prompt lookup
 
 Both sides decode the same chat-formatted prompt (first turn of each question), greedy, same
 threads and K, in this one script, alternating per prompt so machine noise hits both alike.
@@ -35,19 +36,28 @@ from specviz.engines.oracles import make_oracle
 from specviz.engines.session import RunSettings, Session, warm_up
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
-# (our oracle, peer binary): which of ours does the same work as which of theirs.
-PAIRS = (("draft", "llama-speculative-simple"), ("ngram", "llama-lookup"),
-         ("prompt-lookup", "llama-lookup"))
+# (our oracle, peer): which of ours does the same work as which of theirs. Peers:
+# "speculative-simple" (draft model), "lookup" (llama-lookup's n-gram cache),
+# "ngram-simple" (llama-speculative-simple --spec-type ngram-simple: prompt lookup).
+PAIRS = (("draft", "speculative-simple"), ("ngram", "lookup"), ("prompt-lookup", "lookup"),
+         ("prompt-lookup", "ngram-simple"))
+PEER_LABEL = {"speculative-simple": "llama-speculative-simple (draft-simple)",
+              "lookup": "llama-lookup",
+              "ngram-simple": "llama-speculative-simple (ngram-simple)"}
 
 
-def peer_tok_per_s(binary: Path, args, prompt_file: Path, work: Path) -> float:
+def peer_tok_per_s(peer: str, args, prompt_file: Path, work: Path) -> float:
+    binary = args.bin_dir / ("llama-lookup" if peer == "lookup" else "llama-speculative-simple")
     cmd = [str(binary), "-m", str(resolve(args.target)), "-f", str(prompt_file),
            "-n", str(args.max_tokens), "-t", str(args.threads), "-c", str(args.n_ctx),
            "--temp", "0", "--spec-draft-n-max", str(args.k), "--seed", "0"]
-    if binary.name == "llama-speculative-simple":
+    if peer == "speculative-simple":
         # p-min 0: draft K tokens every time, as specviz's draft oracle does (same work).
-        cmd += ["-md", str(resolve(args.draft)), "--spec-draft-n-min", "0",
-                "--spec-draft-p-min", str(args.p_min)]
+        cmd += ["--spec-type", "draft-simple", "-md", str(resolve(args.draft)),
+                "--spec-draft-n-min", "0", "--spec-draft-p-min", str(args.p_min)]
+    elif peer == "ngram-simple":  # match the last max-ngram tokens, copy K: prompt lookup
+        cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(args.max_ngram),
+                "--spec-ngram-simple-size-m", str(args.k)]
     else:
         dynamic = work / "lookup-dynamic.bin"
         dynamic.unlink(missing_ok=True)  # no learning carried over between prompts
@@ -56,7 +66,7 @@ def peer_tok_per_s(binary: Path, args, prompt_file: Path, work: Path) -> float:
     match = DECODED.search(out.stderr + out.stdout)
     if out.returncode != 0 or not match:
         tail = (out.stderr or out.stdout).strip().splitlines()[-5:]
-        raise SystemExit(f"{binary.name} failed ({out.returncode}): " + " | ".join(tail))
+        raise SystemExit(f"{peer} failed ({out.returncode}): " + " | ".join(tail))
     return int(match.group(1)) / float(match.group(2))
 
 
@@ -79,6 +89,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--p-min", type=float, default=0.0,
                    help="llama-speculative-simple's --spec-draft-p-min (0: same work as ours)")
+    p.add_argument("--max-ngram", type=int, default=3, help="prompt lookup's n-gram size")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--max-tokens", type=int, default=128)
@@ -86,14 +97,15 @@ def main() -> None:
     args = p.parse_args()
 
     wanted = [pair for pair in PAIRS if pair[0] in args.pairs.split(",")]
+    keys = [f"{o}/{peer}" for o, peer in wanted]
     questions = load_questions(args.questions, args.categories and args.categories.split(","),
                                args.limit)
     target = LlamaBackend(resolve(args.target), n_ctx=args.n_ctx, threads=args.threads)
     draft = None
     if any(o == "draft" for o, _ in wanted):
         draft = LlamaBackend(resolve(args.draft), n_ctx=args.n_ctx, threads=args.threads)
-    ours: dict[str, list[float]] = {o: [] for o, _ in wanted}
-    theirs: dict[str, list[float]] = {o: [] for o, _ in wanted}
+    ours: dict[str, list[float]] = {key: [] for key in keys}
+    theirs: dict[str, list[float]] = {key: [] for key in keys}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for q in questions:
@@ -101,13 +113,13 @@ def main() -> None:
             prompt_file = work / "prompt.txt"
             prompt_file.write_text(prompt_text, encoding="utf-8")
             warm_up(target, target.encode_prompt(prompt_text, True))
-            for oracle_name, binary in wanted:
-                oracle = make_oracle(oracle_name, target=target, draft=draft)
-                theirs[oracle_name].append(peer_tok_per_s(args.bin_dir / binary, args,
-                                                          prompt_file, work))
-                ours[oracle_name].append(ours_tok_per_s(target, oracle, q.turns[0], args))
-                print(f"q{q.question_id} {oracle_name}: ours {ours[oracle_name][-1]:.1f}, "
-                      f"{binary} {theirs[oracle_name][-1]:.1f} tokens/s", flush=True)
+            for key, (oracle_name, peer) in zip(keys, wanted):
+                oracle = make_oracle(oracle_name, target=target, draft=draft,
+                                     max_ngram=args.max_ngram)
+                theirs[key].append(peer_tok_per_s(peer, args, prompt_file, work))
+                ours[key].append(ours_tok_per_s(target, oracle, q.turns[0], args))
+                print(f"q{q.question_id} {oracle_name}: ours {ours[key][-1]:.1f}, "
+                      f"{PEER_LABEL[peer]} {theirs[key][-1]:.1f} tokens/s", flush=True)
     table = markdown(wanted, ours, theirs, args)
     print(table)
     if args.markdown:
@@ -121,10 +133,11 @@ def markdown(wanted, ours, theirs, args) -> str:
              f"tokens, {len(next(iter(ours.values())))} prompts (median over prompts)", "",
              "| ours | peer | ours tokens/s | peer tokens/s | ratio (ours / peer) |",
              "|---|---|---|---|---|"]
-    for oracle_name, binary in wanted:
-        a, b = statistics.median(ours[oracle_name]), statistics.median(theirs[oracle_name])
-        ratios = [x / y for x, y in zip(ours[oracle_name], theirs[oracle_name])]
-        lines.append(f"| specviz {oracle_name} | {binary} | {a:.1f} | {b:.1f} | "
+    for oracle_name, peer in wanted:
+        key = f"{oracle_name}/{peer}"
+        a, b = statistics.median(ours[key]), statistics.median(theirs[key])
+        ratios = [x / y for x, y in zip(ours[key], theirs[key])]
+        lines.append(f"| specviz {oracle_name} | {PEER_LABEL[peer]} | {a:.1f} | {b:.1f} | "
                      f"{statistics.median(ratios):.2f}x |")
     return "\n".join(lines)
 

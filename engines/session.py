@@ -122,13 +122,13 @@ class Session:
         self.target.reset()
         if len(self.prompt_ids) > 1:
             self.target.forward(self.prompt_ids[:-1])
-        prefill_ms = _ms_since(t_start)
         self.context = list(self.prompt_ids)
         rng = np.random.default_rng(s.params.seed)
         self.oracle.start(
             RunContext(tuple(self.prompt_ids), self.prompt_text, self.token_chars, s.params, rng,
                        self.target.eos_ids)
         )
+        prefill_ms = _ms_since(t_start)  # an oracle's own prompt processing (a draft) included
         stream = TextStream(self.target.token_bytes, self.target.is_special)
         totals = ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)
         reason = "max-tokens"
