@@ -105,6 +105,7 @@ class LaneWidget(QFrame):
         self.oracle.currentTextChanged.connect(self._on_oracle)
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
         self.k.valueChanged.connect(self._on_k)
+        self.k.autoChanged.connect(lambda _on: self.configChanged.emit())
         self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
 
     def _layout(self) -> None:
@@ -133,11 +134,13 @@ class LaneWidget(QFrame):
 
     def config(self) -> LaneConfig:
         oracle = self.oracle.currentText()
-        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle == "draft" else None)
+        return LaneConfig(oracle, self.k.value(), self.draft.model() if oracle == "draft" else None,
+                          self.k.is_auto())
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
         self.k.setValue(max(1, config.k))
+        self.k.set_auto(config.auto_k)
         self.draft.set_model(config.draft)
         self._on_oracle(config.oracle)
 
@@ -148,7 +151,7 @@ class LaneWidget(QFrame):
 
     def set_running(self, running: bool) -> None:
         """While running only K can change (it reaches the session at its next step)."""
-        for widget in (self.oracle, self.draft, self.remove):
+        for widget in (self.oracle, self.draft, self.remove, self.k.auto):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:

@@ -52,7 +52,8 @@ class AppSettings:
         if not stored:
             return list(DEFAULT_LANES)
         try:
-            return [LaneConfig(d["oracle"], int(d["k"]), d.get("draft")) for d in stored][:4]
+            return [LaneConfig(d["oracle"], int(d["k"]), d.get("draft"), bool(d.get("auto_k")))
+                    for d in stored][:4]
         except (KeyError, TypeError, ValueError):
             return list(DEFAULT_LANES)
 
