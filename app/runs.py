@@ -137,6 +137,20 @@ def _k_policy(lane: LaneConfig, model: ModelChoice, oracle, target: Backend,
     return k_policy(args, oracle, target, draft)
 
 
+def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] | None, str]:
+    """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
+    and a label; (None, why) when there is none (the curves then assume free batches)."""
+    from ..engines import profile as prof
+
+    device = model.device or ("cpu" if model.backend == "llama" else None)
+    stored = prof.load(model.target, model.backend, device or "cpu",
+                       model.threads or gui_threads())
+    if stored is None:
+        return None, "no cost profile here yet (specviz profile): batches priced as free"
+    costs = [stored.relative(n, context) for n in range(1, 34)]
+    return costs, f"{stored.backend}/{stored.device}, {stored.threads} threads, context {context}"
+
+
 def gui_threads() -> int:
     """All cores but one: the GUI thread needs a core of its own, or llama.cpp's worker
     threads, which spin while they wait for each other, slow down several times over."""
