@@ -12,8 +12,9 @@ length) with the acceptance observed so far in this run, per oracle:
 Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of
 succession on the match: a match that has held for m tokens goes on with probability
 (m+1)/(m+2), so long verbatim matches are tried at once and short ones only where batches are
-cheap; for other oracles it is 1/2. (An optimism bonus for exploring was tried and dropped: on
-a CPU, exploring a long K costs as much as ten plain steps.) Step costs
+cheap; for other oracles it is 1/2, after a short, cheap exploration at K = 2 (without it, a
+pessimistic prior on a CPU would never try the oracle at all). (An optimism bonus for exploring
+was tried and dropped: on a CPU, exploring a long K costs as much as ten plain steps.) Step costs
 in milliseconds: the profile for verification, scaled by how the live verification times
 compare with it (the machine may be busier than when it was profiled); drafting and the fixed
 per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
@@ -33,6 +34,7 @@ from .profile import Profile
 MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
 PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
 PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
+EXPLORE_K, EXPLORE_JUDGED = 2, 12  # oracles that do not copy: try K=2 until 12 tokens judged
 EMA = 0.1  # weight of the newest step in the running timing estimates
 MIN_SEEN = 3  # steps of one batch size before its own live cost is trusted
 
@@ -42,11 +44,13 @@ class Acceptance:
 
     def __init__(self) -> None:
         self.counts: dict[int, list[float]] = {}
+        self.judged = 0
 
     def add(self, key: int, accepted: bool) -> None:
         c = self.counts.setdefault(key, [0.0, 0.0])
         c[0] += accepted
         c[1] += 1
+        self.judged += 1
 
     def estimate(self, key: int, prior: float = PRIOR_MEAN) -> float:
         acc, n = self.counts.get(key, (0.0, 0.0))
@@ -91,6 +95,9 @@ class AutoK:
         if self._match == 0:
             self.last_choice = (0, 0.0)
             return 0  # nothing to copy: a plain step
+        if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
+            self.last_choice = (min(EXPLORE_K, self.k_max), 0.0)
+            return self.last_choice[0]
         n_ctx = len(context)
         accept = [self.acceptance.estimate(self._key(i), self._prior(i))
                   for i in range(1, self.k_max + 1)]

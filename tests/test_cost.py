@@ -143,3 +143,30 @@ def test_auto_k_learns_when_the_machine_is_busier_than_when_profiled():
         policy.observe(step(k, k, live=busy))
     assert policy.scale == pytest.approx(3.0, rel=0.1)
     assert policy.step_ms(8, 512) == pytest.approx(busy.cost_ms(9, 512) + 0.5, rel=0.1)
+
+
+class FakeDraft(FakeLookup):
+    """An oracle that does not copy: no match length."""
+
+    name = "ngram"
+
+    def match_length(self, context):
+        return None
+
+
+@pytest.mark.parametrize("rate, speculates", [(0.95, True), (0.3, False)])
+def test_auto_k_explores_a_non_copying_oracle_then_follows_its_acceptance(rate, speculates):
+    oracle = FakeDraft()
+    policy = AutoK(oracle, profile(CPU_MS))
+    assert policy.choose(list(range(512))) == 2  # a short exploration first
+    hits = 0.0
+    for _ in range(60):
+        k = policy.choose(list(range(512)))
+        accepted = 0
+        while accepted < k and hits + rate >= 1.0:  # deterministic: rate of the judged tokens
+            hits += rate - 1.0
+            accepted += 1
+        if accepted < k:
+            hits += rate
+        policy.observe(step(k, accepted))
+    assert (policy.choose(list(range(512))) > 0) == speculates
