@@ -177,7 +177,7 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
 def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny_model_dir):
     set_up(window, tiny(tiny_model_dir),
            [LaneConfig("none"), LaneConfig("prompt-lookup", 4, auto_k=True)], 24)
-    plain, auto = window.board.lanes.values()
+    _plain, auto = window.board.lanes.values()
     assert auto.config().auto_k and not auto.k.slider.isEnabled()
     run_to_end(window, app_env)
     assert lane_texts(window)[0] == lane_texts(window)[1]

@@ -270,7 +270,7 @@ def test_cost_curve_shows_each_lane_where_it_runs(graphs):
     dx, dy = graphs.cost_curve.dot_data("spec")
     assert dx[0] == pytest.approx(4.0)  # tokens proposed per step
     assert dy[0] == pytest.approx(graphs.figures("spec")["speedup"])
-    xs, ys = graphs.cost_curve.curve_data("spec")
+    _xs, ys = graphs.cost_curve.curve_data("spec")
     alpha = 7 / 8
     assert ys[4] == pytest.approx((1 - alpha**5) / (1 - alpha) / 3.7)
     graphs.remove_lane("spec")
