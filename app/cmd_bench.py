@@ -25,7 +25,8 @@ def register(sub) -> None:
                    help="draft model for the draft and cross-draft oracles")
     p.add_argument("--cross-draft", default=None,
                    help="draft model for the cross-draft oracle (default: --draft)")
-    p.add_argument("--k", default="4", help="draft length, or a comma-separated list")
+    p.add_argument("--k", default="4",
+                   help="draft length, or a comma-separated list; auto: cost-aware, per step")
     p.add_argument("--max-ngram", type=int, default=None)
     p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)
@@ -50,11 +51,22 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
     if unknown:
         raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
     try:
-        ks = [options.k_value(k) for k in args.k.split(",")]
+        ks = [bench.AUTO if k.strip() == options.AUTO else options.k_value(k)
+              for k in args.k.split(",")]
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
     return [bench.Config(n, 0) if n == "none" else bench.Config(n, k) for n in names
             for k in ([0] if n == "none" else ks)]
+
+
+def policy_maker(args: argparse.Namespace, target):
+    """Builds the auto-K chooser for an oracle (profiles measured once if not stored)."""
+
+    def make(oracle):
+        auto = argparse.Namespace(**{**vars(args), "k": options.AUTO})
+        return options.k_policy(auto, oracle, target, getattr(oracle, "draft", None))
+
+    return make
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,15 +86,16 @@ def run(args: argparse.Namespace) -> int:
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
-                                  options.sampling(args), on_record=lambda r: bar.update())
+                                  options.sampling(args), on_record=lambda r: bar.update(),
+                                  make_policy=policy_maker(args, target))
     rows = bench.summarise(records)
     table = bench.markdown_table(rows)
     details = bench.detail_table(rows)
     if details:
         table += "\n\nAcceptance per proposal detail:\n\n" + details
     print(table)
-    meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft, "backend": target.name,
-            "device": target.device, "max_tokens": args.max_tokens,
+    meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft,
+            "backend": target.name, "device": target.device, "max_tokens": args.max_tokens,
             "questions": str(args.questions), "machine": machine_info()}
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")

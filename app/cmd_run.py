@@ -11,7 +11,7 @@ from ..engines import events as ev
 from ..engines.compare import check_against_plain
 from ..engines.errors import SpecvizError
 from ..engines.oracles.none import NoOracle
-from ..engines.session import RunSettings, Session, warm_up
+from ..engines.session import K_MAX, RunSettings, Session, warm_up
 from ..engines.trace import TraceWriter, machine_info
 from . import options
 from .console import EventPrinter, summary_line
@@ -48,18 +48,22 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    auto = args.k == options.AUTO
     settings = RunSettings(prompt=read_prompt(args), chat=args.chat, system=args.system,
-                           k=args.k if args.oracle != "none" else 0,
+                           k=0 if args.oracle == "none" else K_MAX if auto else args.k,
                            max_tokens=args.max_tokens, params=options.sampling(args),
                            stop=tuple(args.stop))
     target = options.load_target(args)
     oracle = options.build_oracle(args.oracle, args, target)
-    session = Session(target, oracle, settings)
+    policy = options.k_policy(args, oracle, target, getattr(oracle, "draft", None))
+    session = Session(target, oracle, settings, k_policy=policy)
     warm_up(target, session.prompt_ids)
     printer = EventPrinter(show_rejected=args.show_rejected)
     steps = _drive(session, None if args.json else printer, args, target)
     summary = session.summary
     result = _result(args, target, summary)
+    if policy and steps:
+        result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
     if args.baseline:
         result.update(_baseline(target, session, steps, summary))
     if args.json:
@@ -130,6 +134,8 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
 def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:
     print(file=sys.stdout, flush=True)
     line = summary_line(summary)
+    if "mean_k" in result:
+        line += f"; auto K, {result['mean_k']:.1f} on average"
     if "speedup" in result:
         same = "identical" if result["identical_to_baseline"] else "DIFFERENT"
         line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s, speedup "

@@ -121,6 +121,7 @@ class LaneWidget(QFrame):
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
         self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
+        self.k.autoChanged.connect(lambda _on: self.configChanged.emit())
         self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
 
     def _layout(self) -> None:
@@ -152,11 +153,13 @@ class LaneWidget(QFrame):
         oracle = self.oracle.currentText()
         return LaneConfig(oracle, self.k.value(),
                           self.draft.model() if oracle in DRAFT_ORACLES else None,
-                          self.exit_layer.value() if oracle == "early-exit" else 0)
+                          self.exit_layer.value() if oracle == "early-exit" else 0,
+                          self.k.is_auto())
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
         self.k.setValue(max(1, config.k))
+        self.k.set_auto(config.auto_k)
         self.draft.set_model(config.draft)
         self.exit_layer.setValue(config.exit_layer)
         self._on_oracle(config.oracle)
@@ -168,7 +171,7 @@ class LaneWidget(QFrame):
 
     def set_running(self, running: bool) -> None:
         """While running only K and L can change (they reach the session at its next step)."""
-        for widget in (self.oracle, self.draft, self.remove):
+        for widget in (self.oracle, self.draft, self.remove, self.k.auto):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:

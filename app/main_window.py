@@ -35,7 +35,7 @@ from .live import LiveRunner
 from .options import DEFAULT_TARGET
 from .prompt_panel import PromptPanel
 from .replay import ReplayPlayer, load_trace
-from .runs import LaneConfig, ModelChoice, RunRequest, traces_dir
+from .runs import LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
 from .settings import AppSettings
 from .theme import apply_theme
 
@@ -222,6 +222,7 @@ class MainWindow(QMainWindow):
             self.show_status("type a prompt first")
             return None
         self._save_run_settings(request)
+        self.graphs.set_costs(*profile_costs(request.model))
         self.run_task = self.runner.start(request)
         self.run_task.add_done_callback(self._run_ended)
         self._set_mode()

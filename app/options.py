@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..engines.backends import BACKENDS, load_backend
 from ..engines.backends.base import Backend
@@ -12,7 +14,11 @@ from ..engines.oracles import ORACLES, Oracle, make_oracle
 from ..engines.sampling import SamplingParams
 from ..engines.session import K_MAX
 
+if TYPE_CHECKING:
+    from ..engines.auto_k import AutoK
+
 DEFAULT_TARGET = "smollm2-135m"
+AUTO = "auto"  # --k auto
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -36,7 +42,8 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                    help="draft model for the draft and cross-draft oracles")
     g.add_argument("--cross-draft", default=None,
                    help="draft model for the cross-draft oracle (default: --draft)")
-    g.add_argument("--k", type=k_value, default=4, help=f"draft length, 0..{K_MAX}")
+    g.add_argument("--k", type=k_or_auto, default=4,
+                   help=f"draft length, 0..{K_MAX}, or auto (cost-aware, chosen every step)")
     g.add_argument("--max-ngram", type=int, default=None, help="longest n-gram to match")
     g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,
@@ -86,6 +93,37 @@ def k_value(text: str) -> int:
     if not 0 <= k <= K_MAX:
         raise argparse.ArgumentTypeError(f"K must be between 0 and {K_MAX}")
     return k
+
+
+def k_or_auto(text: str) -> int | str:
+    return AUTO if text.strip().lower() == AUTO else k_value(text)
+
+
+def k_policy(args: argparse.Namespace, oracle: Oracle, target: Backend,
+             draft: Backend | None = None) -> AutoK | None:
+    """The cost-aware K chooser for `--k auto` (None for a fixed K or plain decoding).
+
+    It needs the target's cost profile (and the draft's, for the draft oracle): the stored one,
+    or measured now on the loaded model and stored for next time.
+    """
+    if args.k != AUTO or oracle.name == "none":
+        return None
+    from ..engines import profile as prof
+    from ..engines.auto_k import AutoK
+    from .cmd_profile import get_profile
+
+    def profile_of(model: str, backend: Backend) -> prof.Profile:
+        stored = prof.load(model, args.backend, backend.device, args.threads)
+        if stored is not None and not getattr(args, "refresh", False):
+            return stored  # whatever sizes it has: the cost model interpolates
+        print(f"specviz: measuring the cost profile of {model} once (see specviz profile)",
+              file=sys.stderr)
+        return get_profile(model, args, list(prof.BATCHES), list(prof.CONTEXTS), backend,
+                           repeats=3)
+
+    model = draft_model(oracle.name, args) or args.draft
+    draft_profile = profile_of(model, draft) if draft is not None else None
+    return AutoK(oracle, profile_of(args.target, target), draft_profile)
 
 
 def sampling(args: argparse.Namespace) -> SamplingParams:

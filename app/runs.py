@@ -20,7 +20,7 @@ from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
 from ..engines.oracles import make_oracle
 from ..engines.sampling import SamplingParams
-from ..engines.session import RunSettings, Session
+from ..engines.session import K_MAX, RunSettings, Session
 from ..engines.trace import TraceWriter
 from . import cmd_run
 
@@ -42,6 +42,7 @@ class LaneConfig:
     k: int = 4
     draft: str | None = None  # the draft oracles' model (registry name or path)
     exit_layer: int = 0  # early-exit: the layers that draft (0: three quarters of them)
+    auto_k: bool = False  # K chosen every step from the cost profile (k is then unused)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool 
         if draft:
             backends.append(draft)
         oracle = make_oracle(lane.oracle, target=target, draft=draft, exit_layer=lane.exit_layer)
-        session = Session(target, oracle, _settings(lane, request))
+        policy = _k_policy(lane, model, oracle, target, draft)
+        session = Session(target, oracle, _settings(lane, request), k_policy=policy)
         path = new_trace_path(lane.oracle, lane_id) if record else None
         writer = TraceWriter(path, trace_header(lane, request, session)) if path else None
     except BaseException:
@@ -126,6 +128,33 @@ def _load_draft(lane: LaneConfig, model: ModelChoice) -> Backend:
                         threads=model.threads or gui_threads())
 
 
+def _k_policy(lane: LaneConfig, model: ModelChoice, oracle, target: Backend,
+              draft: Backend | None):
+    """The cost-aware K chooser for a lane set to auto (measures a missing profile: slow)."""
+    if not lane.auto_k or lane.oracle == "none":
+        return None
+    from .options import k_policy
+
+    args = SimpleNamespace(k="auto", target=model.target, draft=lane.draft,
+                           backend=model.backend, device=model.device,
+                           threads=model.threads or gui_threads(), n_ctx=4096, refresh=False)
+    return k_policy(args, oracle, target, draft)
+
+
+def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] | None, str]:
+    """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
+    and a label; (None, why) when there is none (the curves then assume free batches)."""
+    from ..engines import profile as prof
+
+    device = model.device or ("cpu" if model.backend == "llama" else None)
+    stored = prof.load(model.target, model.backend, device or "cpu",
+                       model.threads or gui_threads())
+    if stored is None:
+        return None, "no cost profile here yet (specviz profile): batches priced as free"
+    costs = [stored.relative(n, context) for n in range(1, 34)]
+    return costs, f"{stored.backend}/{stored.device}, {stored.threads} threads, context {context}"
+
+
 def gui_threads() -> int:
     """All cores but one: the GUI thread needs a core of its own, or llama.cpp's worker
     threads, which spin while they wait for each other, slow down several times over."""
@@ -137,7 +166,7 @@ def _settings(lane: LaneConfig, request: RunRequest) -> RunSettings:
         params = SamplingParams(request.temperature, request.top_p, request.seed)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
-    k = lane.k if lane.oracle != "none" else 0
+    k = 0 if lane.oracle == "none" else K_MAX if lane.auto_k else lane.k
     return RunSettings(prompt=request.prompt, chat=request.chat, k=k,
                        max_tokens=request.max_tokens, params=params)
 

@@ -53,7 +53,8 @@ class AppSettings:
             return list(DEFAULT_LANES)
         try:
             return [LaneConfig(d["oracle"], int(d["k"]), d.get("draft"),
-                               int(d.get("exit_layer", 0))) for d in stored][:4]
+                               int(d.get("exit_layer", 0)), bool(d.get("auto_k")))
+                    for d in stored][:4]
         except (KeyError, TypeError, ValueError):
             return list(DEFAULT_LANES)
 

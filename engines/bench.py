@@ -22,7 +22,7 @@ from .compare import check_against_plain
 from .errors import SpecvizError
 from .oracles.base import Oracle
 from .sampling import SamplingParams
-from .session import RunSettings, Session, warm_up
+from .session import K_MAX, KPolicy, RunSettings, Session, warm_up
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")
@@ -49,14 +49,19 @@ class Question:
         return GROUPS.get(self.category, self.category)
 
 
+AUTO = -1  # Config.k for the cost-aware K chosen every step (--k auto)
+
+
 @dataclass(frozen=True)
 class Config:
     oracle: str
-    k: int
+    k: int  # a fixed K, or AUTO
 
     @property
     def label(self) -> str:
-        return "none" if self.oracle == "none" else f"{self.oracle} k={self.k}"
+        if self.oracle == "none":
+            return "none"
+        return f"{self.oracle} k={'auto' if self.k == AUTO else self.k}"
 
 
 @dataclass
@@ -67,7 +72,7 @@ class Record:
     category: str
     turn: int
     oracle: str
-    k: int
+    k: int  # AUTO (-1) for the cost-aware K
     tokens: int
     steps: int
     proposed: int
@@ -77,6 +82,7 @@ class Record:
     divergence: dict | None = None
     # Per oracle detail (a rule's name, an n-gram size): [proposed, accepted].
     by_detail: dict[str, list[int]] = field(default_factory=dict)
+    k_sum: int | None = None  # auto K: the Ks chosen, summed over the steps
 
 
 @dataclass
@@ -92,6 +98,7 @@ class Row:
     compared: int = 0
     unexplained: int = 0  # divergences not explained by the backend's batch noise
     by_detail: dict[str, list[int]] = field(default_factory=dict)  # [proposed, accepted]
+    mean_k: float | None = None  # auto K: the average K chosen per step
 
 
 def load_questions(path: str | Path, categories: Sequence[str] | None = None,
@@ -129,10 +136,18 @@ def run_bench(
     max_tokens: int = 256,
     params: SamplingParams = SamplingParams(),
     on_record: Callable[[Record], None] | None = None,
+    make_policy: Callable[[Oracle], KPolicy] | None = None,
 ) -> list[Record]:
-    """Decode every turn of every question with every configuration (plain decoding first)."""
+    """Decode every turn of every question with every configuration (plain decoding first).
+
+    Configurations with k=AUTO get a K policy from `make_policy`, one per configuration that
+    keeps learning across the questions, as it would in a long-running process.
+    """
     configs = _plain_first(configs)
     oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
+    if any(c.k == AUTO for c in configs) and make_policy is None:
+        raise SpecvizError("k=auto needs a K policy (a cost profile)")
+    policies = {c: make_policy(oracles[c.oracle]) for c in configs if c.k == AUTO}
     records: list[Record] = []
     warmed = False
     for q in questions:
@@ -140,9 +155,11 @@ def run_bench(
         for turn, user in enumerate(q.turns):
             plain_steps: list[ev.StepEvent] = []
             for config in configs:
-                settings = RunSettings(user, history=tuple(histories[config]), k=config.k,
+                settings = RunSettings(user, history=tuple(histories[config]),
+                                       k=K_MAX if config.k == AUTO else config.k,
                                        max_tokens=max_tokens, params=params)
-                session = Session(target, oracles[config.oracle], settings)
+                session = Session(target, oracles[config.oracle], settings,
+                                  k_policy=policies.get(config))
                 if not warmed:
                     warm_up(target, session.prompt_ids)
                     warmed = True
@@ -171,6 +188,8 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3),
                     by_detail=count_by_detail(steps))
+    if config.k == AUTO:
+        record.k_sum = sum(s.k for s in steps)
     if config.oracle != "none":
         result = check_against_plain(target, prompt_ids, steps, plain_steps)
         same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
@@ -215,6 +234,8 @@ def summarise(records: Sequence[Record]) -> list[Row]:
                 c = row.by_detail.setdefault(detail, [0, 0])
                 c[0] += proposed
                 c[1] += accepted
+        if config.k == AUTO and steps:
+            row.mean_k = sum(r.k_sum or 0 for r in mine) / steps
         rows.append(row)
     return rows
 
@@ -243,7 +264,8 @@ def markdown_table(rows: Sequence[Row]) -> str:
             "Identical"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r.config.label, *(_x(r.speedup.get(g)) for g in groups),
+        label = r.config.label + ("" if r.mean_k is None else f" (mean K {r.mean_k:.1f})")
+        cells = [label, *(_x(r.speedup.get(g)) for g in groups),
                  _x(r.speedup.get("Overall")), f"{r.mean_accepted_tokens:.2f}",
                  "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.0%}",
                  f"{r.tok_per_s:.1f}",
@@ -279,7 +301,8 @@ def _x(value: float | None) -> str:
 def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
     return {
         **meta,
-        "rows": [{"method": r.config.label, "oracle": r.config.oracle, "k": r.config.k,
+        "rows": [{"method": r.config.label, "oracle": r.config.oracle,
+                  "k": "auto" if r.config.k == AUTO else r.config.k, "mean_k": r.mean_k,
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
                   "identical": r.identical, "compared": r.compared,

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -28,6 +29,14 @@ from .sampling import SamplingParams
 from .verify import Verdict, verify
 
 K_MAX = 32
+
+
+class KPolicy(Protocol):
+    """Chooses K before each step from what it has observed (engines.auto_k.AutoK)."""
+
+    def choose(self, context: Sequence[int]) -> int: ...
+
+    def observe(self, event: ev.StepEvent) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -51,10 +60,12 @@ def check_k(k: int) -> int:
 class Session:
     """One run of one oracle on one target. Iterate it to drive the run."""
 
-    def __init__(self, target: Backend, oracle: Oracle, settings: RunSettings) -> None:
+    def __init__(self, target: Backend, oracle: Oracle, settings: RunSettings,
+                 k_policy: KPolicy | None = None) -> None:
         self.target = target
         self.oracle = oracle
         self.settings = settings
+        self.k_policy = k_policy  # if set, chooses K every step (--k auto); else K is fixed
         self._k = check_k(settings.k)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -113,13 +124,13 @@ class Session:
             self.target.reserve_branches(self.oracle.tree_nodes() + 1)
         if len(self.prompt_ids) > 1:
             self.target.forward(self.prompt_ids[:-1])
-        prefill_ms = _ms_since(t_start)
         self.context = list(self.prompt_ids)
         rng = np.random.default_rng(s.params.seed)
         self.oracle.start(
             RunContext(tuple(self.prompt_ids), self.prompt_text, self.token_chars, s.params, rng,
                        self.target.eos_ids, self.target.detokenize_one)
         )
+        prefill_ms = _ms_since(t_start)  # an oracle's own prompt processing (a draft) included
         stream = TextStream(self.target.token_bytes, self.target.is_special)
         totals = ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)
         reason = "max-tokens"
@@ -155,7 +166,7 @@ class Session:
         s = self.settings
         t0 = time.perf_counter()
         room = min(s.max_tokens - totals.tokens, self.target.n_ctx - len(self.context)) - 1
-        k = max(0, min(self.k, room))
+        k = max(0, min(self.k_policy.choose(self.context) if self.k_policy else self.k, room))
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step
@@ -184,8 +195,11 @@ class Session:
             verify_ms=totals.verify_ms + timing.verify_ms,
             other_ms=totals.other_ms + timing.other_ms,
         )
-        return ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
-                            text, timing, totals)
+        event = ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
+                             text, timing, totals)
+        if self.k_policy:
+            self.k_policy.observe(event)
+        return event
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx

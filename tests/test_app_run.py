@@ -206,3 +206,14 @@ def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_en
     window.board.drain()
     details = {t.detail for e in lane.view.events for t in e.proposed}
     assert details == {"layer 2/2"}
+
+
+def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir),
+           [LaneConfig("none"), LaneConfig("prompt-lookup", 4, auto_k=True)], 24)
+    _plain, auto = window.board.lanes.values()
+    assert auto.config().auto_k and not auto.k.slider.isEnabled()
+    run_to_end(window, app_env)
+    assert lane_texts(window)[0] == lane_texts(window)[1]
+    assert all(0 <= e.k <= 31 for e in auto.view.events)
+    assert auto.message.text().startswith("ended")

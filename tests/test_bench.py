@@ -106,3 +106,21 @@ def test_bench_reports_acceptance_per_detail(capsys, tiny_model_dir, questions_f
         assert sum(d["proposed"] for d in row["by_detail"].values()) == proposed
     assert data["rows"][2]["by_detail"]  # prompt lookup names its n-gram sizes
     assert "Acceptance per proposal detail" in capsys.readouterr().out
+
+
+def test_bench_with_auto_k_labels_its_rows(capsys, tiny_model_dir, questions_file, tmp_path,
+                                           monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))  # the profile is measured into here
+    out_json = tmp_path / "b.json"
+    code = main(["bench", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--oracles", "none,prompt-lookup", "--k", "2,auto", "--questions",
+                 str(questions_file), "--categories", "code_edit,qa", "--max-tokens", "8",
+                 "--json", str(out_json)])
+    table = capsys.readouterr().out
+    assert code == 0
+    assert "prompt-lookup k=auto (mean K" in table
+    rows = json.loads(out_json.read_text())["rows"]
+    assert [r["k"] for r in rows] == [0, 2, "auto"]
+    assert rows[2]["mean_k"] is not None and rows[1]["mean_k"] is None
+    assert rows[2]["identical"] == rows[2]["compared"] == 2
+    assert list((tmp_path / "profiles").glob("*.json"))

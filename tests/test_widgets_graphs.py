@@ -255,4 +255,23 @@ def test_figures_lanes_and_clear(graphs):
 def test_theme_recolours_the_plots(graphs):
     graphs.set_theme(LIGHT)
     assert graphs.race_plot.backgroundBrush().color().name() == LIGHT.background
-    assert set(graphs.plots) == {"acceptance", "histogram", "position", "race", "speedup"}
+    assert set(graphs.plots) == {"acceptance", "histogram", "position", "race", "speedup",
+                                 "cost"}
+
+
+def test_cost_curve_shows_each_lane_where_it_runs(graphs):
+    graphs.add_lane("plain", "plain", DARK.lanes[0])
+    graphs.add_lane("spec", "spec", DARK.lanes[1])
+    graphs.set_baseline("plain")
+    graphs.set_costs([1.0, 1.7, 2.5, 3.3, 3.7])
+    feed(graphs, "plain", run([(0, 0)] * 4, ms=100.0))
+    feed(graphs, "spec", run([(4, 3), (4, 4)], ms=250.0))
+    graphs.refresh()
+    dx, dy = graphs.cost_curve.dot_data("spec")
+    assert dx[0] == pytest.approx(4.0)  # tokens proposed per step
+    assert dy[0] == pytest.approx(graphs.figures("spec")["speedup"])
+    _xs, ys = graphs.cost_curve.curve_data("spec")
+    alpha = 7 / 8
+    assert ys[4] == pytest.approx((1 - alpha**5) / (1 - alpha) / 3.7)
+    graphs.remove_lane("spec")
+    assert "spec" not in graphs.cost_curve._items

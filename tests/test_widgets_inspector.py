@@ -138,3 +138,14 @@ def test_k_control_keeps_slider_and_spin_box_in_step(qtbot):
     control.setValue(0)
     assert control.value() == 1
     assert seen == [7, 12, 32, 1]
+
+
+def test_k_control_auto_rests_the_slider(qtbot):
+    control = KControl(4)
+    qtbot.addWidget(control)
+    seen: list[bool] = []
+    control.autoChanged.connect(seen.append)
+    control.set_auto(True)
+    assert control.is_auto() and not control.slider.isEnabled() and not control.spin_box.isEnabled()
+    control.auto.setChecked(False)
+    assert control.slider.isEnabled() and seen == [True, False]

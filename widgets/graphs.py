@@ -94,20 +94,24 @@ class LaneGraphs(QWidget):
                                   "× baseline tok/s")
         self._unit_line = pg.InfiniteLine(pos=1.0, angle=0)
         self.speedup_plot.addItem(self._unit_line)
+        from .cost_curve import CostCurve  # it builds on this module's plot helpers
+
+        self.cost_curve = CostCurve(theme)
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.race_plot, 0, 0)
         grid.addWidget(self.speedup_plot, 0, 1)
         grid.addWidget(self.acceptance_plot, 1, 0)
         grid.addWidget(self.position_plot, 1, 1)
-        grid.addWidget(self.histogram_plot, 2, 0, 1, 2)
+        grid.addWidget(self.histogram_plot, 2, 0)
+        grid.addWidget(self.cost_curve, 2, 1)
         self.set_theme(theme)
 
     @property
     def plots(self) -> dict[str, pg.PlotWidget]:
         return {"acceptance": self.acceptance_plot, "histogram": self.histogram_plot,
                 "position": self.position_plot, "race": self.race_plot,
-                "speedup": self.speedup_plot}
+                "speedup": self.speedup_plot, "cost": self.cost_curve.plot}
 
     @property
     def lanes(self) -> tuple[str, ...]:
@@ -135,6 +139,7 @@ class LaneGraphs(QWidget):
         lane = self._lanes.pop(lane_id)
         for plot, item in self._placed(lane):
             plot.removeItem(item)
+        self.cost_curve.remove_lane(lane_id)
         self._dirty.update(self._lanes)  # bar slots may shift
         if lane_id == self._baseline:
             self.set_baseline(None)
@@ -152,6 +157,7 @@ class LaneGraphs(QWidget):
         lane = self._lanes[lane_id]
         lane.colour = colour
         self._style_items(lane_id, lane)
+        self._dirty.add(lane_id)  # the cost curve takes the colour at the next refresh
         for _, marker in lane.markers:
             marker.setPen(_marker_pen(colour))
             marker.label.setColor(colour)
@@ -225,7 +231,21 @@ class LaneGraphs(QWidget):
             self._draw_lane(self._lanes[lane_id])
         for lane_id in set(self._lanes) if self._baseline in dirty else dirty:
             self._draw_speedup(lane_id)
+            self._draw_operating_point(lane_id)
         self._draw_bars(dirty)
+
+    def set_costs(self, relative: list[float] | None, label: str = "") -> None:
+        """The cost profile the theoretical curves are priced with (None: free batches)."""
+        self.cost_curve.set_costs(relative, label)
+
+    def _draw_operating_point(self, lane_id: str) -> None:
+        """The lane's theoretical curve and where it runs: tokens proposed per step (the K
+        it verifies, on average) against its measured speedup."""
+        lane, figures = self._lanes[lane_id], self.figures(lane_id)
+        totals = lane.totals
+        k = totals.proposed / totals.steps if totals and totals.steps else 0.0
+        self.cost_curve.set_lane(lane_id, lane.label, lane.colour, figures["acceptance_rate"],
+                                 k, figures["speedup"])
 
     def _draw_lane(self, lane: _Lane) -> None:
         rows, items = lane.rows, lane.items

@@ -154,6 +154,13 @@ class Oracle(ABC):
     def observe(self, context: Sequence[int]) -> None:
         """The context after a step (accepted tokens and the target's token appended)."""
 
+    def match_length(self, context: Sequence[int]) -> int | None:
+        """For oracles that copy: how many tokens the context's end agrees verbatim with the
+        source of the next proposal (0: nothing to copy). None for oracles that do not copy.
+        Cheap, called before `propose`: a long verbatim match tends to go on, so it is what a
+        cost-aware K conditions on."""
+        return None
+
     def knobs(self) -> dict[str, float | int]:
         """Oracle-specific settings the GUI may show and change between steps."""
         return {}

@@ -15,7 +15,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import IncompatibleModels
 from ..sampling import distribution, prob_of, sample
-from .base import Oracle, Proposal
+from .base import Oracle, Proposal, RunContext
 
 # Where the vocabularies differ the cross-draft oracle works: every refusal says so.
 CROSS_HINT = ("; the cross-draft oracle (--oracle cross-draft) drafts across tokenizers by "
@@ -38,6 +38,13 @@ class DraftModelOracle(Oracle):
 
     def knobs(self) -> dict[str, float | int]:
         return {"p_min": self.p_min}
+
+    def start(self, run: RunContext) -> None:
+        """Process the prompt through the draft now: that is prompt processing, not drafting
+        (the session counts it with the target's), so the first step's draft time is fair."""
+        super().start(run)
+        if len(run.prompt_ids) > 1:
+            self.draft.sync(run.prompt_ids[:-1])
 
     def propose(self, context: Sequence[int], k: int) -> Proposal:
         params, rng = self.run.params, self.run.rng

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from .base import Oracle, Proposal, RunContext
 
+MAX_MATCH_LENGTH = 64  # match_length looks back no further
+
 
 class PromptLookupOracle(Oracle):
     name = "prompt-lookup"
@@ -43,17 +45,35 @@ class PromptLookupOracle(Oracle):
         self._indexed = 0
 
     def propose(self, context: Sequence[int], k: int) -> Proposal:
+        found = self._find(context)
+        if found is None:
+            return Proposal(source=self.source)
+        start, n = found
+        tokens = list(context[start : start + k])
+        spans = [self._span(i) for i in range(start, start + len(tokens))]
+        details = [f"{n}-gram match" for _ in tokens]
+        return Proposal(tokens, self.source, spans=spans, details=details)
+
+    def match_length(self, context: Sequence[int]) -> int | None:
+        found = self._find(context)
+        if found is None:
+            return 0
+        start, n = found
+        # Extend the n-gram match backwards: how far the context repeats its source verbatim.
+        length = n
+        while (length < MAX_MATCH_LENGTH and start - 1 - length >= 0
+               and context[start - 1 - length] == context[-1 - length]):
+            length += 1
+        return length
+
+    def _find(self, context: Sequence[int]) -> tuple[int, int] | None:
+        """(where the copy starts, n-gram size) of the longest n-gram match, or None."""
         self._extend_index(context)
         for n in range(min(self.max_ngram, len(context) - 1), self.min_ngram - 1, -1):
             start = self._index.get(tuple(context[-n:]))
-            if start is None:
-                continue
-            tokens = list(context[start : start + k])
-            if tokens:
-                spans = [self._span(i) for i in range(start, start + len(tokens))]
-                details = [f"{n}-gram match" for _ in tokens]
-                return Proposal(tokens, self.source, spans=spans, details=details)
-        return Proposal(source=self.source)
+            if start is not None and start < len(context):
+                return start, n
+        return None
 
     def _extend_index(self, context: Sequence[int]) -> None:
         # Index n-grams that end before the last token: the suffix itself must not match

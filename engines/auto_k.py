@@ -1,0 +1,164 @@
+"""`--k auto`: before every step, the draft length with the most expected tokens per second.
+
+The chooser combines the cost profile (what verifying K+1 tokens costs at this context
+length) with the acceptance observed so far in this run, per oracle:
+
+- oracles that copy (prompt lookup) report how long the current verbatim match is; the
+  chance that copied token i is accepted is learnt per length of the match it extends
+  (a match that has run for 20 tokens tends to go on; a 1-token match seldom does), and a
+  step with nothing to copy is a plain step (K = 0);
+- other oracles: the chance is learnt per draft position.
+
+Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of
+succession on the match: a match that has held for m tokens goes on with probability
+(m+1)/(m+2), so long verbatim matches are tried at once and short ones only where batches are
+cheap; for other oracles it is 1/2, after a short, cheap exploration at K = 2 (without it, a
+pessimistic prior on a CPU would never try the oracle at all). (An optimism bonus for exploring
+was tried and dropped: on a CPU, exploring a long K costs as much as ten plain steps.) Step costs
+in milliseconds: the profile for verification, scaled by how the live verification times
+compare with it (the machine may be busier than when it was profiled); drafting and the fixed
+per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
+gain does not pay for the bigger batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import events as ev
+from .cost import best_k
+from .oracles.base import Oracle
+from .profile import Profile
+
+# Match-length buckets (lower bounds): acceptance is learnt per bucket.
+MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
+PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
+PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
+EXPLORE_K, EXPLORE_JUDGED = 2, 12  # oracles that do not copy: try K=2 until 12 tokens judged
+EMA = 0.1  # weight of the newest step in the running timing estimates
+MIN_SEEN = 3  # steps of one batch size before its own live cost is trusted
+
+
+class Acceptance:
+    """Accepted / judged counts per key, read as a Beta-posterior mean."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, list[float]] = {}
+        self.judged = 0
+
+    def add(self, key: int, accepted: bool) -> None:
+        c = self.counts.setdefault(key, [0.0, 0.0])
+        c[0] += accepted
+        c[1] += 1
+        self.judged += 1
+
+    def estimate(self, key: int, prior: float = PRIOR_MEAN) -> float:
+        acc, n = self.counts.get(key, (0.0, 0.0))
+        return (acc + prior * PRIOR_WEIGHT) / (n + PRIOR_WEIGHT)
+
+
+def match_bucket(length: int) -> int:
+    """The bucket (its lower bound) a match length falls in."""
+    best = MATCH_BUCKETS[0]
+    for b in MATCH_BUCKETS:
+        if length >= b:
+            best = b
+    return best
+
+
+class AutoK:
+    """A K policy for `Session(k_policy=...)`: `choose` before a step, `observe` after it."""
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        profile: Profile,
+        draft_profile: Profile | None = None,
+        k_max: int | None = None,
+    ) -> None:
+        self.oracle = oracle
+        self.profile = profile
+        self.draft_profile = draft_profile
+        self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
+        self.acceptance = Acceptance()
+        self.scale = 1.0  # live verification ms / profiled ms, over all batch sizes
+        self.scale_at: dict[int, tuple[float, int]] = {}  # per batch size: (ratio, steps seen)
+        self.draft_ms_per_token: float | None = None
+        self.overhead_ms = 0.0
+        self._match: int | None = None  # match length when the last K was chosen
+        self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
+
+    # ------------------------------------------------------------ before a step
+
+    def choose(self, context: Sequence[int]) -> int:
+        self._match = self.oracle.match_length(context)
+        if self._match == 0:
+            self.last_choice = (0, 0.0)
+            return 0  # nothing to copy: a plain step
+        if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
+            self.last_choice = (min(EXPLORE_K, self.k_max), 0.0)
+            return self.last_choice[0]
+        n_ctx = len(context)
+        accept = [self.acceptance.estimate(self._key(i), self._prior(i))
+                  for i in range(1, self.k_max + 1)]
+        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), self.k_max)
+        self.last_choice = (k, rate * 1000.0)
+        return k
+
+    def step_ms(self, k: int, n_ctx: int) -> float:
+        """Expected milliseconds of a step with draft length k at context length n_ctx."""
+        return (self._scale(k + 1) * self.profile.cost_ms(k + 1, n_ctx)
+                + self._draft_ms(k, n_ctx) + self.overhead_ms)
+
+    def _scale(self, n: int) -> float:
+        """How live verification of n tokens compares with the profile: per batch size once
+        seen a few times (a profile taken on a quieter or busier machine may be off in shape,
+        not only in scale), else over all sizes."""
+        ratio, seen = self.scale_at.get(n, (self.scale, 0))
+        return ratio if seen >= MIN_SEEN else self.scale
+
+    def _draft_ms(self, k: int, n_ctx: int) -> float:
+        if k == 0:
+            return 0.0
+        if self.draft_ms_per_token is not None:
+            return k * self.draft_ms_per_token
+        if self.draft_profile is not None:
+            return k * self.draft_profile.cost_ms(1, n_ctx)
+        return 0.0
+
+    def _prior(self, position: int) -> float:
+        if self._match is None:
+            return PRIOR_MEAN
+        m = match_bucket(self._match + position - 1)
+        return (m + 1) / (m + 2)  # Laplace: held m times, goes on with (m+1)/(m+2)
+
+    def _key(self, position: int) -> int:
+        """Proposal `position` (1-based) is judged on the match it would extend."""
+        if self._match is None:
+            return position
+        return -match_bucket(self._match + position - 1)  # negative: apart from positions
+
+    # ------------------------------------------------------------ after a step
+
+    def observe(self, event: ev.StepEvent) -> None:
+        for i, tok in enumerate(event.proposed, start=1):
+            if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
+                break  # never judged
+            self.acceptance.add(self._key(i), tok.accepted)
+            if not tok.accepted:
+                break
+        self._learn_timing(event)
+
+    def _learn_timing(self, event: ev.StepEvent) -> None:
+        t, n = event.timing, len(event.proposed)
+        predicted = self.profile.cost_ms(n + 1, event.position)
+        if predicted > 0 and t.verify_ms > 0:
+            ratio = t.verify_ms / predicted
+            self.scale += EMA * (ratio - self.scale)
+            old, seen = self.scale_at.get(n + 1, (ratio, 0))
+            self.scale_at[n + 1] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
+        self.overhead_ms += EMA * (t.other_ms - self.overhead_ms)
+        if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
+            per_token = t.draft_ms / n
+            old = self.draft_ms_per_token
+            self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)

@@ -1,0 +1,172 @@
+"""The cost model and the cost-aware K chooser, on synthetic profiles."""
+
+from __future__ import annotations
+
+import pytest
+from specviz.engines import events as ev
+from specviz.engines.auto_k import AutoK
+from specviz.engines.cost import (
+    best_k,
+    expected_tokens,
+    expected_tokens_iid,
+    speedup_curve,
+    theoretical_speedup,
+)
+from specviz.engines.oracles.base import Oracle, Proposal
+from specviz.engines.profile import Profile
+
+BATCHES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+# A 2-core CPU as measured (MODELS.md): 4 tokens ~3.3x one, 8 ~5x, 16 ~6x.
+CPU_MS = [30, 52, 75, 99, 125, 150, 165, 180, 215, 250]
+# A GPU: a batch of 32 costs about what one token does.
+GPU_MS = [10, 10, 10, 10.1, 10.1, 10.2, 10.3, 10.4, 10.6, 10.8]
+
+
+def profile(ms, contexts=(512,)):
+    return Profile("synthetic", "llama", "cpu", 2, list(contexts), BATCHES,
+                   [list(ms) for _ in contexts])
+
+
+def test_expected_tokens_matches_leviathan():
+    for alpha in (0.0, 0.3, 0.8, 1.0):
+        for k in (0, 1, 4, 9):
+            assert expected_tokens([alpha] * k) == pytest.approx(expected_tokens_iid(alpha, k))
+    assert expected_tokens_iid(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2)
+
+
+def test_theoretical_speedup_free_batches_vs_cpu_batches():
+    # Leviathan et al.: free verification, draft cost c per token.
+    assert theoretical_speedup(0.8, 4) == pytest.approx(3.3616)
+    assert theoretical_speedup(0.8, 4, draft_cost=0.05) == pytest.approx(3.3616 / 1.2)
+    cpu = profile(CPU_MS)
+    curve = speedup_curve(0.8, [0, 1, 3, 7], cpu)
+    assert curve[0] == pytest.approx(1.0)
+    # 4 tokens cost 3.3x one: 3.36 expected tokens do not pay for it.
+    assert curve[2] == pytest.approx(expected_tokens_iid(0.8, 3) / 3.3)
+    assert curve[2] < 1.0
+    assert all(g > c for g, c in zip(speedup_curve(0.8, [1, 3, 7], profile(GPU_MS)), curve[1:]))
+
+
+def test_best_k_is_zero_when_verification_costs_more_than_the_gain():
+    cpu = profile(CPU_MS)
+    k, _ = best_k([0.6] * 31, lambda k: cpu.cost_ms(k + 1, 512), 31)
+    assert k == 0
+
+
+def test_best_k_is_large_when_acceptance_is_high_and_batches_cheap():
+    gpu = profile(GPU_MS)
+    k, rate = best_k([0.95] * 31, lambda k: gpu.cost_ms(k + 1, 512), 31)
+    assert k >= 16
+    assert rate > 5 / 10.0
+    # The same acceptance on the CPU still speculates (long verbatim runs pay), but less far.
+    cpu = profile(CPU_MS)
+    k_cpu, _ = best_k([0.95] * 31, lambda k: cpu.cost_ms(k + 1, 512), 31)
+    assert 0 < k_cpu
+    k_mid, _ = best_k([0.8] * 31, lambda k: gpu.cost_ms(k + 1, 512), 31)
+    assert 0 < k_mid < k
+
+
+def test_profile_interpolates_and_never_gets_cheaper_with_more_tokens():
+    p = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 4, 8],
+                [[10, 30, 28], [20, 60, 80]])  # 8 < 4 at ctx 128: noise
+    assert p.cost_ms(2, 128) == pytest.approx(10 + 20 / 3)
+    assert p.cost_ms(8, 128) == pytest.approx(30)  # made non-decreasing
+    assert p.cost_ms(4, 576) == pytest.approx(45)  # halfway between the contexts
+    assert p.cost_ms(1, 4096) == pytest.approx(20)  # clamped past the last context
+    assert p.relative(4, 1024) == pytest.approx(3.0)
+    assert Profile.from_dict(p.to_dict()) == p
+
+
+class FakeLookup(Oracle):
+    """Reports a chosen match length; proposes nothing itself (the test feeds events)."""
+
+    name = "prompt-lookup"
+    source = "prompt"
+
+    def __init__(self):
+        super().__init__()
+        self.match = 0
+
+    def match_length(self, context):
+        return self.match
+
+    def propose(self, context, k):
+        return Proposal(source=self.source)
+
+
+def step(k, n_accepted, position=512, live=None):
+    verify_ms = (live or profile(CPU_MS)).cost_ms(k + 1, position)
+    proposed = tuple(
+        ev.ProposedToken(i, "x", "prompt", i < n_accepted,
+                         reject_reason=None if i < n_accepted else
+                         (ev.REJECT_MISMATCH if i == n_accepted else ev.REJECT_AFTER))
+        for i in range(k))
+    return ev.StepEvent(0, "prompt-lookup", k, position, proposed,
+                        ev.TargetToken(1, "y", ev.TARGET_CORRECTION, 0.9, 1.0),
+                        "x", ev.Timing(0.01, verify_ms, 0.5),
+                        ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
+
+
+def test_auto_k_learns_long_matches_pay_and_short_ones_do_not():
+    oracle = FakeLookup()
+    policy = AutoK(oracle, profile(CPU_MS))
+    context = list(range(512))
+    oracle.match = 0
+    assert policy.choose(context) == 0  # nothing to copy: a plain step
+    for _ in range(40):  # short matches: the first copied token is always wrong
+        oracle.match = 1
+        k = policy.choose(context)
+        policy.observe(step(k, 0))
+        oracle.match = 20  # long matches: everything copied is right
+        k = policy.choose(context)
+        policy.observe(step(k, k))
+    oracle.match = 1
+    assert policy.choose(context) == 0
+    oracle.match = 20
+    assert policy.choose(context) >= 8
+
+
+def test_auto_k_with_a_cheap_gpu_profile_speculates_from_the_start():
+    oracle = FakeLookup()
+    oracle.match = 3
+    assert AutoK(oracle, profile(GPU_MS)).choose(list(range(100))) > 4
+
+
+
+def test_auto_k_learns_when_the_machine_is_busier_than_when_profiled():
+    oracle = FakeLookup()
+    oracle.match = 30
+    quiet, busy = profile(CPU_MS), profile([3 * x for x in CPU_MS])
+    policy = AutoK(oracle, quiet)
+    for _ in range(30):
+        k = policy.choose(list(range(512)))
+        policy.observe(step(k, k, live=busy))
+    assert policy.scale == pytest.approx(3.0, rel=0.1)
+    assert policy.step_ms(8, 512) == pytest.approx(busy.cost_ms(9, 512) + 0.5, rel=0.1)
+
+
+class FakeDraft(FakeLookup):
+    """An oracle that does not copy: no match length."""
+
+    name = "ngram"
+
+    def match_length(self, context):
+        return None
+
+
+@pytest.mark.parametrize("rate, speculates", [(0.95, True), (0.3, False)])
+def test_auto_k_explores_a_non_copying_oracle_then_follows_its_acceptance(rate, speculates):
+    oracle = FakeDraft()
+    policy = AutoK(oracle, profile(CPU_MS))
+    assert policy.choose(list(range(512))) == 2  # a short exploration first
+    hits = 0.0
+    for _ in range(60):
+        k = policy.choose(list(range(512)))
+        accepted = 0
+        while accepted < k and hits + rate >= 1.0:  # deterministic: rate of the judged tokens
+            hits += rate - 1.0
+            accepted += 1
+        if accepted < k:
+            hits += rate
+        policy.observe(step(k, accepted))
+    assert (policy.choose(list(range(512))) > 0) == speculates

@@ -1,0 +1,85 @@
+"""`specviz profile`: the table's shape, storage in the cache, reuse; auto K end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from specviz.app.cli import main
+from specviz.engines import events as ev
+from specviz.engines import profile as prof
+from specviz.engines.auto_k import AutoK
+from specviz.engines.compare import compare
+from specviz.engines.oracles import make_oracle
+from specviz.engines.session import RunSettings, Session
+from test_session import CODE_EDIT
+
+
+def test_measure_gives_a_median_per_batch_and_context(tiny_backend):
+    p = prof.measure(tiny_backend, "tiny", batches=[4, 1, 2], contexts=[8, 16, 10_000_000],
+                     repeats=2)
+    assert p.batches == [1, 2, 4]
+    assert p.contexts == [8, 16]  # a context the model cannot hold is left out
+    assert len(p.ms) == 2 and all(len(r) == 3 and min(r) > 0 for r in p.ms)
+    assert tiny_backend.n_past == 0  # the cache is left empty
+
+
+def test_profile_command_stores_then_reuses(capsys, tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    argv = ["profile", "--target", str(tiny_model_dir), "--backend", "transformers",
+            "--device", "cpu", "--batches", "1,2,4", "--contexts", "8,16", "--repeats", "1"]
+    assert main([*argv, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [p["batches"] for p in first] == [[1, 2, 4]]
+    assert first[0]["contexts"] == [8, 16] and first[0]["backend"] == "transformers"
+    stored = list((tmp_path / "profiles").glob("*.json"))
+    assert len(stored) == 1
+
+    def no_measuring(*_a, **_k):
+        raise AssertionError("a stored profile should have been reused")
+
+    monkeypatch.setattr(prof, "measure", no_measuring)
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "ctx 8" in table and "ctx 16" in table
+    assert len([line for line in table.splitlines() if line.strip()[:1].isdigit()]) == 3
+    monkeypatch.undo()
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    assert main([*argv, "--refresh", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["created"] > first[0]["created"]
+
+
+def test_auto_k_run_is_lossless_and_reports_its_k(tiny_backend):
+    p = prof.Profile("tiny", "transformers", "cpu", None, [64], [1, 2, 4, 8, 16],
+                     [[10, 10.5, 11, 12, 14]])
+    plain = Session(tiny_backend, make_oracle("none"), RunSettings(CODE_EDIT, k=0,
+                                                                   max_tokens=40))
+    plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
+    oracle = make_oracle("prompt-lookup")
+    session = Session(tiny_backend, oracle, RunSettings(CODE_EDIT, k=4, max_tokens=40),
+                      k_policy=AutoK(oracle, p))
+    steps = [e for e in session if isinstance(e, ev.StepEvent)]
+    assert compare(steps, plain_steps).identical
+    assert session.summary.text == plain.summary.text
+    assert all(0 <= s.k <= 15 and len(s.proposed) <= s.k for s in steps)
+    assert any(s.k > 0 for s in steps)  # it did speculate
+
+
+@pytest.mark.parametrize("bad, message", [("--batches=0,2", "positive"),
+                                          ("--contexts=a", "whole numbers")])
+def test_bad_profile_arguments_are_one_line(capsys, tiny_model_dir, bad, message):
+    code = main(["profile", "--target", str(tiny_model_dir), "--backend", "transformers", bad])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_with_auto_k_reports_the_mean_k(capsys, tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    code = main(["run", "--target", str(tiny_model_dir), "--backend", "transformers",
+                 "--no-chat", "--prompt", CODE_EDIT, "--max-tokens", "16", "--oracle",
+                 "prompt-lookup", "--k", "auto", "--baseline", "--json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert code == 0 and result["k"] == "auto" and "mean_k" in result
+    assert result["identical_to_baseline"]
+    assert "measuring the cost profile" in captured.err
