@@ -38,6 +38,9 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,
                    help="text file whose n-grams seed the ngram oracle's static cache")
+    g.add_argument("--medusa-heads", type=Path, default=None, metavar="DIR",
+                   help="Medusa heads folder for the medusa oracle (transformers backend; "
+                        "default: beside the target, as `specviz train-heads` saves them)")
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
@@ -92,6 +95,7 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
             raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: {exc.strerror}")
     try:
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
-                           min_ngram=args.min_ngram, corpus_ids=corpus)
+                           min_ngram=args.min_ngram, corpus_ids=corpus,
+                           heads=getattr(args, "medusa_heads", None))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None

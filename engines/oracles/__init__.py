@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..backends.base import Backend
 from .base import Oracle, Proposal, RunContext
 
-ORACLES = ("none", "draft", "prompt-lookup", "ngram")
+ORACLES = ("none", "draft", "prompt-lookup", "ngram", "medusa")
 
 
 def make_oracle(
@@ -18,8 +19,10 @@ def make_oracle(
     max_ngram: int | None = None,
     min_ngram: int | None = None,
     corpus_ids: Sequence[int] | None = None,
+    heads: Path | None = None,
 ) -> Oracle:
-    """Build an oracle by name; `draft` is the draft model's backend for the draft oracle."""
+    """Build an oracle by name; `draft` is the draft model's backend for the draft oracle,
+    `heads` a Medusa heads folder (default: beside the target model)."""
     sizes = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v}
     if name == "none":
         from .none import NoOracle
@@ -40,6 +43,13 @@ def make_oracle(
         from .ngram import NGramOracle
 
         return NGramOracle(**sizes, corpus_ids=corpus_ids)
+    if name == "medusa":
+        from ..errors import SpecvizError
+        from .medusa import MedusaOracle
+
+        if target is None:
+            raise SpecvizError("the medusa oracle needs the target model")
+        return MedusaOracle(target, heads)
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 
