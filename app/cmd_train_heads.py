@@ -50,6 +50,9 @@ def register(sub) -> None:
     t.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="folder for the heads (default: beside the model in the cache)")
+    p.add_argument("--reuse", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the target's cached answers (hidden states) from an earlier "
+                        "run with the same corpus and data settings (default: on)")
     p.set_defaults(func=run)
 
 
@@ -62,14 +65,12 @@ def run(args: argparse.Namespace) -> int:
     prompts = _prompts(args.corpus, args.seed)
     path = options.resolve_model(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
-    t0 = time.perf_counter()
-    with tqdm(total=settings.tokens, desc="target writes", unit="tok", file=sys.stderr) as bar:
-        answers = tr.generate_answers(target, prompts, settings, lambda: bar.update())
-    gen_seconds = time.perf_counter() - t0
+    folder = args.out or heads_dir(path)
+    answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse)
     n_tokens = sum(len(a.tokens) for a in answers)
     facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
              "prompts_used": len(answers), "tokens": n_tokens,
-             "generate_seconds": round(gen_seconds, 1), "device": target.device,
+             "generate_seconds": gen_seconds, "device": target.device,
              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with tqdm(desc="training heads", unit="step", file=sys.stderr) as bar:
         def on_step(_step: int, steps: int, loss: float) -> None:
@@ -78,9 +79,29 @@ def run(args: argparse.Namespace) -> int:
             bar.update()
 
         result = tr.train(target, answers, settings, on_step, facts)
-    folder = save_heads(result.heads, result.config, args.out or heads_dir(path))
+    save_heads(result.heads, result.config, folder)
     _report(result.config, folder)
     return 0
+
+
+def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool):
+    """The target's answers with their hidden states, and the seconds it took to write them:
+    from the disk cache (seconds None) when the same corpus and settings were run before,
+    else written now and cached."""
+    from ..engines.medusa import train as tr
+    from ..engines.medusa.heads import target_id
+
+    key = tr.answers_key(prompts, settings, target_id(target.model, target.model_path)
+                         .fingerprint)
+    cached = folder / f"answers-{key}.safetensors"
+    if reuse and cached.exists():
+        print(f"reusing the target's answers from {cached}", file=sys.stderr)
+        return tr.load_answers(cached), None
+    t0 = time.perf_counter()
+    with tqdm(total=settings.tokens, desc="target writes", unit="tok", file=sys.stderr) as bar:
+        answers = tr.generate_answers(target, prompts, settings, lambda: bar.update())
+    tr.save_answers(answers, cached)
+    return answers, round(time.perf_counter() - t0, 1)
 
 
 def _settings(args: argparse.Namespace):

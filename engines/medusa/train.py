@@ -156,6 +156,36 @@ def _answer(target: TransformersBackend, text: str, settings: TrainSettings, par
     return Answer(torch.stack(rows), tokens)
 
 
+def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: str) -> str:
+    """Names the answers a corpus and settings give on one target (for the disk cache)."""
+    import hashlib
+
+    facts = [fingerprint, settings.tokens, settings.max_new, settings.temperature,
+             settings.chat, settings.seed, list(prompts)]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+
+
+def save_answers(answers: Sequence[Answer], path: Path) -> None:
+    """Hidden states and tokens in one safetensors file, so a re-run trains without the
+    target writing again."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
+               "tokens": torch.tensor([t for a in answers for t in a.tokens]),
+               "lengths": torch.tensor([len(a.tokens) for a in answers])}, str(path))
+
+
+def load_answers(path: Path) -> list[Answer]:
+    from safetensors.torch import load_file
+
+    data = load_file(str(path))
+    lengths = data["lengths"].tolist()
+    hidden = torch.split(data["hidden"], lengths)
+    tokens = torch.split(data["tokens"], lengths)
+    return [Answer(h, t.tolist()) for h, t in zip(hidden, tokens)]
+
+
 def labels(answer: Answer, n_heads: int) -> torch.Tensor:
     """(n, H): head k's target at row i is the token k places after tokens[i]."""
     n = len(answer.tokens)
