@@ -20,6 +20,7 @@ from ..widgets.k_control import KControl
 from ..widgets.palette import (
     KIND_DRAFT,
     KIND_NGRAM,
+    KIND_OTHER,
     KIND_PROMPT,
     KIND_REJECTED,
     KIND_TARGET,
@@ -47,7 +48,8 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 
 
 # What each oracle's tokens can be, for the lane's legend.
-_ORACLE_KINDS = {"draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT, "ngram": KIND_NGRAM}
+_ORACLE_KINDS = {"draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT, "ngram": KIND_NGRAM,
+                 "medusa": KIND_OTHER}
 
 
 def legend_kinds(oracle: str) -> tuple[str, ...]:

@@ -43,6 +43,31 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                         "default: beside the target, as `specviz train-heads` saves them)")
 
 
+def add_acceptance_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("acceptance")
+    g.add_argument("--typical-acceptance", action="store_true",
+                   help="LOSSY: with sampling, keep proposals the target finds typical "
+                        "(Medusa's p > min(epsilon, alpha*exp(-entropy))) instead of exact "
+                        "rejection sampling; the output no longer follows the target's "
+                        "distribution. Greedy (temperature 0) stays exact")
+    g.add_argument("--typical-epsilon", type=float, default=0.09,
+                   help="typical acceptance's posterior threshold (default: %(default)s)")
+    g.add_argument("--typical-alpha", type=float, default=0.3,
+                   help="typical acceptance's entropy factor (default: %(default)s)")
+
+
+def typical(args: argparse.Namespace):
+    """The typical-acceptance rule asked for, or None (exact verification)."""
+    if not getattr(args, "typical_acceptance", False):
+        return None
+    from ..engines.typical import TypicalAcceptance
+
+    try:
+        return TypicalAcceptance(args.typical_epsilon, args.typical_alpha)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
     g.add_argument("--max-tokens", type=int, default=256)

@@ -31,6 +31,7 @@ TARGET_BONUS = "bonus"  # every proposal was accepted; the target adds one more
 REJECT_MISMATCH = "mismatch"  # greedy: not the target's argmax
 REJECT_SAMPLED = "sampled"  # sampling: the uniform draw exceeded min(1, p/q)
 REJECT_AFTER = "after-rejection"  # came after the first rejected token, never judged
+REJECT_TYPICAL = "below-typical-threshold"  # LOSSY typical acceptance: p_target too low
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,7 @@ class StepEvent:
     text: str  # text emitted by this step (accepted proposals + target token), UTF-8 safe
     timing: Timing
     totals: Totals
+    lossy: bool = False  # accepted by typical acceptance: not the target's exact distribution
     kind: str = field(default="step", init=False)
 
     @property
@@ -213,6 +215,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         text=d["text"],
         timing=Timing(**d["timing"]),
         totals=Totals(**d["totals"]),
+        lossy=bool(d.get("lossy", False)),
     )
 
 

@@ -25,6 +25,7 @@ from .detokenize import TextStream
 from .errors import ContextOverflow
 from .oracles.base import Oracle, Proposal, RunContext
 from .sampling import SamplingParams
+from .typical import TypicalAcceptance, verify_typical
 from .verify import Verdict, verify
 
 K_MAX = 32
@@ -40,6 +41,7 @@ class RunSettings:
     max_tokens: int = 256
     params: SamplingParams = SamplingParams()
     stop: tuple[str, ...] = ()
+    typical: TypicalAcceptance | None = None  # LOSSY typical acceptance instead of exact
 
 
 def check_k(k: int) -> int:
@@ -160,7 +162,10 @@ class Session:
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
         _sync(self.target)
         t2 = time.perf_counter()
-        verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
+        if s.typical is None:
+            verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
+        else:
+            verdict = verify_typical(proposal.tokens, logits, s.params, rng, s.typical)
         self.target.truncate(len(self.context) + verdict.n_accepted)
         position = len(self.context)
         self.context += [*proposal.tokens[: verdict.n_accepted], verdict.token]
@@ -177,8 +182,9 @@ class Session:
             verify_ms=totals.verify_ms + timing.verify_ms,
             other_ms=totals.other_ms + timing.other_ms,
         )
+        lossy = s.typical is not None and not s.params.greedy
         return ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
-                            text, timing, totals)
+                            text, timing, totals, lossy)
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx
