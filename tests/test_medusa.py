@@ -100,6 +100,28 @@ def test_hidden_rows_are_what_the_lm_head_read(tiny_backend):
     assert tiny_backend.hidden_at(0) is None  # training switched the capture off again
 
 
+def test_backend_keeps_hidden_states_only_when_asked_and_drops_rolled_back_rows(tiny_backend):
+    ids = tiny_backend.tokenize("def add(a, b):")
+    tiny_backend.reset()
+    tiny_backend.forward(ids, "all")
+    assert tiny_backend.hidden_at(len(ids) - 1) is None  # off by default
+    tiny_backend.keep_hidden(True)
+    try:
+        tiny_backend.reset()
+        logits = tiny_backend.forward(ids, 3)  # rows for the last 3 positions only
+        head = lm_head_of(tiny_backend.model)
+        with torch.no_grad():
+            rows = torch.stack([tiny_backend.hidden_at(i) for i in range(len(ids) - 3, len(ids))])
+            assert torch.allclose(head(rows), torch.from_numpy(logits), atol=1e-5)
+        assert tiny_backend.hidden_at(len(ids) - 4) is None
+        tiny_backend.truncate(len(ids) - 1)
+        assert tiny_backend.hidden_at(len(ids) - 1) is None  # rolled back
+        assert tiny_backend.hidden_at(len(ids) - 2) is not None
+    finally:
+        tiny_backend.keep_hidden(False)
+        tiny_backend.reset()
+
+
 def overfit_heads(backend, prompt: str, n_heads: int = 3, steps: int = 60):
     """Heads trained on the greedy answer to one prompt: they know it by heart."""
     settings = tr.TrainSettings(n_heads=n_heads, tokens=40, max_new=40, chat=False,
