@@ -37,6 +37,8 @@ def register(sub) -> None:
                    help="the target's answers: 0 = greedy (default), else sampled")
     d.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
                    help="wrap prompts in the model's chat template (default: on)")
+    d.add_argument("--prompt-batch", type=int, default=8,
+                   help="prompts the target answers together (default: %(default)s)")
     d.add_argument("--held-out", type=float, default=0.1,
                    help="share of answers kept out of training for the accuracy figures")
     t = p.add_argument_group("training")
@@ -99,7 +101,7 @@ def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool):
         return tr.load_answers(cached), None
     t0 = time.perf_counter()
     with tqdm(total=settings.tokens, desc="target writes", unit="tok", file=sys.stderr) as bar:
-        answers = tr.generate_answers(target, prompts, settings, lambda: bar.update())
+        answers = tr.generate_answers(target, prompts, settings, bar.update)
     tr.save_answers(answers, cached)
     return answers, round(time.perf_counter() - t0, 1)
 
@@ -107,7 +109,7 @@ def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool):
 def _settings(args: argparse.Namespace):
     from ..engines.medusa.train import TrainSettings
 
-    for name in ("tokens", "max_new", "heads", "batch"):
+    for name in ("tokens", "max_new", "heads", "batch", "prompt_batch"):
         if getattr(args, name) < 1:
             raise SpecvizError(f"--{name.replace('_', '-')} must be at least 1")
     if args.steps is not None and args.steps < 1:
@@ -119,7 +121,7 @@ def _settings(args: argparse.Namespace):
     return TrainSettings(n_heads=args.heads, tokens=args.tokens, max_new=args.max_new,
                          steps=args.steps, epochs=args.epochs, batch=args.batch, lr=args.lr,
                          held_out=args.held_out, temperature=args.temperature, chat=args.chat,
-                         seed=args.seed)
+                         seed=args.seed, prompt_batch=args.prompt_batch)
 
 
 def _prompts(corpus: list[Path], seed: int) -> list[str]:

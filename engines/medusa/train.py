@@ -21,7 +21,6 @@ from torch.nn import functional as F
 
 from ..backends.hf import TransformersBackend
 from ..errors import SpecvizError
-from ..sampling import SamplingParams, distribution, sample
 from .heads import HeadsConfig, MedusaHeads, lm_head_of, target_id
 
 IGNORE = -100  # label of a position with no token k places ahead (end of an answer)
@@ -50,6 +49,7 @@ class TrainSettings:
     lr: float = 1e-3
     held_out: float = 0.1  # share of answers kept out of training, for the accuracy figures
     temperature: float = 0.0  # of the target's answers (0 = greedy)
+    prompt_batch: int = 8  # prompts answered together
     chat: bool = True
     seed: int = 0
 
@@ -113,47 +113,88 @@ def _jsonl_prompts(path: Path) -> list[str]:
 
 
 def generate_answers(target: TransformersBackend, prompts: Sequence[str], settings: TrainSettings,
-                     on_token: Callable[[], None] | None = None) -> list[Answer]:
-    """The target answers prompts until `settings.tokens` tokens are written; hidden states
-    are caught on the way (one forward per token)."""
-    params = SamplingParams(settings.temperature, 1.0, settings.seed)
-    rng = np.random.default_rng(settings.seed)
+                     on_tokens: Callable[[int], None] | None = None) -> list[Answer]:
+    """The target answers prompts until `settings.tokens` tokens are written, a batch of
+    prompts at a time (a CPU reads the weights once for the whole batch); the LM head's input
+    rows are caught on the way, so the target runs once per token."""
+    gen = torch.Generator().manual_seed(settings.seed)
+    eos = torch.tensor(sorted(target.eos_ids), dtype=torch.long)
     answers: list[Answer] = []
     left = settings.tokens
-    target.keep_hidden(True)
-    try:
-        for text in prompts:
-            if left <= 0:
-                break
-            answer = _answer(target, text, settings, params, rng, min(left, settings.max_new),
-                             on_token)
-            if len(answer.tokens) > 1:
+    for i in range(0, len(prompts), settings.prompt_batch):
+        if left <= 0:
+            break
+        ids = [_prompt_ids(target, text, settings) for text in prompts[i : i + settings.prompt_batch]]
+        for answer in _answer_batch(target, ids, settings, eos, gen, on_tokens):
+            answer = Answer(answer.hidden[:left], answer.tokens[:left])
+            if left > 0 and len(answer.tokens) > 1:
                 answers.append(answer)
                 left -= len(answer.tokens)
-    finally:
-        target.keep_hidden(False)
-        target.reset()
     return answers
 
 
-def _answer(target: TransformersBackend, text: str, settings: TrainSettings, params, rng,
-            n_max: int, on_token) -> Answer:
+def _prompt_ids(target: TransformersBackend, text: str, settings: TrainSettings) -> list[int]:
     ids = target.encode_prompt(target.format_prompt(text, settings.chat), settings.chat)
-    ids = ids[-(target.n_ctx - n_max - 1):]  # a prompt too long for the context keeps its end
-    target.reset()
-    logits = target.forward(ids)[-1]
-    rows, tokens = [], []
-    while len(tokens) < n_max:
-        rows.append(target.hidden_at(target.n_past - 1).float().cpu().clone())
-        token = int(np.argmax(logits)) if params.greedy else sample(distribution(logits, params),
-                                                                    rng)
-        tokens.append(token)
-        if on_token:
-            on_token()
-        if token in target.eos_ids or len(tokens) == n_max:
-            break
-        logits = target.forward([token])[-1]
-    return Answer(torch.stack(rows), tokens)
+    return ids[-(target.n_ctx - settings.max_new - 1):]  # too long for the context: keep the end
+
+
+def _answer_batch(target: TransformersBackend, prompts: list[list[int]], settings: TrainSettings,
+                  eos: torch.Tensor, gen: torch.Generator, on_tokens) -> list[Answer]:
+    """Greedy (or sampled) answers to left-padded prompts, with the LM head's input rows."""
+    from transformers import DynamicCache
+
+    model = target.model
+    ids, mask = _left_pad(prompts)
+    position = (mask.cumsum(-1) - 1).clamp(min=0)
+    caught: list[torch.Tensor] = []
+    hook = lm_head_of(model).register_forward_pre_hook(
+        lambda _m, args: caught.append(args[0][:, -1].float().cpu()))
+    cache, done, steps = DynamicCache(), torch.zeros(len(prompts), dtype=torch.bool), []
+    dev = target.device
+    try:
+        with torch.inference_mode():
+            out = model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                        position_ids=position.to(dev), past_key_values=cache, use_cache=True,
+                        logits_to_keep=1)
+            for n in range(settings.max_new):
+                token = _pick(out.logits[:, -1].float().cpu(), settings.temperature, gen)
+                steps.append(token)
+                if on_tokens:
+                    on_tokens(int((~done).sum()))
+                done |= torch.isin(token, eos)
+                if bool(done.all()) or n + 1 == settings.max_new:
+                    break
+                mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
+                position = position[:, -1:] + 1
+                out = model(input_ids=token[:, None].to(dev), attention_mask=mask.to(dev),
+                            position_ids=position.to(dev), past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+    finally:
+        hook.remove()
+    hidden, tokens = torch.stack(caught[: len(steps)], 1), torch.stack(steps, 1)  # (B, n, .)
+    return [_cut_at_eos(hidden[b], tokens[b], eos) for b in range(len(prompts))]
+
+
+def _left_pad(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p):] = torch.tensor(p)
+        mask[b, width - len(p):] = 1
+    return ids, mask
+
+
+def _pick(logits: torch.Tensor, temperature: float, gen: torch.Generator) -> torch.Tensor:
+    if temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
+
+
+def _cut_at_eos(hidden: torch.Tensor, tokens: torch.Tensor, eos: torch.Tensor) -> Answer:
+    ends = torch.isin(tokens, eos).nonzero()
+    n = int(ends[0, 0]) + 1 if len(ends) else len(tokens)
+    return Answer(hidden[:n].clone(), tokens[:n].tolist())
 
 
 def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: str) -> str:
@@ -161,7 +202,7 @@ def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: st
     import hashlib
 
     facts = [fingerprint, settings.tokens, settings.max_new, settings.temperature,
-             settings.chat, settings.seed, list(prompts)]
+             settings.prompt_batch, settings.chat, settings.seed, list(prompts)]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
