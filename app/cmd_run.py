@@ -26,6 +26,7 @@ def register(sub) -> None:
     src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     options.add_decoding_args(p)
     options.add_oracle_args(p)
+    options.add_acceptance_args(p)
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
     out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     settings = RunSettings(prompt=read_prompt(args), chat=args.chat, system=args.system,
                            k=0 if args.oracle == "none" else K_MAX if auto else args.k,
                            max_tokens=args.max_tokens, params=options.sampling(args),
-                           stop=tuple(args.stop))
+                           stop=tuple(args.stop), typical=options.typical(args))
     target = options.load_target(args)
     oracle = options.build_oracle(args.oracle, args, target)
     policy = options.k_policy(args, oracle, target, getattr(oracle, "draft", None))
@@ -128,6 +129,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "accepted": t.accepted,
         "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
         "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
+        "lossy": bool(getattr(args, "typical_acceptance", False) and args.temperature > 0),
     }
 
 
@@ -141,10 +143,19 @@ def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict)
         line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s, speedup "
                  f"{result['speedup']:.2f}x, output {same}")
     print(line, file=sys.stderr)
+    if result["lossy"]:
+        print("note: LOSSY typical acceptance: this text does not follow the target's "
+              "distribution exactly", file=sys.stderr)
     if "divergence" in result:
         print(f"note: {result['divergence'].get('note', '')}", file=sys.stderr)
     if printer.colour:
         print(printer.legend(), file=sys.stderr)
+
+
+def _typical_header(args) -> dict | None:
+    if not getattr(args, "typical_acceptance", False):
+        return None
+    return {"epsilon": args.typical_epsilon, "alpha": args.typical_alpha, "lossy": True}
 
 
 def _header(args, session: Session, target) -> dict:
@@ -160,7 +171,8 @@ def _header(args, session: Session, target) -> dict:
                      "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed,
                      "chat": args.chat,
                      **({"exit_layer": args.exit_layer or 0} if args.oracle == "early-exit"
-                        else {})},
+                        else {}),
+                     "typical_acceptance": _typical_header(args)},
         "prompt": session.settings.prompt,
         "prompt_text": session.prompt_text,
         "prompt_ids": session.prompt_ids,

@@ -51,7 +51,7 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 # What each oracle's tokens can be, for the lane's legend.
 _ORACLE_KINDS = {"draft": KIND_DRAFT, "cross-draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT,
                  "ngram": KIND_NGRAM, "rules": KIND_OTHER, "early-exit": KIND_OTHER,
-                 "tree": KIND_DRAFT, "lookahead": KIND_OTHER}
+                 "tree": KIND_DRAFT, "lookahead": KIND_OTHER, "medusa": KIND_OTHER}
 
 
 def legend_kinds(oracle: str) -> tuple[str, ...]:

@@ -54,18 +54,22 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 
 def add_tree_args(g) -> None:
-    """Knobs of the tree and lookahead oracles (None: the oracle's default)."""
+    """Knobs of the tree, lookahead and medusa oracles (None: the oracle's default)."""
     g.add_argument("--split", type=float, default=None,
                    help="tree: a draft token below the top one branches off when its "
                         "probability is at least this (default 0.2)")
     g.add_argument("--budget", type=int, default=None,
-                   help="tree: most nodes in a tree (default 16)")
+                   help="tree: most nodes in a tree (default 16); medusa: verify a candidate "
+                        "tree of this many nodes instead of the heads' top chain (default 0)")
     g.add_argument("--window", type=int, default=None, metavar="W",
                    help="lookahead: Jacobi window width W (default 5)")
     g.add_argument("--ngram-size", type=int, default=None, metavar="N",
                    help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
     g.add_argument("--guesses", type=int, default=None, metavar="G",
                    help="lookahead: n-grams kept per first token and verified (default 5)")
+    g.add_argument("--medusa-heads", type=Path, default=None, metavar="DIR",
+                   help="Medusa heads folder for the medusa oracle (transformers backend; "
+                        "default: beside the target, as `specviz train-heads` saves them)")
 
 
 def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
@@ -73,7 +77,34 @@ def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
         return {"split": args.split, "budget": args.budget}
     if name == "lookahead":
         return {"W": args.window, "N": args.ngram_size, "G": args.guesses}
+    if name == "medusa":
+        return {"budget": args.budget}
     return {}
+
+
+def add_acceptance_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("acceptance")
+    g.add_argument("--typical-acceptance", action="store_true",
+                   help="LOSSY: with sampling, keep proposals the target finds typical "
+                        "(Medusa's p > min(epsilon, alpha*exp(-entropy))) instead of exact "
+                        "rejection sampling; the output no longer follows the target's "
+                        "distribution. Greedy (temperature 0) stays exact")
+    g.add_argument("--typical-epsilon", type=float, default=0.09,
+                   help="typical acceptance's posterior threshold (default: %(default)s)")
+    g.add_argument("--typical-alpha", type=float, default=0.3,
+                   help="typical acceptance's entropy factor (default: %(default)s)")
+
+
+def typical(args: argparse.Namespace):
+    """The typical-acceptance rule asked for, or None (exact verification)."""
+    if not getattr(args, "typical_acceptance", False):
+        return None
+    from ..engines.typical import TypicalAcceptance
+
+    try:
+        return TypicalAcceptance(args.typical_epsilon, args.typical_alpha)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
@@ -169,6 +200,7 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
                            min_ngram=args.min_ngram, corpus_ids=corpus,
                            exit_layer=getattr(args, "exit_layer", None),
-                           knobs=oracle_knobs(name, args))
+                           knobs=oracle_knobs(name, args),
+                           heads=getattr(args, "medusa_heads", None))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None

@@ -37,6 +37,7 @@ REJECT_UNREACHED = "unreached"  # tree: its parent was not accepted, so it was n
 NODE_ACCEPTED = "accepted"  # on the accepted path
 NODE_REJECTED = "rejected"  # judged and refused (a child of an accepted node or of the root)
 NODE_UNREACHED = "unreached"  # below a refused node: scored by the target, never judged
+REJECT_TYPICAL = "below-typical-threshold"  # LOSSY typical acceptance: p_target too low
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +172,7 @@ class StepEvent:
     tree: tuple[TreeNode, ...] | None = None
     path: tuple[int, ...] | None = None
     lookahead: Lookahead | None = None
+    lossy: bool = False  # accepted by typical acceptance: not the target's exact distribution
     kind: str = field(default="step", init=False)
 
     @property
@@ -254,6 +256,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         tree=tuple(TreeNode(**n) for n in d["tree"]) if d.get("tree") is not None else None,
         path=tuple(d["path"]) if d.get("path") is not None else None,
         lookahead=_lookahead_from_dict(d["lookahead"]) if d.get("lookahead") else None,
+        lossy=bool(d.get("lossy", False)),
     )
 
 

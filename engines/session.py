@@ -26,6 +26,7 @@ from .detokenize import TextStream
 from .errors import ContextOverflow
 from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
 from .sampling import SamplingParams
+from .typical import TypicalAcceptance, verify_typical
 from .verify import Verdict, verify
 
 K_MAX = 32
@@ -49,6 +50,7 @@ class RunSettings:
     max_tokens: int = 256
     params: SamplingParams = SamplingParams()
     stop: tuple[str, ...] = ()
+    typical: TypicalAcceptance | None = None  # LOSSY typical acceptance instead of exact
 
 
 def check_k(k: int) -> int:
@@ -163,22 +165,34 @@ class Session:
         yield self.summary
 
     def _step(self, totals: ev.Totals, stream: TextStream, rng) -> ev.StepEvent:
-        s = self.settings
         t0 = time.perf_counter()
-        room = min(s.max_tokens - totals.tokens, self.target.n_ctx - len(self.context)) - 1
+        room = min(self.settings.max_tokens - totals.tokens,
+                   self.target.n_ctx - len(self.context)) - 1
         k = max(0, min(self.k_policy.choose(self.context) if self.k_policy else self.k, room))
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step
 
             tree = proposal.pruned(k, self.target.eos_ids)
-            return tree_step(self, tree, k, totals, stream, rng, t0)
+            event = tree_step(self, tree, k, totals, stream, rng, t0)
+        else:
+            event = self._linear_step(proposal, k, totals, stream, rng, t0)
+        if self.k_policy:
+            self.k_policy.observe(event)
+        return event
+
+    def _linear_step(self, proposal: Proposal, k: int, totals: ev.Totals, stream: TextStream,
+                     rng, t0: float) -> ev.StepEvent:
+        s = self.settings
         proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
         _sync(self.target)
         t2 = time.perf_counter()
-        verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
+        if s.typical is None:
+            verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
+        else:
+            verdict = verify_typical(proposal.tokens, logits, s.params, rng, s.typical)
         self.target.truncate(len(self.context) + verdict.n_accepted)
         position = len(self.context)
         self.context += [*proposal.tokens[: verdict.n_accepted], verdict.token]
@@ -195,11 +209,9 @@ class Session:
             verify_ms=totals.verify_ms + timing.verify_ms,
             other_ms=totals.other_ms + timing.other_ms,
         )
-        event = ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
-                             text, timing, totals)
-        if self.k_policy:
-            self.k_policy.observe(event)
-        return event
+        lossy = s.typical is not None and not s.params.greedy
+        return ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
+                            text, timing, totals, lossy=lossy)
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx

@@ -6,6 +6,7 @@ from ..engines.events import (
     REJECT_AFTER,
     REJECT_MISMATCH,
     REJECT_SAMPLED,
+    REJECT_TYPICAL,
     ProposedToken,
     Span,
     StepEvent,
@@ -29,11 +30,17 @@ def why(token: ProposedToken) -> str:
     if token.accepted:
         if token.accept_prob is None:
             return "matches the target's argmax"
+        if token.draw is None:  # typical acceptance compares p_target with a threshold
+            return (f"LOSSY typical acceptance: p_target {prob(token.p_target)} > "
+                    f"threshold {prob(token.accept_prob)}")
         return f"draw {prob(token.draw)} ≤ min(1, p/q) = {prob(token.accept_prob)}"
     if token.reject_reason == REJECT_MISMATCH:
         return "greedy mismatch: the target's argmax differs"
     if token.reject_reason == REJECT_SAMPLED:
         return f"sampled: draw {prob(token.draw)} > min(1, p/q) = {prob(token.accept_prob)}"
+    if token.reject_reason == REJECT_TYPICAL:
+        return (f"LOSSY typical acceptance: p_target {prob(token.p_target)} ≤ "
+                f"threshold {prob(token.accept_prob)}")
     if token.reject_reason == REJECT_AFTER:
         return "after the first rejection: never judged"
     return token.reject_reason or "rejected"

@@ -71,7 +71,7 @@ class TransformersBackend(Backend):
         self._special = frozenset(self._tok.all_special_ids) | _added_special_ids(self._tok)
         self._eos = _eos_ids(self._tok, self._model)
         self._template = _chat_template(self._tok, self._gguf)
-        self.last_hidden: object | None = None  # hidden states of the last forward, for oracles
+        self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
 
     # ------------------------------------------------------------ properties
 
@@ -101,6 +101,19 @@ class TransformersBackend(Backend):
         """The torch module (for oracles that reuse the target's layers or head)."""
         return self._model
 
+    # ------------------------------------------------------------ hidden states
+
+    def keep_hidden(self, on: bool = True) -> None:
+        """Keep the final hidden states (the LM head's input) of the rows each forward returns
+        logits for, so oracles with heads on the target (Medusa) can read them. Off by
+        default: plain runs pay nothing."""
+        self._hidden.enable(self._model.get_output_embeddings(), on)
+
+    def hidden_at(self, position: int):
+        """The final hidden state (a 1-D tensor) at a context position still held in the
+        cache, if a forward since `keep_hidden()` returned logits for it; else None."""
+        return self._hidden.at(position)
+
     # ------------------------------------------------------------ text
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
@@ -124,6 +137,7 @@ class TransformersBackend(Backend):
         if self._cache is None:
             self._cache = DynamicCache()
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
+        self._hidden.arm()
         with torch.inference_mode():
             out = self._model(
                 input_ids=ids,
@@ -132,6 +146,7 @@ class TransformersBackend(Backend):
                 logits_to_keep=n_rows,
             )
         self._cache = out.past_key_values
+        self._hidden.took(self.n_past + len(tokens) - n_rows)
         return out.logits[0, -n_rows:].float().cpu().numpy()
 
     def _forward_masked(
@@ -150,6 +165,7 @@ class TransformersBackend(Backend):
             allowed[i, [n_past + j for j in (*vis, i)]] = True
         mask = torch.zeros(allowed.shape, dtype=self._dtype)
         mask.masked_fill_(~allowed, torch.finfo(self._dtype).min)
+        self._hidden.arm()
         with torch.inference_mode():
             out = self._model(
                 input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
@@ -159,6 +175,7 @@ class TransformersBackend(Backend):
                 use_cache=True,
             )
         self._cache = out.past_key_values
+        self._hidden.took(n_past)  # row i is node i, until keep_path picks the chain
         return out.logits[0].float().cpu().numpy()
 
     def _keep_path(self, path: list[int]) -> None:
@@ -166,11 +183,13 @@ class TransformersBackend(Backend):
         torch = self._torch
         n_past = self.n_past
         keep = torch.tensor([*range(n_past), *(n_past + i for i in path)], device=self.device)
+        self._hidden.select(path)
         for layer in self._cache.layers:
             layer.keys = layer.keys.index_select(-2, keep)
             layer.values = layer.values.index_select(-2, keep)
 
     def _truncate(self, n: int) -> None:
+        self._hidden.cut(n)
         if self._cache is None:
             return
         if n == 0:
@@ -233,8 +252,63 @@ class TransformersBackend(Backend):
             self._torch.cuda.synchronize()
 
     def close(self) -> None:
+        self._hidden.enable(None, False)
         self._cache = None
         self._model = None
+
+
+class _HiddenRows:
+    """The LM head's input rows of the latest forward, caught by a hook on the head.
+
+    The head sees exactly the rows the logits are computed for, so row i belongs to the
+    position `start + i`. Rows past a cache rollback are dropped.
+    """
+
+    def __init__(self) -> None:
+        self._hook = None
+        self._armed = False  # only the backend's own forwards count, not oracles' head calls
+        self._caught = None
+        self._rows = None  # (n, hidden) tensor
+        self._start = 0
+
+    def enable(self, head, on: bool) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._rows = self._caught = None
+        if on and head is not None:
+            self._hook = head.register_forward_pre_hook(self._catch)
+
+    def _catch(self, _module, args) -> None:
+        if self._armed:
+            self._caught = args[0]
+
+    def arm(self) -> None:
+        """A forward of the backend begins."""
+        self._armed, self._caught = self._hook is not None, None
+
+    def took(self, start: int) -> None:
+        """That forward ended; its logit rows begin at context position `start`."""
+        if self._caught is not None:
+            self._rows, self._start = self._caught[0].detach(), start
+        self._armed, self._caught = False, None
+
+    def cut(self, n: int) -> None:
+        """The cache now holds only positions < n."""
+        if self._rows is not None:
+            keep = n - self._start
+            self._rows = self._rows[:keep] if keep > 0 else None
+
+    def select(self, rows: list[int]) -> None:
+        """A masked forward's rows are nodes: keep the kept chain's, in chain order."""
+        if self._rows is not None:
+            self._rows = self._rows[rows] if rows else None
+
+    def at(self, position: int):
+        i = position - self._start
+        if self._rows is None or not 0 <= i < len(self._rows):
+            return None
+        return self._rows[i]
 
 
 # ---------------------------------------------------------------- loading

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..backends.base import Backend
 from .base import Oracle, Proposal, RunContext, SideBranch, TreeProposal
 
 ORACLES = ("none", "draft", "prompt-lookup", "ngram", "rules", "cross-draft", "early-exit",
-           "tree", "lookahead")
+           "tree", "lookahead", "medusa")
 
 
 def make_oracle(
@@ -21,18 +22,21 @@ def make_oracle(
     corpus_ids: Sequence[int] | None = None,
     exit_layer: int | None = None,
     knobs: dict[str, float | int] | None = None,
+    heads: Path | None = None,
 ) -> Oracle:
     """Build an oracle by name; `draft` is the draft model's backend for the draft, cross-draft
     and tree oracles, `exit_layer` the early-exit oracle's layer count (None: its default);
-    `knobs` sets oracle settings (see `Oracle.knobs`), None values ignored."""
-    oracle = _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer)
+    `knobs` sets oracle settings (see `Oracle.knobs`), None values ignored;
+    `heads` a Medusa heads folder (default: beside the target model)."""
+    oracle = _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer,
+                   heads)
     for knob, value in (knobs or {}).items():
         if value is not None:
             oracle.set_knob(knob, value)
     return oracle
 
 
-def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer) -> Oracle:
+def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, heads) -> Oracle:
     sizes = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v}
     if name == "none":
         from .none import NoOracle
@@ -77,6 +81,13 @@ def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer) -> 
         from .lookahead import LookaheadOracle
 
         return LookaheadOracle()
+    if name == "medusa":
+        from ..errors import SpecvizError
+        from .medusa import MedusaOracle
+
+        if target is None:
+            raise SpecvizError("the medusa oracle needs the target model")
+        return MedusaOracle(target, heads)
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 

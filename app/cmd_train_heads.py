@@ -1,0 +1,150 @@
+"""`specviz train-heads`: train Medusa heads for a target by self-distillation (transformers)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from importlib.resources import files
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..engines.errors import SpecvizError
+from . import options
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "train-heads", help="train Medusa heads for a target model (transformers backend)",
+        description="Train Medusa heads on text the target itself writes from a corpus of "
+                    "prompts (the target stays frozen), then report each head's held-out "
+                    "top-1/top-5 accuracy. The heads are saved as safetensors beside the model.")
+    m = p.add_argument_group("model")
+    m.add_argument("--target", default=options.DEFAULT_TARGET,
+                   help="registry name, .gguf file or model folder (default: %(default)s)")
+    m.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    m.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    d = p.add_argument_group("data")
+    d.add_argument("--corpus", type=Path, action="append", default=[],
+                   help="prompts: a .jsonl file (Spec-Bench questions: first turn; or "
+                        "\"prompt\"/\"text\" fields), a text file (one prompt) or a folder of "
+                        "them; repeatable (default: the sample prompts in assets/prompts)")
+    d.add_argument("--tokens", type=int, default=4000,
+                   help="tokens the target writes to train on, in all (default: %(default)s)")
+    d.add_argument("--max-new", type=int, default=192, help="tokens per answer (%(default)s)")
+    d.add_argument("--temperature", type=float, default=0.0,
+                   help="the target's answers: 0 = greedy (default), else sampled")
+    d.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
+                   help="wrap prompts in the model's chat template (default: on)")
+    d.add_argument("--prompt-batch", type=int, default=8,
+                   help="prompts the target answers together (default: %(default)s)")
+    d.add_argument("--held-out", type=float, default=0.1,
+                   help="share of answers kept out of training for the accuracy figures")
+    t = p.add_argument_group("training")
+    t.add_argument("--heads", type=int, default=4, help="number of heads (default: %(default)s)")
+    length = t.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, default=None, help="optimiser steps")
+    length.add_argument("--epochs", type=float, default=3.0,
+                        help="passes over the training positions (default: %(default)s)")
+    t.add_argument("--batch", type=int, default=64, help="positions per step (%(default)s)")
+    t.add_argument("--lr", type=float, default=1e-3, help="learning rate (%(default)s)")
+    t.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None,
+                   help="folder for the heads (default: beside the model in the cache)")
+    p.add_argument("--reuse", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the target's cached answers (hidden states) from an earlier "
+                        "run with the same corpus and data settings (default: on)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..engines.backends import load_backend
+    from ..engines.medusa import train as tr
+    from ..engines.medusa.heads import heads_dir, save_heads
+
+    settings = _settings(args)
+    prompts = _prompts(args.corpus, args.seed)
+    path = options.resolve_model(args.target)
+    target = load_backend("transformers", path, device=args.device, threads=args.threads)
+    folder = args.out or heads_dir(path)
+    answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse)
+    n_tokens = sum(len(a.tokens) for a in answers)
+    facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
+             "prompts_used": len(answers), "tokens": n_tokens,
+             "generate_seconds": gen_seconds, "device": target.device,
+             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with tqdm(desc="training heads", unit="step", file=sys.stderr) as bar:
+        def on_step(_step: int, steps: int, loss: float) -> None:
+            bar.total = steps
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            bar.update()
+
+        result = tr.train(target, answers, settings, on_step, facts)
+    save_heads(result.heads, result.config, folder)
+    _report(result.config, folder)
+    return 0
+
+
+def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool):
+    """The target's answers with their hidden states, and the seconds it took to write them:
+    from the disk cache (seconds None) when the same corpus and settings were run before,
+    else written now and cached."""
+    from ..engines.medusa import train as tr
+    from ..engines.medusa.heads import target_id
+
+    key = tr.answers_key(prompts, settings, target_id(target.model, target.model_path)
+                         .fingerprint)
+    cached = folder / f"answers-{key}.safetensors"
+    if reuse and cached.exists():
+        print(f"reusing the target's answers from {cached}", file=sys.stderr)
+        return tr.load_answers(cached), None
+    t0 = time.perf_counter()
+    with tqdm(total=settings.tokens, desc="target writes", unit="tok", file=sys.stderr) as bar:
+        answers = tr.generate_answers(target, prompts, settings, bar.update)
+    tr.save_answers(answers, cached)
+    return answers, round(time.perf_counter() - t0, 1)
+
+
+def _settings(args: argparse.Namespace):
+    from ..engines.medusa.train import TrainSettings
+
+    for name in ("tokens", "max_new", "heads", "batch", "prompt_batch"):
+        if getattr(args, name) < 1:
+            raise SpecvizError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.steps is not None and args.steps < 1:
+        raise SpecvizError("--steps must be at least 1")
+    if not 0 < args.held_out < 1:
+        raise SpecvizError("--held-out must be between 0 and 1")
+    if args.temperature < 0:
+        raise SpecvizError("--temperature must be >= 0")
+    return TrainSettings(n_heads=args.heads, tokens=args.tokens, max_new=args.max_new,
+                         steps=args.steps, epochs=args.epochs, batch=args.batch, lr=args.lr,
+                         held_out=args.held_out, temperature=args.temperature, chat=args.chat,
+                         seed=args.seed, prompt_batch=args.prompt_batch)
+
+
+def _prompts(corpus: list[Path], seed: int) -> list[str]:
+    import numpy as np
+
+    from ..engines.medusa.train import read_prompts
+
+    for path in corpus:
+        if not path.exists():
+            raise SpecvizError(f"corpus not found: {path}")
+    prompts = read_prompts(corpus or [Path(str(files("specviz").joinpath("assets/prompts")))])
+    if len(prompts) < 2:
+        raise SpecvizError(f"the corpus holds {len(prompts)} prompt(s); need at least two")
+    order = np.random.default_rng(seed).permutation(len(prompts))
+    return [prompts[i] for i in order]  # mixed, so a token budget samples every kind
+
+
+def _report(config, folder: Path) -> None:
+    acc, facts = config.accuracy, config.training
+    print(f"trained {config.n_heads} heads on {facts['tokens']} tokens the target wrote "
+          f"({facts['prompts_used']} answers; {facts['steps']} steps, "
+          f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
+    print("head  ahead  top-1   top-5   positions")
+    for k, (a1, a5, n) in enumerate(zip(acc["top1"], acc["top5"], acc["positions"]), 1):
+        print(f"{k:>4}  {k + 1:>5}  {a1:6.1%}  {a5:6.1%}  {n:>9}")
+    print(f"saved to {folder}")

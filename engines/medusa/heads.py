@@ -1,0 +1,152 @@
+"""Medusa heads: a residual block per head, feeding the target's own (shared) LM head.
+
+Head k (1-based) reads the target's final hidden state h_t at position t (the LM head's input,
+which predicts token t+1) and predicts token t+1+k: logits_k = lm_head(h + SiLU(W_k h + b_k)).
+W_k starts at zero, so every head starts as the target's next-token head plus a small shift.
+Only the blocks are stored (safetensors), with a JSON config naming the target they belong to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import SpecvizError
+
+FORMAT = "specviz-medusa-1"
+WEIGHTS_FILE = "heads.safetensors"
+CONFIG_FILE = "medusa.json"
+
+
+class ResBlock(nn.Module):
+    """x + SiLU(Wx + b), with W zero at first (as in Medusa's reference heads)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(hidden, hidden)
+        nn.init.zeros_(self.linear.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + F.silu(self.linear(x))
+
+
+class MedusaHeads(nn.Module):
+    """H residual blocks; `features(h)` gives each head's input to the shared LM head."""
+
+    def __init__(self, hidden: int, n_heads: int) -> None:
+        super().__init__()
+        if n_heads < 1:
+            raise ValueError(f"need at least one head, got {n_heads}")
+        self.hidden, self.n_heads = hidden, n_heads
+        self.blocks = nn.ModuleList(ResBlock(hidden) for _ in range(n_heads))
+
+    def features(self, h: torch.Tensor, n: int | None = None) -> torch.Tensor:
+        """(..., hidden) -> (..., n, hidden): the first n heads' features (all by default)."""
+        blocks = self.blocks[: n or self.n_heads]
+        return torch.stack([block(h) for block in blocks], dim=-2)
+
+    def logits(self, h: torch.Tensor, lm_head: nn.Module, n: int | None = None) -> torch.Tensor:
+        """(..., hidden) -> (..., n, vocab), through the target's LM head (one matmul)."""
+        return F.linear(self.features(h, n), lm_head.weight, lm_head.bias)
+
+
+@dataclass
+class TargetId:
+    """What identifies the model heads were trained on."""
+
+    name: str  # file or folder name, for people
+    fingerprint: str  # hash of the LM head's weights: the same weights, whatever the path
+    hidden_size: int
+    vocab_size: int
+
+
+@dataclass
+class HeadsConfig:
+    target: TargetId
+    n_heads: int
+    hidden_size: int
+    training: dict = field(default_factory=dict)  # corpus, tokens, steps, seconds, ...
+    accuracy: dict = field(default_factory=dict)  # held-out top1/top5 per head
+    format: str = FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> HeadsConfig:
+        data = json.loads(text)
+        if data.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} config (format {data.get('format')!r})")
+        return cls(TargetId(**data["target"]), int(data["n_heads"]), int(data["hidden_size"]),
+                   data.get("training", {}), data.get("accuracy", {}))
+
+
+def heads_dir(model_path: str | Path) -> Path:
+    """Where a model's heads live: beside its .gguf file, or inside its model folder."""
+    path = Path(model_path)
+    return path / "medusa" if path.is_dir() else path.parent / f"{path.stem}.medusa"
+
+
+def lm_head_of(model: nn.Module) -> nn.Module:
+    head = model.get_output_embeddings()
+    if head is None:
+        raise SpecvizError("this model has no LM head that Medusa heads could share")
+    return head
+
+
+def target_id(model: nn.Module, model_path: str | Path) -> TargetId:
+    weight = lm_head_of(model).weight.detach()
+    rows = weight[:: max(1, weight.shape[0] // 256)][:256]  # a spread of rows, cheap to hash
+    digest = hashlib.sha256(rows.to("cpu", torch.float16).numpy().tobytes())
+    digest.update(repr(tuple(weight.shape)).encode())
+    return TargetId(Path(model_path).name, digest.hexdigest()[:16], int(weight.shape[1]),
+                    int(weight.shape[0]))
+
+
+def save_heads(heads: MedusaHeads, config: HeadsConfig, folder: Path) -> Path:
+    """Write the blocks (safetensors, float32) and the config; return the folder."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous()
+               for k, v in heads.state_dict().items()}
+    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": FORMAT})
+    (folder / CONFIG_FILE).write_text(config.to_json(), encoding="utf-8")
+    return folder
+
+
+def load_heads(model: nn.Module, model_path: str | Path,
+               folder: Path | None = None) -> tuple[MedusaHeads, HeadsConfig]:
+    """The heads trained for this model, on its device and dtype; clear errors otherwise."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder) if folder else heads_dir(model_path)
+    hint = f"train them with: specviz train-heads --target {model_path}"
+    if not (folder / CONFIG_FILE).exists() or not (folder / WEIGHTS_FILE).exists():
+        raise SpecvizError(f"no Medusa heads in {folder}; {hint}")
+    try:
+        config = HeadsConfig.from_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        state = load_file(str(folder / WEIGHTS_FILE))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecvizError(f"cannot read the Medusa heads in {folder}: {exc}; {hint}") from None
+    mine = target_id(model, model_path)
+    if config.target.fingerprint != mine.fingerprint:
+        raise SpecvizError(
+            f"the Medusa heads in {folder} were trained for {config.target.name} "
+            f"(fingerprint {config.target.fingerprint}), not this model ({mine.fingerprint}); "
+            f"{hint}"
+        )
+    heads = MedusaHeads(config.hidden_size, config.n_heads)
+    try:
+        heads.load_state_dict(state)
+    except RuntimeError as exc:
+        raise SpecvizError(f"the Medusa heads in {folder} do not fit their config: "
+                           f"{str(exc).splitlines()[0]}") from None
+    weight = lm_head_of(model).weight
+    return heads.to(weight.device, weight.dtype).eval(), config

@@ -1,0 +1,332 @@
+"""Training Medusa heads by self-distillation: the frozen target writes the training text.
+
+The target answers a corpus of prompts (greedily, or sampled); every position's final hidden
+state is kept as it goes, so the target runs once per token. Head k then learns, from the
+hidden state at position t, the token the target itself wrote at t+1+k (cross-entropy through
+the target's LM head, which stays frozen). Whole answers are held out for the accuracy figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..backends.hf import TransformersBackend
+from ..errors import SpecvizError
+from .heads import HeadsConfig, MedusaHeads, lm_head_of, target_id
+
+IGNORE = -100  # label of a position with no token k places ahead (end of an answer)
+HEAD_LOSS_DECAY = 0.8  # later heads are harder; Medusa weights head k's loss by 0.8**k
+
+
+@dataclass
+class Answer:
+    """One generated answer: hidden state rows and the tokens the target wrote.
+
+    Row i is the LM head's input that produced tokens[i] (row 0: the prompt's last token).
+    """
+
+    hidden: torch.Tensor  # (n, hidden) float32 on CPU
+    tokens: list[int]
+
+
+@dataclass
+class TrainSettings:
+    n_heads: int = 4
+    tokens: int = 4000  # generated tokens to train on, in all
+    max_new: int = 192  # per answer
+    steps: int | None = None  # optimiser steps; None: from epochs
+    epochs: float = 3.0
+    batch: int = 64
+    lr: float = 1e-3
+    held_out: float = 0.1  # share of answers kept out of training, for the accuracy figures
+    temperature: float = 0.0  # of the target's answers (0 = greedy)
+    prompt_batch: int = 8  # prompts answered together
+    chat: bool = True
+    seed: int = 0
+
+
+@dataclass
+class TrainResult:
+    heads: MedusaHeads
+    config: HeadsConfig
+    losses: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- corpus
+
+
+def read_prompts(paths: Iterable[Path]) -> list[str]:
+    """Prompts from .jsonl files (Spec-Bench: each question's first turn; or a "prompt" or
+    "text" field), text files (one prompt each) and folders of those."""
+    prompts: list[str] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".md", ".jsonl"))
+            prompts += read_prompts(files)
+        elif path.suffix == ".jsonl":
+            prompts += _jsonl_prompts(path)
+        else:
+            text = _read(path).strip()
+            if text:
+                prompts.append(text)
+    return prompts
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecvizError(f"cannot read corpus file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecvizError(f"corpus file {path} is not UTF-8 text") from None
+
+
+def _jsonl_prompts(path: Path) -> list[str]:
+    out = []
+    for n, line in enumerate(_read(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecvizError(f"{path}, line {n}: not JSON ({exc.msg})") from None
+        turns = record.get("turns") if isinstance(record, dict) else None
+        text = turns[0] if turns else (record.get("prompt") or record.get("text")
+                                       if isinstance(record, dict) else None)
+        if not isinstance(text, str):
+            raise SpecvizError(f"{path}, line {n}: no \"turns\", \"prompt\" or \"text\" field")
+        out.append(text)
+    return out
+
+
+# ---------------------------------------------------------------- self-distillation
+
+
+def generate_answers(target: TransformersBackend, prompts: Sequence[str], settings: TrainSettings,
+                     on_tokens: Callable[[int], None] | None = None) -> list[Answer]:
+    """The target answers prompts until `settings.tokens` tokens are written, a batch of
+    prompts at a time (a CPU reads the weights once for the whole batch); the LM head's input
+    rows are caught on the way, so the target runs once per token."""
+    gen = torch.Generator().manual_seed(settings.seed)
+    eos = torch.tensor(sorted(target.eos_ids), dtype=torch.long)
+    answers: list[Answer] = []
+    left = settings.tokens
+    for i in range(0, len(prompts), settings.prompt_batch):
+        if left <= 0:
+            break
+        ids = [_prompt_ids(target, text, settings) for text in prompts[i : i + settings.prompt_batch]]
+        for answer in _answer_batch(target, ids, settings, eos, gen, on_tokens):
+            answer = Answer(answer.hidden[:left], answer.tokens[:left])
+            if left > 0 and len(answer.tokens) > 1:
+                answers.append(answer)
+                left -= len(answer.tokens)
+    return answers
+
+
+def _prompt_ids(target: TransformersBackend, text: str, settings: TrainSettings) -> list[int]:
+    ids = target.encode_prompt(target.format_prompt(text, settings.chat), settings.chat)
+    return ids[-(target.n_ctx - settings.max_new - 1):]  # too long for the context: keep the end
+
+
+def _answer_batch(target: TransformersBackend, prompts: list[list[int]], settings: TrainSettings,
+                  eos: torch.Tensor, gen: torch.Generator, on_tokens) -> list[Answer]:
+    """Greedy (or sampled) answers to left-padded prompts, with the LM head's input rows."""
+    from transformers import DynamicCache
+
+    model = target.model
+    ids, mask = _left_pad(prompts)
+    position = (mask.cumsum(-1) - 1).clamp(min=0)
+    caught: list[torch.Tensor] = []
+    hook = lm_head_of(model).register_forward_pre_hook(
+        lambda _m, args: caught.append(args[0][:, -1].float().cpu()))
+    cache, done, steps = DynamicCache(), torch.zeros(len(prompts), dtype=torch.bool), []
+    dev = target.device
+    try:
+        with torch.inference_mode():
+            out = model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                        position_ids=position.to(dev), past_key_values=cache, use_cache=True,
+                        logits_to_keep=1)
+            for n in range(settings.max_new):
+                token = _pick(out.logits[:, -1].float().cpu(), settings.temperature, gen)
+                steps.append(token)
+                if on_tokens:
+                    on_tokens(int((~done).sum()))
+                done |= torch.isin(token, eos)
+                if bool(done.all()) or n + 1 == settings.max_new:
+                    break
+                mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
+                position = position[:, -1:] + 1
+                out = model(input_ids=token[:, None].to(dev), attention_mask=mask.to(dev),
+                            position_ids=position.to(dev), past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+    finally:
+        hook.remove()
+    hidden, tokens = torch.stack(caught[: len(steps)], 1), torch.stack(steps, 1)  # (B, n, .)
+    return [_cut_at_eos(hidden[b], tokens[b], eos) for b in range(len(prompts))]
+
+
+def _left_pad(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p):] = torch.tensor(p)
+        mask[b, width - len(p):] = 1
+    return ids, mask
+
+
+def _pick(logits: torch.Tensor, temperature: float, gen: torch.Generator) -> torch.Tensor:
+    if temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
+
+
+def _cut_at_eos(hidden: torch.Tensor, tokens: torch.Tensor, eos: torch.Tensor) -> Answer:
+    ends = torch.isin(tokens, eos).nonzero()
+    n = int(ends[0, 0]) + 1 if len(ends) else len(tokens)
+    return Answer(hidden[:n].clone(), tokens[:n].tolist())
+
+
+def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: str) -> str:
+    """Names the answers a corpus and settings give on one target (for the disk cache)."""
+    import hashlib
+
+    facts = [fingerprint, settings.tokens, settings.max_new, settings.temperature,
+             settings.prompt_batch, settings.chat, settings.seed, list(prompts)]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+
+
+def save_answers(answers: Sequence[Answer], path: Path) -> None:
+    """Hidden states and tokens in one safetensors file, so a re-run trains without the
+    target writing again."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
+               "tokens": torch.tensor([t for a in answers for t in a.tokens]),
+               "lengths": torch.tensor([len(a.tokens) for a in answers])}, str(path))
+
+
+def load_answers(path: Path) -> list[Answer]:
+    from safetensors.torch import load_file
+
+    data = load_file(str(path))
+    lengths = data["lengths"].tolist()
+    hidden = torch.split(data["hidden"], lengths)
+    tokens = torch.split(data["tokens"], lengths)
+    return [Answer(h, t.tolist()) for h, t in zip(hidden, tokens)]
+
+
+def labels(answer: Answer, n_heads: int) -> torch.Tensor:
+    """(n, H): head k's target at row i is the token k places after tokens[i]."""
+    n = len(answer.tokens)
+    out = torch.full((n, n_heads), IGNORE, dtype=torch.long)
+    toks = torch.tensor(answer.tokens, dtype=torch.long)
+    for k in range(1, n_heads + 1):
+        if k < n:
+            out[: n - k, k - 1] = toks[k:]
+    return out
+
+
+def split(answers: Sequence[Answer], held_out: float, seed: int):
+    """(train, held-out) answers: whole answers are held out, never parts of one."""
+    order = np.random.default_rng(seed).permutation(len(answers))
+    n_out = min(len(answers) - 1, max(1, round(held_out * len(answers)))) if held_out else 0
+    if len(answers) < 2 or n_out < 1:
+        raise SpecvizError(
+            f"need at least two answers to hold one out; got {len(answers)} (give more prompts "
+            "or tokens)"
+        )
+    return [answers[i] for i in order[n_out:]], [answers[i] for i in order[:n_out]]
+
+
+def stack(answers: Sequence[Answer], n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.cat([a.hidden for a in answers]),
+            torch.cat([labels(a, n_heads) for a in answers]))
+
+
+# ---------------------------------------------------------------- training
+
+
+def train(target: TransformersBackend, answers: Sequence[Answer], settings: TrainSettings,
+          on_step: Callable[[int, int, float], None] | None = None,
+          training_facts: dict | None = None) -> TrainResult:
+    """Fit the heads on cached hidden states; measure held-out top-1/top-5 per head."""
+    torch.manual_seed(settings.seed)
+    train_set, test_set = split(answers, settings.held_out, settings.seed)
+    x, y = stack(train_set, settings.n_heads)
+    head = lm_head_of(target.model)
+    weight = head.weight.detach().float().cpu()
+    bias = None if head.bias is None else head.bias.detach().float().cpu()
+    heads = MedusaHeads(x.shape[1], settings.n_heads)
+    steps = settings.steps or max(1, math.ceil(settings.epochs * len(x) / settings.batch))
+    t0 = time.perf_counter()
+    losses = _fit(heads, x, y, weight, bias, steps, settings, on_step)
+    seconds = time.perf_counter() - t0
+    accuracy = evaluate(heads, *stack(test_set, settings.n_heads), weight, bias)
+    facts = {**(training_facts or {}), "answers": len(train_set), "held_out_answers":
+             len(test_set), "train_positions": len(x), "steps": steps, "batch": settings.batch,
+             "lr": settings.lr, "temperature": settings.temperature,
+             "train_seconds": round(seconds, 1), "final_loss": round(losses[-1], 4)}
+    config = HeadsConfig(target_id(target.model, target.model_path), settings.n_heads,
+                         int(x.shape[1]), facts, accuracy)
+    return TrainResult(heads.eval(), config, losses)
+
+
+def _fit(heads: MedusaHeads, x, y, weight, bias, steps: int, settings: TrainSettings,
+         on_step) -> list[float]:
+    opt = torch.optim.AdamW(heads.parameters(), lr=settings.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    gen = torch.Generator().manual_seed(settings.seed)
+    decay = torch.tensor([HEAD_LOSS_DECAY**k for k in range(settings.n_heads)])
+    losses = []
+    heads.train()
+    for step in range(steps):
+        idx = torch.randint(len(x), (min(settings.batch, len(x)),), generator=gen)
+        logits = F.linear(heads.features(x[idx]), weight, bias)  # (B, H, V)
+        loss = (_head_losses(logits, y[idx]) * decay).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        schedule.step()
+        losses.append(loss.item())
+        if on_step:
+            on_step(step, steps, losses[-1])
+    return losses
+
+
+def _head_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy per head over the positions that have a label."""
+    b, h, v = logits.shape
+    ce = F.cross_entropy(logits.reshape(b * h, v), y.reshape(-1), ignore_index=IGNORE,
+                         reduction="none").reshape(b, h)
+    counted = (y != IGNORE).sum(0).clamp(min=1)
+    return ce.sum(0) / counted
+
+
+@torch.no_grad()
+def evaluate(heads: MedusaHeads, x, y, weight, bias, chunk: int = 256) -> dict:
+    """Top-1 and top-5 accuracy of each head on (x, y), with the number of positions."""
+    heads.eval()
+    hit1 = torch.zeros(heads.n_heads)
+    hit5 = torch.zeros(heads.n_heads)
+    for i in range(0, len(x), chunk):
+        logits = F.linear(heads.features(x[i : i + chunk]), weight, bias)
+        top5 = logits.topk(5, dim=-1).indices  # (b, H, 5)
+        target = y[i : i + chunk].unsqueeze(-1)
+        hit1 += (top5[..., :1] == target).any(-1).sum(0)
+        hit5 += (top5 == target).any(-1).sum(0)
+    counted = (y != IGNORE).sum(0).clamp(min=1)
+    return {"top1": [round(float(v), 4) for v in hit1 / counted],
+            "top5": [round(float(v), 4) for v in hit5 / counted],
+            "positions": [int(c) for c in (y != IGNORE).sum(0)]}

@@ -1,0 +1,337 @@
+"""Medusa: the candidate tree, heads that save and load, training on the tiny model, and a
+medusa oracle that stays lossless."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from specviz.app.cli import main
+from specviz.engines import events as ev
+from specviz.engines.compare import compare
+from specviz.engines.errors import SpecvizError
+from specviz.engines.medusa import train as tr
+from specviz.engines.medusa.heads import (
+    CONFIG_FILE,
+    HeadsConfig,
+    MedusaHeads,
+    heads_dir,
+    lm_head_of,
+    load_heads,
+    save_heads,
+    target_id,
+)
+from specviz.engines.medusa.tree import ROOT, build_tree
+from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
+from specviz.engines.session import RunSettings, Session
+
+PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
+
+# ---------------------------------------------------------------- the candidate tree
+
+
+def test_tree_keeps_the_best_candidates_and_is_a_tree():
+    rng = np.random.default_rng(1)
+    tokens = [list(rng.choice(1000, 3, replace=False)) for _ in range(4)]
+    probs = [sorted(rng.dirichlet(np.ones(6))[:3], reverse=True) for _ in range(4)]
+    tree = build_tree(tokens, probs, budget=12)
+    assert len(tree) == 12
+    # Brute force: every candidate path of every depth, scored by its product.
+    every = {}
+    for depth in range(1, 5):
+        for ranks in itertools.product(range(3), repeat=depth):
+            every[ranks] = math.prod(probs[d][r] for d, r in enumerate(ranks))
+    best = sorted(every.values(), reverse=True)[:12]
+    assert sorted(tree.scores, reverse=True) == pytest.approx(best)
+    for i in range(len(tree)):
+        parent = tree.parents[i]
+        assert parent < i  # parents come first
+        assert tree.depths[i] == (1 if parent == ROOT else tree.depths[parent] + 1)
+        assert tree.tokens[i] in tokens[tree.depths[i] - 1]
+        assert tree.scores[i] <= (1.0 if parent == ROOT else tree.scores[parent])
+    paths = [tuple(tree.path(i)) for i in range(len(tree))]
+    assert len(set(paths)) == len(paths)  # no duplicate nodes
+    # With the budget for it, the chain of every head's top token is in the tree.
+    assert tuple(t[0] for t in tokens) in paths
+
+
+def test_tree_budget_and_edge_cases():
+    assert len(build_tree([[5, 6]], [[0.7, 0.3]], budget=0)) == 0
+    assert len(build_tree([], [], budget=8)) == 0
+    small = build_tree([[5, 6], [7, 8]], [[0.7, 0.3], [0.9, 0.1]], budget=100)
+    assert len(small) == 2 + 4  # every candidate fits
+    assert small.path(small.leaves()[0]) == [5, 7]
+    assert small.children(ROOT) == [0, 1]
+    with pytest.raises(ValueError):
+        build_tree([[1]], [], budget=3)
+
+
+# ---------------------------------------------------------------- heads
+
+
+def test_heads_start_close_to_the_next_token_head():
+    heads = MedusaHeads(16, 3)
+    h = torch.randn(5, 16)
+    feats = heads.features(h)
+    assert feats.shape == (5, 3, 16)
+    for k, block in enumerate(heads.blocks):  # zero weights: h + SiLU(bias)
+        assert torch.allclose(feats[:, k], h + torch.nn.functional.silu(block.linear.bias))
+
+
+def test_labels_look_k_tokens_ahead():
+    answer = tr.Answer(torch.zeros(4, 2), [10, 11, 12, 13])
+    assert tr.labels(answer, 2).tolist() == [[11, 12], [12, 13], [13, -100], [-100, -100]]
+
+
+def test_hidden_rows_are_what_the_lm_head_read(tiny_backend):
+    settings = tr.TrainSettings(tokens=30, max_new=15, chat=False)
+    answers = tr.generate_answers(tiny_backend, ["def add(a, b):", "The quick"], settings)
+    assert [len(a.tokens) for a in answers] == [15, 15]
+    head = lm_head_of(tiny_backend.model)
+    with torch.no_grad():
+        for a in answers:  # greedy: row i's next-token argmax is the token written at i
+            assert head(a.hidden).argmax(-1).tolist() == a.tokens
+
+
+def test_batched_answers_are_plain_greedy_decoding(tiny_backend):
+    """Left-padded prompts answered together write what each writes alone."""
+    prompts = ["def add(a, b):", "The quick brown fox jumps over", "El niño"]
+    settings = tr.TrainSettings(tokens=100, max_new=12, chat=False, prompt_batch=3)
+    together = tr.generate_answers(tiny_backend, prompts, settings)
+    for prompt, answer in zip(prompts, together):
+        plain = Session(tiny_backend, make_oracle("none"),
+                        RunSettings(prompt, chat=False, k=0, max_tokens=12))
+        plain.run_to_end()
+        assert answer.tokens == plain.context[len(plain.prompt_ids):]
+    alone = tr.generate_answers(tiny_backend, prompts, dataclasses.replace(settings,
+                                                                          prompt_batch=1))
+    for a, b in zip(together, alone):
+        assert a.tokens == b.tokens
+        assert torch.allclose(a.hidden, b.hidden, atol=1e-4)
+
+
+def test_backend_keeps_hidden_states_only_when_asked_and_drops_rolled_back_rows(tiny_backend):
+    ids = tiny_backend.tokenize("def add(a, b):")
+    tiny_backend.reset()
+    tiny_backend.forward(ids, "all")
+    assert tiny_backend.hidden_at(len(ids) - 1) is None  # off by default
+    tiny_backend.keep_hidden(True)
+    try:
+        tiny_backend.reset()
+        logits = tiny_backend.forward(ids, 3)  # rows for the last 3 positions only
+        head = lm_head_of(tiny_backend.model)
+        with torch.no_grad():
+            rows = torch.stack([tiny_backend.hidden_at(i) for i in range(len(ids) - 3, len(ids))])
+            assert torch.allclose(head(rows), torch.from_numpy(logits), atol=1e-5)
+        assert tiny_backend.hidden_at(len(ids) - 4) is None
+        tiny_backend.truncate(len(ids) - 1)
+        assert tiny_backend.hidden_at(len(ids) - 1) is None  # rolled back
+        assert tiny_backend.hidden_at(len(ids) - 2) is not None
+    finally:
+        tiny_backend.keep_hidden(False)
+        tiny_backend.reset()
+
+
+def overfit_heads(backend, prompt: str, n_heads: int = 3, steps: int = 60):
+    """Heads trained on the greedy answer to one prompt: they know it by heart."""
+    settings = tr.TrainSettings(n_heads=n_heads, tokens=40, max_new=40, chat=False,
+                                steps=steps, lr=5e-2, batch=40)
+    answer = tr.generate_answers(backend, [prompt], settings)[0]
+    return tr.train(backend, [answer, answer], settings)
+
+
+@pytest.fixture(scope="module")
+def learned(tiny_backend, tmp_path_factory):
+    """(training result, folder) of heads that know the PROMPT's answer, trained once."""
+    result = overfit_heads(tiny_backend, PROMPT)
+    return result, save_heads(result.heads, result.config, tmp_path_factory.mktemp("heads"))
+
+
+def test_training_learns_and_heads_load_back_identical(tiny_backend, learned):
+    result, folder = learned
+    assert np.mean(result.losses[-10:]) < 0.5 * np.mean(result.losses[:10])
+    assert result.config.accuracy["top1"][0] > 0.5  # the answer seen in training
+    loaded, config = load_heads(tiny_backend.model, tiny_backend.model_path, folder)
+    assert config == result.config
+    h = torch.randn(7, result.heads.hidden)
+    head = lm_head_of(tiny_backend.model)
+    with torch.no_grad():
+        assert torch.equal(loaded.logits(h, head), result.heads.logits(h, head))
+
+
+def test_loading_names_the_fix(tiny_backend, tmp_path):
+    with pytest.raises(SpecvizError, match="specviz train-heads --target"):
+        load_heads(tiny_backend.model, tiny_backend.model_path, tmp_path / "none")
+    result = overfit_heads(tiny_backend, "The quick", steps=2)
+    folder = save_heads(result.heads, result.config, tmp_path / "heads")
+    data = json.loads((folder / CONFIG_FILE).read_text())
+    data["target"]["fingerprint"] = "0" * 16
+    (folder / CONFIG_FILE).write_text(json.dumps(data))
+    with pytest.raises(SpecvizError, match="trained for .* not this model"):
+        load_heads(tiny_backend.model, tiny_backend.model_path, folder)
+
+
+def test_heads_live_beside_the_model(tmp_path):
+    gguf = tmp_path / "m.Q4.gguf"
+    assert heads_dir(gguf) == tmp_path / "m.Q4.medusa"
+    assert heads_dir(tmp_path) == tmp_path / "medusa"  # a model folder keeps them inside
+
+
+def test_corpus_reads_spec_bench_jsonl_and_text(tmp_path):
+    (tmp_path / "q.jsonl").write_text('{"turns": ["first", "second"]}\n\n{"prompt": "p"}\n')
+    (tmp_path / "a.txt").write_text("a text prompt\n")
+    assert tr.read_prompts([tmp_path]) == ["a text prompt", "first", "p"]
+    (tmp_path / "bad.jsonl").write_text('{"nothing": 1}\n')
+    with pytest.raises(SpecvizError, match="line 1"):
+        tr.read_prompts([tmp_path / "bad.jsonl"])
+
+
+# ---------------------------------------------------------------- the oracle
+
+
+def run(backend, oracle, k=3, n=40, **kw):
+    session = Session(backend, oracle, RunSettings(PROMPT, chat=False, k=k, max_tokens=n, **kw))
+    events = list(session)
+    return [e for e in events if isinstance(e, ev.StepEvent)], events[-1]
+
+
+@pytest.fixture
+def medusa(tiny_backend, learned):
+    """A medusa oracle on the tiny model with heads that know the PROMPT's answer."""
+    oracle = make_oracle("medusa", target=tiny_backend, heads=learned[1])
+    yield oracle
+    oracle.close()
+    assert tiny_backend.hidden_at(len(PROMPT)) is None  # plain runs pay nothing afterwards
+
+
+def test_medusa_is_lossless_and_accepts_what_it_learned(tiny_backend, medusa):
+    plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
+    steps, summary = run(tiny_backend, medusa)
+    assert compare(steps, plain_steps).identical
+    assert summary.text == plain.text
+    assert summary.totals.proposed > 0
+    assert summary.totals.mean_accepted_tokens > 1.5  # the heads learned this answer
+    assert {t.source for s in steps for t in s.proposed} == {"medusa"}
+    assert steps[1].proposed[0].detail == "head 1"
+
+
+def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_path):
+    result = overfit_heads(tiny_backend, "The quick", steps=1)
+    folder = save_heads(result.heads, result.config, tmp_path / "heads")
+    oracle = make_oracle("medusa", target=tiny_backend, heads=folder)
+    try:
+        plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
+        steps, _ = run(tiny_backend, oracle, k=8)
+        assert compare(steps, plain_steps).identical
+        assert max(len(s.proposed) for s in steps) == 3  # one token per head, at most
+    finally:
+        oracle.close()
+
+
+def test_sampled_medusa_gives_its_distributions(tiny_backend, medusa):
+    steps, _ = run(tiny_backend, medusa, params=SamplingParams(0.8, seed=2))
+    judged = [t for s in steps for t in s.proposed if t.reject_reason != ev.REJECT_AFTER]
+    assert judged and all(t.p_draft is not None and t.accept_prob is not None for t in judged)
+
+
+def test_medusa_tree_holds_the_linear_proposal(tiny_backend, medusa):
+    session = Session(tiny_backend, medusa, RunSettings(PROMPT, chat=False, k=3, max_tokens=4))
+    session.run_to_end()
+    tree = medusa.tree(session.context, top_k=3, budget=10)
+    chain = medusa.propose(session.context, 3).tokens
+    assert len(tree) == 10
+    assert chain in [tree.path(i) for i in range(len(tree))]
+
+
+def test_medusa_needs_the_transformers_backend(smol_llama):
+    with pytest.raises(SpecvizError, match="--backend transformers"):
+        make_oracle("medusa", target=smol_llama)
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_train_heads_then_run_from_the_command_line(capsys, tiny_model_dir, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"turns": [p]}) for p in
+                                ["def add(a, b):", "The quick brown fox", "for i in range(3):"]))
+    out = tmp_path / "heads"
+    assert main(["train-heads", "--target", str(tiny_model_dir), "--corpus", str(corpus),
+                 "--tokens", "60", "--max-new", "20", "--heads", "2", "--steps", "5",
+                 "--held-out", "0.34", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "top-1" in printed and f"saved to {out}" in printed
+    config = json.loads((out / CONFIG_FILE).read_text())
+    assert len(config["accuracy"]["top1"]) == 2 and config["training"]["steps"] == 5
+    assert main(["run", "--backend", "transformers", "--target", str(tiny_model_dir),
+                 "--oracle", "medusa", "--medusa-heads", str(out), "--prompt", "def add(",
+                 "--max-tokens", "12", "--baseline", "--json", "--no-chat"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["identical_to_baseline"] and result["oracle"] == "medusa"
+    assert main(["train-heads", "--target", str(tiny_model_dir), "--corpus", str(corpus),
+                 "--tokens", "60", "--max-new", "20", "--heads", "2", "--steps", "5",
+                 "--held-out", "0.34", "--out", str(out)]) == 0
+    assert "reusing the target's answers" in capsys.readouterr().err
+
+
+def test_train_heads_refuses_bad_input(capsys, tiny_model_dir, tmp_path):
+    assert main(["train-heads", "--target", str(tiny_model_dir), "--corpus",
+                 str(tmp_path / "missing.jsonl")]) == 2
+    assert "corpus not found" in capsys.readouterr().err
+    assert main(["train-heads", "--target", str(tiny_model_dir), "--heads", "0"]) == 2
+    assert "--heads must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_medusa_is_lossless_on_smollm2(smol_hf, tmp_path):
+    # Untrained heads (training is tested on the tiny model): this checks the hidden-state
+    # plumbing and rollback on a real model, where the heads still propose real tokens.
+    model = smol_hf.model
+    config = HeadsConfig(target_id(model, smol_hf.model_path), 3, model.config.hidden_size)
+    folder = save_heads(MedusaHeads(config.hidden_size, 3), config, tmp_path / "heads")
+    oracle = make_oracle("medusa", target=smol_hf, heads=folder)
+    try:
+        prompt = "def fib(n):\n    "
+        plain = Session(smol_hf, make_oracle("none"), RunSettings(prompt, k=0, max_tokens=24))
+        spec = Session(smol_hf, oracle, RunSettings(prompt, k=3, max_tokens=24))
+        plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
+        steps = [e for e in spec if isinstance(e, ev.StepEvent)]
+        assert spec.summary.totals.proposed > 0
+        assert compare(steps, plain_steps).identical
+    finally:
+        oracle.close()
+
+
+def test_answers_round_trip_through_the_disk_cache(tmp_path):
+    answers = [tr.Answer(torch.randn(3, 4), [1, 2, 3]), tr.Answer(torch.randn(2, 4), [7, 8])]
+    tr.save_answers(answers, tmp_path / "a.safetensors")
+    back = tr.load_answers(tmp_path / "a.safetensors")
+    assert [a.tokens for a in back] == [a.tokens for a in answers]
+    assert all(torch.equal(a.hidden, b.hidden) for a, b in zip(answers, back))
+
+
+def test_medusa_tree_verification_is_lossless_and_accepts_at_least_the_chain(tiny_backend,
+                                                                             medusa):
+    plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
+    chain_steps, chain = run(tiny_backend, medusa)
+    medusa.set_knob("budget", 12)
+    steps, summary = run(tiny_backend, medusa)
+    assert compare(steps, plain_steps).identical and summary.text == plain.text
+    assert all(s.tree is not None and len(s.tree) <= 12 for s in steps[1:])
+    assert {n.detail for s in steps[1:] for n in s.tree} <= {"head 1", "head 2", "head 3"}
+    # The tree holds the chain, so it accepts at least as much per step.
+    assert summary.totals.mean_accepted_tokens >= chain.totals.mean_accepted_tokens
+
+
+def test_sampled_medusa_tree_runs_and_keeps_hidden_rows_in_step(tiny_backend, medusa):
+    medusa.set_knob("budget", 8)
+    steps, summary = run(tiny_backend, medusa, params=SamplingParams(0.8, seed=3))
+    assert summary.totals.tokens == sum(len(s.emitted_ids) for s in steps)
+    assert any(s.tree for s in steps)
