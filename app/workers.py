@@ -8,6 +8,7 @@ them and draws at most ~60 times a second.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ class DeviceWorker:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        yield_to_gui()
         lanes = [_Lane(job) for job in self.jobs]
         try:
             while lanes:
@@ -82,6 +84,23 @@ class DeviceWorker:
     def _close(job: LaneJob) -> bool:
         job.close()
         return False
+
+
+ENGINE_NICENESS = 5  # CPU weight about a third of the GUI thread's, when they compete
+
+
+def yield_to_gui() -> None:
+    """Lower the calling engine thread's priority (Linux: niceness is per thread, and the
+    compute threads llama.cpp starts from it inherit it). On a machine with busy cores the
+    GUI thread then gets a core first when it wakes to draw; with idle cores nothing changes.
+    """
+    if sys.platform != "linux":
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + ENGINE_NICENESS)
+    except OSError:  # not allowed here: the engine keeps the GUI's priority
+        pass
 
 
 class WorkerPool(QObject):
