@@ -70,19 +70,19 @@ class DeviceWorker:
             event = next(lane.steps)  # the session ends with its summary, never StopIteration
         except SpecvizError as exc:
             self._pool.failed.emit(job.lane_id, str(exc))
-            return self._close(job)
+            return self._close(job, reusable=False)
         except Exception as exc:  # a bug: keep the traceback, keep the other lanes going
             traceback.print_exc(file=sys.stderr)
             self._pool.failed.emit(job.lane_id, f"internal error: {exc!r}")
-            return self._close(job)
+            return self._close(job, reusable=False)
         if job.writer:
             job.writer.write(event)
         self._pool.event.emit(job.lane_id, event)
         return isinstance(event, ev.StepEvent) or self._close(job)
 
     @staticmethod
-    def _close(job: LaneJob) -> bool:
-        job.close()
+    def _close(job: LaneJob, reusable: bool = True) -> bool:
+        job.close(reusable)  # its models go back to the pool for the next run
         return False
 
 

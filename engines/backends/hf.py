@@ -6,6 +6,7 @@ dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cro
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -144,6 +145,16 @@ class TransformersBackend(Backend):
         """Wait for queued GPU work, so timings measure compute and not just launches."""
         if self.device.startswith("cuda"):
             self._torch.cuda.synchronize()
+
+    def share(self) -> TransformersBackend:
+        """The same module and tokenizer (torch frees them with their last user), a new cache."""
+        if self._model is None:
+            raise BackendError("this backend is closed")
+        other = copy.copy(self)
+        Backend.__init__(other)  # an empty token list of its own
+        other._cache = None
+        other.last_hidden = None
+        return other
 
     def close(self) -> None:
         self._cache = None
