@@ -11,7 +11,7 @@ start generating until the run ends:
   for the GIL or a core (close to 0);
 - paint rate: an event filter counts paint events on the lanes' token views and the graphs;
 - memory: resident set size before the run, its peak while generating (sampled every 100 ms,
-  models loaded) and at the end (models freed), and the process's max RSS (getrusage).
+  models loaded) and at the end (the models stay loaded for the next run), and the process's max RSS (getrusage).
 
 Traces are recorded as in any run. Works with QT_QPA_PLATFORM=offscreen and under xvfb-run:
 

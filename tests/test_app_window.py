@@ -352,3 +352,17 @@ def test_no_display_is_one_clear_line(monkeypatch, capsys):
         monkeypatch.delenv(name, raising=False)
     assert main(["gui"]) == 2
     assert "no display" in capsys.readouterr().err
+
+
+def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
+    from specviz.app.runs import LaneConfig
+    from specviz.widgets.palette import DARK_CONTRAST
+
+    window.set_theme("dark")
+    window.add_lane(LaneConfig("none"))
+    window.set_presentation(True, fullscreen=False)
+    lane = next(iter(window.board.lanes.values()))
+    assert window.board.theme is DARK_CONTRAST and lane.view._theme is DARK_CONTRAST  # noqa: SLF001
+    assert window.graphs.race_plot.getPlotItem().legend.opts["labelTextSize"] == "16pt"
+    window.set_presentation(False)
+    assert window.board.theme.name == "dark" and window.settings.theme() == "dark"
