@@ -74,6 +74,11 @@ def make_app(offscreen_if_headless: bool = False):
             raise SpecvizError("no display to open the window on; run it in a desktop session "
                                "or under xvfb-run, or use `specviz shot` / `specviz run`")
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    # Qt's raster engine hands large fills (axes, curves) to a pool of threads and waits for
+    # them; with the cores busy generating, the GUI thread then sat waiting for a core for
+    # hundreds of milliseconds (py-spy: QLatch::waitInternal under AxisItem.paint). Serial
+    # fills cost less than the hand-off here. Must be set before the QApplication exists.
+    os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
     import qasync
     from PySide6.QtWidgets import QApplication
 

@@ -19,7 +19,8 @@ from ..engines import models
 from ..engines.errors import SpecvizError
 from .fetch import fetch
 from .lanes import LaneBoard
-from .runs import LaneJob, RunRequest, build_job
+from .model_pool import ModelPool
+from .runs import LaneConfig, LaneJob, RunRequest, build_job, model_keys
 from .workers import WorkerPool
 
 
@@ -38,6 +39,7 @@ class LiveRunner(QObject):
         self.pool.failed.connect(self._on_failed, Qt.ConnectionType.QueuedConnection)
         self.pool.allDone.connect(self._on_all_done)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specviz-load")
+        self.models = ModelPool()  # loaded models, shared by lanes and kept between runs
         self._stopping = False
         self._paused = False  # also holds a run that is still loading
         self._done: asyncio.Future | None = None
@@ -84,7 +86,9 @@ class LiveRunner(QObject):
         """Stop everything and wait for the engine threads, at most `timeout` seconds."""
         self.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        return self.pool.join(timeout)
+        done = self.pool.join(timeout)
+        self.models.close()  # models still lent to a running lane are freed on its return
+        return done
 
     # ------------------------------------------------------------ steps
 
@@ -110,6 +114,8 @@ class LiveRunner(QObject):
 
     async def _build(self, request: RunRequest, lanes: dict) -> list[LaneJob]:
         loop = asyncio.get_event_loop()
+        configs = [lane.config() for lane in lanes.values()]
+        await loop.run_in_executor(self._executor, self._keep_models, configs, request)
         jobs: list[LaneJob] = []
         for lane_id, lane in lanes.items():
             if self._stopping:
@@ -117,7 +123,7 @@ class LiveRunner(QObject):
             self.status.emit(f"loading {request.model.target} for {lane.oracle_name()}…", True)
             try:
                 job = await loop.run_in_executor(self._executor, build_job, lane_id,
-                                                 lane.config(), request)
+                                                 lane.config(), request, True, self.models)
             except SpecvizError as exc:
                 lane.show_message(str(exc))
                 continue
@@ -130,6 +136,10 @@ class LiveRunner(QObject):
             self.board.max_tokens[lane_id] = request.max_tokens
             jobs.append(job)
         return jobs
+
+    def _keep_models(self, configs: list[LaneConfig], request: RunRequest) -> None:
+        """Free the loaded models this run does not use (the settings changed)."""
+        self.models.keep_only(model_keys(configs, request))
 
     async def _run_jobs(self, jobs: list[LaneJob]) -> None:
         if self._stopping or not jobs:

@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.errors import SpecvizError
-from ..widgets.graphs import LaneGraphs
+from ..widgets.graphs import TEXT_PT, LaneGraphs
 from ..widgets.inspector import StepInspector
+from ..widgets.palette import DARK, THEMES, Theme, high_contrast
 from ..widgets.tree_view import TreeView
-from ..widgets.palette import DARK, THEMES, Theme
 from . import exports
 from .fetch import FetchDialog
 from .lane import LaneWidget, editor_range
@@ -41,6 +41,7 @@ from .theme import apply_theme
 
 CLOSE_TIMEOUT_S = 2.0
 PRESENTATION_FONT_PT = 20.0
+PRESENTATION_GRAPH_PT = 16
 NORMAL_FONT_PT = 11.0
 
 
@@ -307,12 +308,7 @@ class MainWindow(QMainWindow):
     def set_theme(self, name: str) -> None:
         self.theme = THEMES[name]
         self.settings.set_theme(name)
-        self.board.set_theme(self.theme)
-        self.inspector.set_theme(self.theme)
-        self.tree_view.set_theme(self.theme)
-        apply_theme(self.theme)
-        for lane in self.board.lanes.values():
-            self._style_lane(lane)
+        self._show_theme()
         for action in self.theme_actions.actions():
             action.setChecked(action.text().lower().startswith(name))
 
@@ -324,14 +320,24 @@ class MainWindow(QMainWindow):
             widget.setVisible(not on)
         for name, plot in self.graphs.plots.items():
             plot.setVisible(not on or name == "race")
-        for lane in self.board.lanes.values():
-            self._style_lane(lane)
+        self._show_theme()
         if on and fullscreen:
             self.showFullScreen()
         elif not on and self.isFullScreen():
             self.showNormal()
         if not on:
             self._set_mode()
+
+    def _show_theme(self) -> None:
+        """The chosen theme, or its high-contrast variant while presenting (not saved)."""
+        shown = high_contrast(self.theme) if self.presenting else self.theme
+        self.graphs.set_text_size(PRESENTATION_GRAPH_PT if self.presenting else TEXT_PT)
+        self.board.set_theme(shown)
+        self.inspector.set_theme(shown)
+        self.tree_view.set_theme(shown)
+        apply_theme(shown)
+        for lane in self.board.lanes.values():
+            self._style_lane(lane)
 
     @property
     def presenting(self) -> bool:

@@ -1,7 +1,8 @@
 """What a run in the window is made of, without Qt: lane choices in, ready sessions out.
 
 Each lane gets its own target backend: sessions own their backend's KV cache, so two lanes
-stepping in turn on one backend would overwrite each other's cache.
+stepping in turn on one backend would overwrite each other's cache. The backends come from
+a ModelPool, so lanes on one model share its weights and runs reuse loaded models.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from types import SimpleNamespace
 
 import platformdirs
 
-from ..engines.backends import load_backend
 from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
 from ..engines.oracles import make_oracle
@@ -23,6 +23,7 @@ from ..engines.sampling import SamplingParams
 from ..engines.session import K_MAX, RunSettings, Session
 from ..engines.trace import TraceWriter
 from . import cmd_run
+from .model_pool import ModelKey, ModelPool
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,27 @@ class LaneJob:
     writer: TraceWriter | None = None
     trace_path: Path | None = None
     backends: list[Backend] = field(default_factory=list)
+    pool: ModelPool | None = None  # where the backends go back to; None: closed
 
     @property
     def device(self) -> str:
         return self.session.target.device
 
-    def close(self) -> None:
-        """Free the models and finish the trace; on the worker thread, after the last step."""
+    def close(self, reusable: bool = True) -> None:
+        """Hand the models back and finish the trace; on the worker thread, after the last
+        step. `reusable=False` (the lane failed) frees them instead."""
         if self.writer:
             self.writer.close()
-        for backend in self.backends:
+        _give_back(self.backends, self.pool, reusable)
+        self.backends = []
+
+
+def _give_back(backends: list[Backend], pool: ModelPool | None, reusable: bool) -> None:
+    for backend in backends:
+        if pool is None:
             backend.close()
+        else:
+            pool.release(backend, reusable)
 
 
 def traces_dir() -> Path:
@@ -98,34 +109,55 @@ def resolve_model(name_or_path: str) -> Path:
     return resolve(name_or_path)
 
 
-def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool = True) -> LaneJob:
-    """Load the lane's models and build its session (slow: call it off the GUI thread)."""
-    model = request.model
+def build_job(lane_id: str, lane: LaneConfig, request: RunRequest, record: bool = True,
+              pool: ModelPool | None = None) -> LaneJob:
+    """Load (or take from `pool`) the lane's models and build its session (slow: call it off
+    the GUI thread). Without a pool the lane loads models of its own."""
+    pool = pool or ModelPool()
     backends: list[Backend] = []
     try:
-        target = load_backend(model.backend, resolve_model(model.target), device=model.device,
-                              threads=model.threads or gui_threads())
+        target = _acquire(pool, request.model, request.model.target)
         backends.append(target)
-        draft = _load_draft(lane, model) if lane.oracle in DRAFT_ORACLES else None
+        draft = _load_draft(pool, lane, request.model) if lane.oracle in DRAFT_ORACLES else None
         if draft:
             backends.append(draft)
         oracle = make_oracle(lane.oracle, target=target, draft=draft, exit_layer=lane.exit_layer)
-        policy = _k_policy(lane, model, oracle, target, draft)
+        policy = _k_policy(lane, request.model, oracle, target, draft)
         session = Session(target, oracle, _settings(lane, request), k_policy=policy)
         path = new_trace_path(lane.oracle, lane_id) if record else None
         writer = TraceWriter(path, trace_header(lane, request, session)) if path else None
     except BaseException:
-        for backend in backends:
-            backend.close()
+        _give_back(backends, pool, reusable=True)
         raise
-    return LaneJob(lane_id, session, writer, path, backends)
+    return LaneJob(lane_id, session, writer, path, backends, pool)
 
 
-def _load_draft(lane: LaneConfig, model: ModelChoice) -> Backend:
+def model_keys(lanes: list[LaneConfig], request: RunRequest) -> list[ModelKey]:
+    """The models a run with these lanes uses (a model that does not resolve is left out)."""
+    names = [request.model.target, *(lane.draft for lane in lanes
+                                     if lane.oracle in DRAFT_ORACLES and lane.draft)]
+    keys = []
+    for name in names:
+        try:
+            keys.append(_key(request.model, resolve_model(name)))
+        except SpecvizError:
+            continue
+    return keys
+
+
+def _acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
+    key = _key(model, resolve_model(name))
+    return pool.acquire(key.backend, Path(key.path), key.device, key.threads)
+
+
+def _key(model: ModelChoice, path: Path) -> ModelKey:
+    return ModelKey(model.backend, str(path), model.device, model.threads or gui_threads())
+
+
+def _load_draft(pool: ModelPool, lane: LaneConfig, model: ModelChoice) -> Backend:
     if not lane.draft:
         raise SpecvizError(f"the {lane.oracle} oracle needs a draft model: pick one in the lane")
-    return load_backend(model.backend, resolve_model(lane.draft), device=model.device,
-                        threads=model.threads or gui_threads())
+    return _acquire(pool, model, lane.draft)
 
 
 def _k_policy(lane: LaneConfig, model: ModelChoice, oracle, target: Backend,

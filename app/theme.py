@@ -13,7 +13,8 @@ def apply_theme(theme: Theme) -> None:
     app = QApplication.instance()
     if app is None:
         return
-    app.setStyle("Fusion")
+    if app.style().name().lower() != "fusion":  # a new style object per call otherwise
+        app.setStyle("Fusion")
     bg, fg, shade = QColor(theme.background), QColor(theme.foreground), QColor(theme.shade)
     palette = QPalette()
     role = QPalette.ColorRole

@@ -8,6 +8,7 @@ them and draws at most ~60 times a second.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ class DeviceWorker:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        yield_to_gui()
         lanes = [_Lane(job) for job in self.jobs]
         try:
             while lanes:
@@ -68,20 +70,37 @@ class DeviceWorker:
             event = next(lane.steps)  # the session ends with its summary, never StopIteration
         except SpecvizError as exc:
             self._pool.failed.emit(job.lane_id, str(exc))
-            return self._close(job)
+            return self._close(job, reusable=False)
         except Exception as exc:  # a bug: keep the traceback, keep the other lanes going
             traceback.print_exc(file=sys.stderr)
             self._pool.failed.emit(job.lane_id, f"internal error: {exc!r}")
-            return self._close(job)
+            return self._close(job, reusable=False)
         if job.writer:
             job.writer.write(event)
         self._pool.event.emit(job.lane_id, event)
         return isinstance(event, ev.StepEvent) or self._close(job)
 
     @staticmethod
-    def _close(job: LaneJob) -> bool:
-        job.close()
+    def _close(job: LaneJob, reusable: bool = True) -> bool:
+        job.close(reusable)  # its models go back to the pool for the next run
         return False
+
+
+ENGINE_NICENESS = 5  # CPU weight about a third of the GUI thread's, when they compete
+
+
+def yield_to_gui() -> None:
+    """Lower the calling engine thread's priority (Linux: niceness is per thread, and the
+    compute threads llama.cpp starts from it inherit it). On a machine with busy cores the
+    GUI thread then gets a core first when it wakes to draw; with idle cores nothing changes.
+    """
+    if sys.platform != "linux":
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + ENGINE_NICENESS)
+    except OSError:  # not allowed here: the engine keeps the GUI's priority
+        pass
 
 
 class WorkerPool(QObject):

@@ -11,7 +11,12 @@ start generating until the run ends:
   for the GIL or a core (close to 0);
 - paint rate: an event filter counts paint events on the lanes' token views and the graphs;
 - memory: resident set size before the run, its peak while generating (sampled every 100 ms,
-  models loaded) and at the end (models freed), and the process's max RSS (getrusage).
+  models loaded) and at the end (the models stay loaded for the next run), and the process's max RSS (getrusage).
+
+With --headless, the same lanes then run again in the same process without the window
+(built the same way, stepped in turn as the device worker steps them) and each lane's tokens/s
+in the window is printed beside its headless figure: on a loaded machine only that ratio, taken
+in one run, compares.
 
 Traces are recorded as in any run. Works with QT_QPA_PLATFORM=offscreen and under xvfb-run:
 
@@ -162,7 +167,8 @@ class Probe(QObject):
                            "rss_end": _round(rss_mib()),
                            "max_rss": _round(max_rss_mib())},
             "lanes": [{"lane": lane_id, "oracle": lane.oracle_name(),
-                       "tokens": lane.view.token_count, "message": lane.message.text()}
+                       "tokens": lane.view.token_count, "message": lane.message.text(),
+                       "tok_per_s": round(self.window.graphs.figures(lane_id)["tok_per_s"], 2)}
                       for lane_id, lane in self.window.board.lanes.items()],
         }
 
@@ -193,6 +199,35 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
     return status, result
 
 
+def headless(args: argparse.Namespace) -> dict[str, float]:
+    """Each lane's tokens/s with no window: the window's lanes, stepped in turn, no Qt."""
+    from specviz.app.cmd_run import read_prompt
+    from specviz.app.runs import LaneConfig, ModelChoice, RunRequest, build_job
+    from specviz.engines import events as ev
+    from specviz.engines.session import warm_up
+
+    prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
+    request = RunRequest(prompt, ModelChoice(args.target, args.backend, args.device,
+                                             args.threads), args.max_tokens, args.temperature)
+    oracles = [name.strip() for name in args.oracles.split(",") if name.strip()]
+    jobs = [build_job(f"{i}", LaneConfig(o, args.k, args.draft), request, record=False)
+            for i, o in enumerate(oracles)]
+
+    def steps(job):
+        warm_up(job.session.target, job.session.prompt_ids)
+        yield from job.session
+
+    runs, rates = {i: steps(job) for i, job in enumerate(jobs)}, {}
+    while runs:
+        for i in list(runs):
+            event = next(runs[i])
+            if isinstance(event, ev.SummaryEvent):
+                rates[f"{i}:{oracles[i]}"] = round(event.tok_per_s, 2)
+                jobs[i].close()
+                del runs[i]
+    return dict(sorted(rates.items(), key=lambda item: int(item[0].split(":")[0])))
+
+
 def print_report(args: argparse.Namespace, result: dict) -> None:
     beat, mem = result["heartbeat"], result["memory_mib"]
     print(f"target {args.target}, draft {args.draft}, lanes {args.oracles}, K={args.k}, "
@@ -207,8 +242,13 @@ def print_report(args: argparse.Namespace, result: dict) -> None:
               f"= {paints['per_s']:.1f}/s")
     print(f"memory (MiB): RSS before run {mem['rss_before_run']}, peak while generating "
           f"{mem['rss_peak_generating']}, at end {mem['rss_end']}; max RSS {mem['max_rss']}")
-    for lane in result["lanes"]:
-        print(f"{lane['lane']} {lane['oracle']}: {lane['tokens']} tokens ({lane['message']})")
+    alone = list(result.get("headless", {}).values())
+    for i, lane in enumerate(result["lanes"]):
+        line = (f"{lane['lane']} {lane['oracle']}: {lane['tokens']} tokens, "
+                f"{lane['tok_per_s']:.1f} tok/s in the window")
+        if i < len(alone) and alone[i]:
+            line += f", {alone[i]:.1f} headless (ratio {lane['tok_per_s'] / alone[i]:.2f})"
+        print(f"{line} ({lane['message']})")
     verdict = "PASS" if beat["max_stall_ms"] <= STALL_LIMIT_MS else "FAIL"
     print(f"{verdict}: goal is no stall over {STALL_LIMIT_MS:.0f} ms")
 
@@ -226,6 +266,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     p.add_argument("--size", type=int, nargs=2, default=(1600, 1000), metavar=("W", "H"))
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    p.add_argument("--headless", action="store_true",
+                   help="then run the same lanes without the window and compare tokens/s")
     args = p.parse_args()
     args.temperature = 0.0  # what shot's run reads
     return args
@@ -234,6 +276,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     status, result = measure(args)
+    if args.headless:
+        result["headless"] = headless(args)
     print_report(args, result)
     if args.json:
         config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()

@@ -75,6 +75,19 @@ def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_d
     assert window.run_action.isEnabled() and not engine_threads()
 
 
+def test_lanes_share_one_model_and_the_next_run_loads_nothing(window, app_env, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 30)
+    run_to_end(window, app_env)
+    first = lane_texts(window)
+    models = window.runner.models
+    assert models.loads == 1 and models.idle_count == 2  # one copy, two caches, kept
+    run_to_end(window, app_env)
+    assert lane_texts(window) == first and models.loads == 1
+    window.prompt.set_model_choice(ModelChoice(str(tiny_model_dir), "transformers", None))
+    run_to_end(window, app_env)  # other settings: the kept models go, one copy is loaded
+    assert lane_texts(window) == first and models.loads == 2 and models.idle_count == 2
+
+
 def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot,
                                                            tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneConfig("prompt-lookup", 4)], 60)

@@ -361,3 +361,17 @@ def test_lane_knobs_are_remembered(app_env):
     lanes = [LaneConfig("early-exit", 3, exit_layer=5), LaneConfig("cross-draft", 2, "d.gguf")]
     AppSettings().set_lanes(lanes)
     assert AppSettings().lanes() == lanes
+
+
+def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
+    from specviz.app.runs import LaneConfig
+    from specviz.widgets.palette import DARK_CONTRAST
+
+    window.set_theme("dark")
+    window.add_lane(LaneConfig("none"))
+    window.set_presentation(True, fullscreen=False)
+    lane = next(iter(window.board.lanes.values()))
+    assert window.board.theme is DARK_CONTRAST and lane.view._theme is DARK_CONTRAST  # noqa: SLF001
+    assert window.graphs.race_plot.getPlotItem().legend.opts["labelTextSize"] == "16pt"
+    window.set_presentation(False)
+    assert window.board.theme.name == "dark" and window.settings.theme() == "dark"

@@ -275,3 +275,25 @@ def test_cost_curve_shows_each_lane_where_it_runs(graphs):
     assert ys[4] == pytest.approx((1 - alpha**5) / (1 - alpha) / 3.7)
     graphs.remove_lane("spec")
     assert "spec" not in graphs.cost_curve._items
+
+
+def test_legends_name_every_lane_in_two_rows_at_most(graphs):
+    for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
+        graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
+        for name, plot in graphs.plots.items():
+            legend = plot.getPlotItem().legend
+            labels = [label.text for _sample, label in legend.items]
+            assert len(labels) == i + 1, name  # a third lane's entry once fell out of view
+            assert legend.columnCount == (1 if i < 2 else 2)
+    graphs.remove_lane("lane3")
+    graphs.remove_lane("lane2")
+    assert graphs.race_plot.getPlotItem().legend.columnCount == 1
+
+
+def test_text_size_reaches_titles_axes_and_legends(graphs):
+    graphs.add_lane("a", "none", DARK.lanes[0])
+    graphs.set_text_size(16)
+    item = graphs.race_plot.getPlotItem()
+    assert item.titleLabel.opts["size"] == "18pt"
+    assert item.getAxis("bottom").style["tickFont"].pointSize() == 16
+    assert item.legend.opts["labelTextSize"] == "16pt"

@@ -25,7 +25,7 @@ from specviz.engines.events import (
     Timing,
     Totals,
 )
-from specviz.widgets.palette import DARK, KINDS, LIGHT, THEMES
+from specviz.widgets.palette import DARK, HIGH_CONTRAST, KINDS, LIGHT, THEMES, high_contrast
 from specviz.widgets.token_view import Legend, TokenView
 
 pytestmark = pytest.mark.gui
@@ -279,3 +279,15 @@ def test_token_colours_are_readable_on_both_step_shades(name):
         for background in (theme.background, theme.shade):
             assert _contrast(theme.kind_colour(kind), background) >= needed, (kind, background)
     assert len(set(theme.lanes)) == 4
+
+
+@pytest.mark.parametrize("name", sorted(HIGH_CONTRAST))
+def test_high_contrast_themes_reach_seven_to_one(name):
+    theme = HIGH_CONTRAST[name]
+    assert high_contrast(THEMES[name]) is theme and high_contrast(theme) is theme
+    for kind in KINDS:
+        needed = 5.0 if kind == "rejected" else 7.0  # WCAG AAA for text
+        for background in (theme.background, theme.shade):
+            assert _contrast(theme.kind_colour(kind), background) >= needed, (kind, background)
+    assert _contrast(theme.foreground, theme.background) >= 15
+    assert all(_contrast(c, theme.background) >= 7.0 for c in theme.lanes)

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from ..engines.events import StepEvent, Totals
 from .palette import DARK, Theme
 
 WINDOW = 16  # steps in the rolling acceptance rate
+LEGEND_ROWS = 2
+TEXT_PT = 9  # graph text size outside presentation mode
 
 # Columns of a lane's per-step buffer.
 STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
@@ -82,6 +84,7 @@ class LaneGraphs(QWidget):
         self._baseline: str | None = None
         self._dirty: set[str] = set()
         self._barred: tuple[str, ...] = ()  # lanes with histogram bars, in slot order
+        self._text_pt = TEXT_PT
         self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
         self.histogram_plot = _plot("Accepted tokens per step", "accepted tokens",
@@ -133,6 +136,7 @@ class LaneGraphs(QWidget):
         lane = _Lane(label, colour)
         self._lanes[lane_id] = lane
         self._make_items(lane_id, lane)
+        self._arrange_legends()
         self._dirty.add(lane_id)
 
     def remove_lane(self, lane_id: str) -> None:
@@ -140,6 +144,7 @@ class LaneGraphs(QWidget):
         for plot, item in self._placed(lane):
             plot.removeItem(item)
         self.cost_curve.remove_lane(lane_id)
+        self._arrange_legends()
         self._dirty.update(self._lanes)  # bar slots may shift
         if lane_id == self._baseline:
             self.set_baseline(None)
@@ -297,6 +302,12 @@ class LaneGraphs(QWidget):
             plot.addItem(item)
         self.histogram_plot.getPlotItem().legend.addItem(lane.items["bars"], lane.label)
 
+    def _arrange_legends(self) -> None:
+        """Two rows at most: in a short plot a third row fell outside it, hiding a lane."""
+        columns = 1 if len(self._lanes) <= LEGEND_ROWS else -(-len(self._lanes) // LEGEND_ROWS)
+        for plot in self.plots.values():
+            plot.getPlotItem().legend.setColumnCount(columns)
+
     def _style_items(self, lane_id: str, lane: _Lane) -> None:
         items, colour = lane.items, lane.colour
         solid = pg.mkPen(colour, width=2)
@@ -315,13 +326,19 @@ class LaneGraphs(QWidget):
 
     # ------------------------------------------------------------ theme
 
+    def set_text_size(self, points: int) -> None:
+        """Text size of titles, axes and legends (larger for presentation)."""
+        self._text_pt = points
+        self.set_theme(self._theme)
+
     def set_theme(self, theme: Theme) -> None:
+        self._theme = theme
         palette = self.palette()
         palette.setColor(QPalette.ColorRole.Window, QColor(theme.background))
         self.setPalette(palette)
         self.setAutoFillBackground(True)  # the gaps between plots match them
         for plot in self.plots.values():
-            _theme_plot(plot, theme)
+            _theme_plot(plot, theme, self._text_pt)
         self._unit_line.setPen(pg.mkPen(theme.grid, style=Qt.PenStyle.DashLine))
 
 
@@ -399,16 +416,20 @@ def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
     return plot
 
 
-def _theme_plot(plot: pg.PlotWidget, theme: Theme) -> None:
+def _theme_plot(plot: pg.PlotWidget, theme: Theme, points: int) -> None:
     item = plot.getPlotItem()
     plot.setBackground(theme.background)
-    item.setTitle(item.titleLabel.text, color=theme.foreground)
+    item.setTitle(item.titleLabel.text, color=theme.foreground, size=f"{points + 2}pt")
+    font = QFont()
+    font.setPointSize(points)
     for name in ("left", "bottom"):
         axis = item.getAxis(name)
         axis.setPen(theme.grid)
         axis.setTextPen(theme.foreground)
-        axis.setLabel(axis.labelText, color=theme.foreground)
+        axis.setTickFont(font)
+        axis.setLabel(axis.labelText, color=theme.foreground, **{"font-size": f"{points}pt"})
     item.legend.setLabelTextColor(theme.foreground)
+    item.legend.setLabelTextSize(f"{points}pt")
     item.legend.setBrush(pg.mkBrush(theme.background + "c0"))
 
 

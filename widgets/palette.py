@@ -93,3 +93,42 @@ LIGHT = Theme(
 )
 
 THEMES: dict[str, Theme] = {"dark": DARK, "light": LIGHT}
+
+# For a projector: pure black or white behind the text, and every colour at 7:1 or more
+# against both step shades (rejected tokens, still struck through, at 5:1).
+DARK_CONTRAST = Theme(
+    name="dark-contrast",
+    background="#000000",
+    foreground="#ffffff",
+    shade="#1c1f26",
+    grid="#c9ced6",
+    draft="#7fd0ff",
+    prompt="#ffb627",
+    ngram="#3ee6b0",
+    other="#ffa3dc",
+    target="#ffffff",
+    rejected="#d9968a",
+    lanes=("#ffb627", "#7fd0ff", "#3ee6b0", "#ffa3dc"),
+)
+
+LIGHT_CONTRAST = Theme(
+    name="light-contrast",
+    background="#ffffff",
+    foreground="#000000",
+    shade="#e8e8e8",
+    grid="#333333",
+    draft="#004b7a",
+    prompt="#6e3c00",
+    ngram="#00563f",
+    other="#7f1a57",
+    target="#000000",
+    rejected="#8a4f44",
+    lanes=("#004b7a", "#8f3700", "#005c44", "#8f2466"),
+)
+
+HIGH_CONTRAST: dict[str, Theme] = {"dark": DARK_CONTRAST, "light": LIGHT_CONTRAST}
+
+
+def high_contrast(theme: Theme) -> Theme:
+    """The presentation-mode variant of a theme (itself if it is one already)."""
+    return HIGH_CONTRAST.get(theme.name, theme)

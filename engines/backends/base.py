@@ -234,6 +234,14 @@ class Backend(ABC):
     @abstractmethod
     def _truncate(self, n: int) -> None: ...
 
+    def share(self) -> Backend:
+        """Another backend on the same loaded weights, with an empty cache of its own.
+
+        Lanes that run one model then hold one copy of its weights. Each backend is still
+        driven by one thread at a time; the weights are freed when the last one is closed.
+        """
+        raise NotImplementedError(f"the {self.name} backend cannot share its weights")
+
     def close(self) -> None:
         """Free the model (idempotent)."""
 

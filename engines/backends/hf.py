@@ -6,6 +6,7 @@ dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cro
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
@@ -250,6 +251,16 @@ class TransformersBackend(Backend):
         """Wait for queued GPU work, so timings measure compute and not just launches."""
         if self.device.startswith("cuda"):
             self._torch.cuda.synchronize()
+
+    def share(self) -> TransformersBackend:
+        """The same module and tokenizer (torch frees them with their last user), a new cache."""
+        if self._model is None:
+            raise BackendError("this backend is closed")
+        other = copy.copy(self)
+        Backend.__init__(other)  # an empty token list of its own
+        other._cache = None
+        other._hidden = _HiddenRows()  # hidden states are kept per backend, on request
+        return other
 
     def close(self) -> None:
         self._hidden.enable(None, False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,37 @@ def default_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+class _Weights:
+    """One loaded llama_model, freed when the last backend using it lets go.
+
+    Each backend on it has a context (KV cache, compute buffers) of its own; the weights,
+    the bulk of the memory, are read-only during decoding and so shared safely.
+    """
+
+    def __init__(self, lib, path: Path, device: str, gpu_layers: int) -> None:
+        self._lib = lib
+        self.device = device
+        self.model = _load_model(lib, path, gpu_layers)
+        self._users = 1
+        self._lock = threading.Lock()
+
+    def acquire(self) -> _Weights:
+        with self._lock:
+            if self.model is None:
+                raise BackendError("the model was freed already")
+            self._users += 1
+        return self
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            model, last = self.model, self._users == 0
+            if last:
+                self.model = None
+        if last and model:
+            self._lib.llama_model_free(model)
+
+
 class LlamaBackend(Backend):
     name = "llama"
 
@@ -61,21 +93,31 @@ class LlamaBackend(Backend):
         n_batch: int = 512,
         device: str | None = None,
         n_gpu_layers: int | None = None,
+        *,
+        weights: _Weights | None = None,  # another backend's, from share()
     ) -> None:
         super().__init__()
         lib = self._lib = _llama()
         path = Path(model_path)
-        if not path.is_file():
-            raise BackendError(f"model file not found: {path}")
         self.model_path = str(path)
-        self.device, gpu_layers = _pick_device(lib, device, n_gpu_layers)
+        if weights is None:
+            if not path.is_file():
+                raise BackendError(f"model file not found: {path}")
+            weights = _Weights(lib, path, *_pick_device(lib, device, n_gpu_layers))
+        self._weights = weights
+        self._model = weights.model
+        self.device = weights.device
         self.threads = threads or default_threads()
-        self._model = _load_model(lib, path, gpu_layers)
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self._n_batch = n_batch
         self._n_seq = 1  # sequence ids the context has room for: 1 until a tree needs more
-        self._ctx = self._new_context(n_ctx)
+        self._n_ctx_asked = n_ctx
+        try:
+            self._ctx = self._new_context(n_ctx)
+        except BaseException:
+            self._release_weights()
+            raise
         self._mem = lib.llama_get_memory(self._ctx)
         self._batch = lib.llama_batch_init(n_batch, 0, 1)
         self._query: list[int] = []  # last masked batch: the seq id each node attends as
@@ -84,6 +126,13 @@ class LlamaBackend(Backend):
         self._pieces: dict[int, bytes] = {}
         self._eos = frozenset(t for t in range(self._n_vocab)
                               if lib.llama_vocab_is_eog(self._vocab, t))
+
+    def share(self) -> LlamaBackend:
+        """Another backend on this one's loaded weights, with a context (cache) of its own."""
+        if self._model is None:
+            raise BackendError("this backend is closed")
+        return LlamaBackend(self.model_path, self._n_ctx_asked, self.threads, self._n_batch,
+                            weights=self._weights.acquire())
 
     def _new_context(self, n_ctx: int):
         lib = self._lib
@@ -272,9 +321,12 @@ class LlamaBackend(Backend):
         if getattr(self, "_ctx", None):
             lib.llama_free(self._ctx)
             self._ctx = None
+        self._release_weights()
+
+    def _release_weights(self) -> None:
         if getattr(self, "_model", None):
-            lib.llama_model_free(self._model)
             self._model = None
+            self._weights.release()
 
     def __del__(self) -> None:
         try:

@@ -1,0 +1,108 @@
+"""Backends that share loaded weights, and the pool that keeps them between runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.app.model_pool import ModelPool
+from specviz.engines import events as ev
+from specviz.engines.backends import load_backend
+from specviz.engines.oracles.none import NoOracle
+from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
+from specviz.engines.session import RunSettings, Session
+
+PROMPTS = ("def add(a, b):\n    return a + b\n\ndef add(a, b):", "The quick brown fox")
+
+
+def _session(backend, prompt: str, oracle=None, k: int = 0) -> Session:
+    return Session(backend, oracle or NoOracle(),
+                   RunSettings(prompt, chat=False, k=k, max_tokens=20))
+
+
+def _interleaved(sessions: list[Session]) -> list[list[int]]:
+    """Step the sessions in turn, as the lanes of one device worker do; their tokens."""
+    tokens: list[list[int]] = [[] for _ in sessions]
+    runs = [iter(s) for s in sessions]
+    live = list(range(len(runs)))
+    while live:
+        still = []
+        for i in live:
+            event = next(runs[i])
+            if isinstance(event, ev.StepEvent):
+                tokens[i] += event.emitted_ids
+                still.append(i)
+        live = still
+    return tokens
+
+
+def _alone(backend, prompt: str, oracle=None, k: int = 0) -> list[int]:
+    session = _session(backend, prompt, oracle, k)
+    return [t for e in session if isinstance(e, ev.StepEvent) for t in e.emitted_ids]
+
+
+def check_sharing(backend) -> None:
+    """Interleaved lanes on shared weights give each lane the tokens it gets alone."""
+    alone = [_alone(backend, PROMPTS[0], PromptLookupOracle(), 4), _alone(backend, PROMPTS[1])]
+    first, second = backend.share(), backend.share()
+    try:
+        together = _interleaved([_session(first, PROMPTS[0], PromptLookupOracle(), 4),
+                                 _session(second, PROMPTS[1])])
+    finally:
+        first.close()
+    assert together == alone
+    # Closing one sharer leaves the weights to the others.
+    assert _alone(second, PROMPTS[1]) == alone[1]
+    second.close()
+
+
+def test_tiny_shared_backends_keep_their_own_caches(tiny_backend):
+    check_sharing(tiny_backend)
+
+
+@pytest.mark.model
+def test_smollm2_llama_shared_backends_keep_their_own_caches(smol_llama):
+    check_sharing(smol_llama)
+
+
+@pytest.mark.model
+def test_llama_weights_outlive_the_backend_that_loaded_them(smollm2_path):
+    owner = load_backend("llama", smollm2_path, n_ctx=512, threads=1)
+    expected = _alone(owner, PROMPTS[1])
+    sharer = owner.share()
+    owner.close()
+    assert _alone(sharer, PROMPTS[1]) == expected
+    sharer.close()
+
+
+def test_pool_shares_weights_between_lanes_and_reuses_them_between_runs(tiny_model_dir):
+    pool = ModelPool()
+    args = ("transformers", tiny_model_dir, "cpu", 1)
+    a, b = pool.acquire(*args), pool.acquire(*args)
+    assert a is not b and a.model is b.model  # two caches, one copy of the weights
+    assert pool.loads == 1
+    pool.release(a)
+    pool.release(b)
+    again = {id(pool.acquire(*args)), id(pool.acquire(*args))}
+    assert again == {id(a), id(b)} and pool.loads == 1  # the next run loads nothing
+    pool.close()
+
+
+def test_pool_frees_what_the_next_run_does_not_use(tiny_model_dir):
+    pool = ModelPool()
+    backend = pool.acquire("transformers", tiny_model_dir, "cpu", 1)
+    pool.release(backend)
+    assert pool.idle_count == 1
+    pool.keep_only([])  # other settings: the model goes
+    assert pool.idle_count == 0 and backend.model is None
+
+
+def test_pool_closes_a_failed_lanes_backend(tiny_model_dir):
+    pool = ModelPool()
+    backend = pool.acquire("transformers", tiny_model_dir, "cpu", 1)
+    pool.release(backend, reusable=False)  # its cache may be half-written
+    assert pool.idle_count == 0 and backend.model is None
+    fresh = pool.acquire("transformers", tiny_model_dir, "cpu", 1)
+    assert fresh is not backend and pool.loads == 2
+    pool.close()
+    pool.release(fresh)  # lent out when the pool closed: freed on its return
+    assert fresh.model is None
