@@ -281,6 +281,8 @@ def test_legends_name_every_lane_in_two_rows_at_most(graphs):
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
         graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
         for name, plot in graphs.plots.items():
+            if name == "cost":
+                continue  # a lane joins the cost curve once it has figures
             legend = plot.getPlotItem().legend
             labels = [label.text for _sample, label in legend.items]
             assert len(labels) == i + 1, name  # a third lane's entry once fell out of view

@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ..engines.cost import theoretical_speedup
-from .graphs import _plot, _theme_plot
+from .graphs import TEXT_PT, _plot, _theme_plot
 from .palette import DARK, Theme
 
 K_LIMIT = 32
@@ -83,8 +83,8 @@ class CostCurve(QWidget):
     def dot_data(self, lane_id: str) -> tuple[np.ndarray, np.ndarray]:
         return self._items[lane_id][1].getData()
 
-    def set_theme(self, theme: Theme) -> None:
-        _theme_plot(self.plot, theme)
+    def set_theme(self, theme: Theme, points: int = TEXT_PT) -> None:
+        _theme_plot(self.plot, theme, points)
 
     def _draw(self, lane_id: str) -> None:
         lane, (curve, dot) = self._lanes[lane_id], self._items[lane_id]
