@@ -41,6 +41,7 @@ class LaneBoard(QWidget):
     kChanged = Signal(str, int)  # noqa: N815 - lane id, K
     knobChanged = Signal(str, str, int)  # noqa: N815 - lane id, oracle setting, value
     changed = Signal()  # lanes added, removed or reconfigured
+    refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
 
     def __init__(self, graphs: LaneGraphs, theme: Theme, recent_models: list[str],
                  parent: QWidget | None = None) -> None:
@@ -172,6 +173,7 @@ class LaneBoard(QWidget):
         self._show_figures()
         self._graphs_at = time.monotonic()
         self._graphs_stale = False
+        self.refreshed.emit()
 
     def _append(self, lane: LaneWidget, event: ev.Event) -> None:
         if isinstance(event, ev.StepEvent):

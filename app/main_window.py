@@ -57,6 +57,7 @@ class MainWindow(QMainWindow):
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(self.theme)
         self.tree_view = TreeView(self.theme)
+        self._tree_pinned = False  # a clicked step stays in the Tree dock; else it follows
         self.runner = LiveRunner(self.board, self, interactive)
         self.player: ReplayPlayer | None = None
         self.replaying = False  # lanes show traces, not the person's set-up
@@ -175,6 +176,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         self.board.hovered.connect(self._on_hover)
         self.board.clicked.connect(self._on_click)
+        self.board.refreshed.connect(self._follow_tree)
         self.board.kChanged.connect(self.runner.set_k)
         self.board.knobChanged.connect(self._on_knob)
         self.board.changed.connect(self._on_lanes_changed)
@@ -224,6 +226,7 @@ class MainWindow(QMainWindow):
             return None
         self._save_run_settings(request)
         self.graphs.set_costs(*profile_costs(request.model))
+        self._tree_pinned = False
         self.run_task = self.runner.start(request)
         self.run_task.add_done_callback(self._run_ended)
         self._set_mode()
@@ -397,6 +400,21 @@ class MainWindow(QMainWindow):
         if 0 <= step < len(lane.view.events):
             self.inspector.show_step(lane.view.events[step])
             self.tree_view.show_step(lane.view.events[step])
+            self._tree_pinned = True  # the Tree dock keeps this step until the next run
+
+    def _follow_tree(self) -> None:
+        """Until a token is clicked, the Tree dock shows the newest tree step as lanes run."""
+        if self._tree_pinned or not self.tree_dock.isVisible():
+            return
+        for lane in self.board.lanes.values():
+            # The newest tree step, a few steps back at most (the last steps of a run, short
+            # of room, may be plain ones).
+            last = next((e for e in reversed(lane.view.events[-8:]) if e.tree or e.lookahead),
+                        None)
+            if last is not None:
+                if last is not self.tree_view.event:
+                    self.tree_view.show_step(last)
+                return
 
     # ------------------------------------------------------------ files
 

@@ -230,3 +230,15 @@ def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny
     assert lane_texts(window)[0] == lane_texts(window)[1]
     assert all(0 <= e.k <= 31 for e in auto.view.events)
     assert auto.message.text().startswith("ended")
+
+
+def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("lookahead", 4)], 30)
+    window.tree_dock.show()
+    run_to_end(window, app_env)
+    lane = next(iter(window.board.lanes.values()))
+    newest = [e for e in lane.view.events if e.tree or e.lookahead][-1]
+    assert window.tree_view.event is newest  # followed the run to its end
+    window._on_click(lane, 2)  # noqa: SLF001 - what a click on a token of step 2 does
+    window.board.drain()
+    assert window.tree_view.event is lane.view.events[2]  # pinned

@@ -44,6 +44,11 @@ class TreeView(QWidget):
         self.clear()
 
     @property
+    def event(self) -> StepEvent | None:
+        """The step shown."""
+        return self._event
+
+    @property
     def items(self) -> list[QTreeWidgetItem]:
         """The node items, in the step's node order."""
         return list(self._items)
