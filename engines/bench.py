@@ -165,9 +165,12 @@ def run_bench(
                     warmed = True
                 steps = [e for e in session if isinstance(e, ev.StepEvent)]
                 summary = session.summary
+                # After an earlier turn parted from plain decoding, this turn's prompt holds
+                # other text: its output cannot be compared with plain decoding's.
+                comparable = histories[config] == histories[configs[0]][:turn]
                 histories[config].append((user, summary.text))
                 record = _record(q, turn, config, summary, steps, plain_steps, target,
-                                 session.prompt_ids)
+                                 session.prompt_ids, comparable)
                 if config.oracle == "none":
                     plain_steps = steps
                 records.append(record)
@@ -183,14 +186,17 @@ def _plain_first(configs: Sequence[Config]) -> list[Config]:
 
 def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
             steps: list[ev.StepEvent], plain_steps: list[ev.StepEvent], target: Backend,
-            prompt_ids: Sequence[int]) -> Record:
+            prompt_ids: Sequence[int], comparable: bool = True) -> Record:
     t = summary.totals
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3),
                     by_detail=count_by_detail(steps))
     if config.k == AUTO:
         record.k_sum = sum(s.k for s in steps)
-    if config.oracle != "none":
+    if config.oracle != "none" and not comparable:
+        record.divergence = {"note": "not compared: an earlier turn parted from plain "
+                                     "decoding, so this turn's prompt differs"}
+    elif config.oracle != "none":
         result = check_against_plain(target, prompt_ids, steps, plain_steps)
         same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
         record.identical = result.identical and same_length
@@ -199,13 +205,19 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
     return record
 
 
+def detail_kind(detail: str) -> str:
+    """The part of a proposal's detail that names what proposed it ("context 4-gram" of
+    "context 4-gram, seen 3x (75%)"): the per-token figures after it would split the table."""
+    return detail.split(",")[0].split(" (")[0].strip()
+
+
 def count_by_detail(steps: Sequence[ev.StepEvent]) -> dict[str, list[int]]:
-    """[proposed, accepted] per proposal detail (tokens without one are not counted)."""
+    """[proposed, accepted] per kind of proposal detail (tokens without one are not counted)."""
     counts: dict[str, list[int]] = {}
     for step in steps:
         for token in step.proposed:
             if token.detail:
-                c = counts.setdefault(token.detail, [0, 0])
+                c = counts.setdefault(detail_kind(token.detail), [0, 0])
                 c[0] += 1
                 c[1] += token.accepted
     return counts

@@ -124,3 +124,23 @@ def test_bench_with_auto_k_labels_its_rows(capsys, tiny_model_dir, questions_fil
     assert rows[2]["mean_k"] is not None and rows[1]["mean_k"] is None
     assert rows[2]["identical"] == rows[2]["compared"] == 2
     assert list((tmp_path / "profiles").glob("*.json"))
+
+
+def test_details_group_by_what_proposed_them():
+    assert bench.detail_kind("context 4-gram, seen 3x (75%)") == "context 4-gram"
+    assert bench.detail_kind("3-gram match") == "3-gram match"
+    assert bench.detail_kind("idiom:for-range") == "idiom:for-range"
+
+
+def test_a_turn_after_a_parted_turn_is_not_compared():
+    from specviz.engines import events as ev
+
+    q = bench.Question(1, "writing", ("first", "second"))
+    summary = ev.SummaryEvent("ngram", "eos", "x", ev.Totals(4, 2, 4, 2, 10.0, 0.0, 0.0), 0.0,
+                              10.0)
+    record = bench._record(q, 1, bench.Config("ngram", 2), summary, [], [], None, [],  # noqa: SLF001
+                           comparable=False)
+    assert record.identical is None and "earlier turn" in record.divergence["note"]
+    plain = bench.Record(1, "writing", 1, "none", 0, 4, 4, 0, 0, 20.0)
+    rows = bench.summarise([plain, record])
+    assert rows[1].compared == 0 and rows[1].unexplained == 0
