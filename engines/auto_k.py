@@ -3,10 +3,11 @@
 The chooser combines the cost profile (what verifying K+1 tokens costs at this context
 length) with the acceptance observed so far in this run, per oracle:
 
-- oracles that copy (prompt lookup) report how long the current verbatim match is; the
-  chance that copied token i is accepted is learnt per length of the match it extends
-  (a match that has run for 20 tokens tends to go on; a 1-token match seldom does), and a
-  step with nothing to copy is a plain step (K = 0);
+- oracles that copy (prompt lookup) report how long the current verbatim match is (the
+  n-gram cache: the n of the n-gram its first guess follows); the chance that copied token i
+  is accepted is learnt per length of the match it extends (a match that has run for 20
+  tokens tends to go on; a 1-token match seldom does), and a step with nothing to copy is a
+  plain step (K = 0);
 - other oracles: the chance is learnt per draft position.
 
 Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of

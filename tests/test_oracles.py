@@ -74,6 +74,16 @@ def test_ngram_stops_where_it_is_not_confident():
     assert oracle.propose(context, 4).tokens == []
 
 
+def test_ngram_match_length_is_the_n_its_first_guess_follows():
+    oracle = NGramOracle(max_ngram=3, min_ngram=1, min_share=0.6)
+    context = [1, 2, 3, 1, 2, 3, 1, 2]
+    oracle.start(run_context(context))
+    assert oracle.match_length(context) == 3  # (3, 1, 2) was followed by 3
+    unsure = NGramOracle(max_ngram=1, min_ngram=1, min_share=0.6)
+    unsure.start(run_context([1, 2, 1, 3, 1]))
+    assert unsure.match_length([1, 2, 1, 3, 1]) == 0  # 1 -> 2 or 3: not confident
+
+
 def test_ngram_corpus_seeds_a_static_cache():
     oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
     oracle.start(run_context([1, 7]))

@@ -77,6 +77,15 @@ class NGramOracle(Oracle):
         self._dynamic.add(context, self._counted)
         self._counted = len(context)
 
+    def match_length(self, context: Sequence[int]) -> int | None:
+        """The n of the n-gram the first guess would follow (0: no guess). Auto K learns how
+        often guesses after each n hold, as it does for prompt lookup's verbatim matches."""
+        if self._counted < len(context):
+            self.observe(context)
+        hit = (self._dynamic.best(context, self.min_count, self.min_share)
+               or self._static.best(context, 1, self.min_share))
+        return hit[1] if hit else 0
+
     def propose(self, context: Sequence[int], k: int) -> Proposal:
         if self._counted < len(context):
             self.observe(context)
