@@ -22,7 +22,9 @@ class PromptLookupOracle(Oracle):
     name = "prompt-lookup"
     source = "prompt"
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    # min_ngram 2: guesses after a lone 1-token match hold about 11% of the time on code edit
+    # (Qwen2.5-Coder-1.5B); dropping them took K=4 from 0.90x to 1.10x of plain decoding there.
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 2) -> None:
         super().__init__()
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min n-gram ({min_ngram}) <= max n-gram ({max_ngram})")
