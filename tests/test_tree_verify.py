@@ -6,19 +6,11 @@ import numpy as np
 from scipy.stats import chisquare
 
 from specviz.engines import events as ev
-from specviz.engines.sampling import SamplingParams, sample
+from specviz.engines.sampling import sample
 from specviz.engines.tree_verify import verify_tree
 from specviz.engines.verify import verify
 
-GREEDY = SamplingParams()
-SAMPLED = SamplingParams(temperature=1.0)
-
-
-def logits_for(*best: int, vocab: int = 6) -> np.ndarray:
-    rows = np.zeros((len(best), vocab), dtype=np.float32)
-    for i, b in enumerate(best):
-        rows[i, b] = 5.0
-    return rows
+from logit_rows import GREEDY, SAMPLED, logits_for
 
 
 def test_greedy_follows_the_matching_branch():

@@ -10,15 +10,7 @@ from specviz.engines import events as ev
 from specviz.engines.sampling import SamplingParams, distribution, sample
 from specviz.engines.verify import verify
 
-GREEDY = SamplingParams()
-SAMPLED = SamplingParams(temperature=1.0)
-
-
-def logits_for(*best: int, vocab: int = 6) -> np.ndarray:
-    rows = np.zeros((len(best), vocab), dtype=np.float32)
-    for i, b in enumerate(best):
-        rows[i, b] = 5.0
-    return rows
+from logit_rows import GREEDY, SAMPLED, logits_for
 
 
 def test_greedy_accepts_the_matching_prefix_and_corrects():
