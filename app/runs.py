@@ -184,7 +184,8 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     if stored is None:
         return None, "no cost profile here yet (specviz profile): batches priced as free"
     costs = [stored.relative(n, context) for n in range(1, 34)]
-    return costs, f"{stored.backend}/{stored.device}, {stored.threads} threads, context {context}"
+    threads = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
+    return costs, f"{stored.backend}/{stored.device}, {threads}, context {context}"
 
 
 def gui_threads() -> int:

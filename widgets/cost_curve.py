@@ -55,7 +55,7 @@ class CostCurve(QWidget):
         """Batch costs relative to one token (n = 1, 2, ...), or None for free batches."""
         self._relative = list(relative) if relative else None
         where = label or ("batches free" if relative is None else "profiled batch costs")
-        self.plot.setTitle(f"Theoretical speedup by K ({where}; dot: where each lane runs)")
+        self.plot.setTitle(f"Theoretical speedup by K ({where})")  # dots: where lanes run
         for lane_id in self._lanes:
             self._draw(lane_id)
 
