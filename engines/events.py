@@ -134,6 +134,19 @@ class Totals:
     verify_ms: float
     other_ms: float
 
+    def after_step(self, proposed: int, accepted: int, timing: Timing) -> Totals:
+        """These totals plus one step that judged `proposed` tokens, kept `accepted` of them
+        and added the target's own token."""
+        return Totals(
+            tokens=self.tokens + accepted + 1,
+            steps=self.steps + 1,
+            proposed=self.proposed + proposed,
+            accepted=self.accepted + accepted,
+            draft_ms=self.draft_ms + timing.draft_ms,
+            verify_ms=self.verify_ms + timing.verify_ms,
+            other_ms=self.other_ms + timing.other_ms,
+        )
+
     @property
     def compute_ms(self) -> float:
         return self.draft_ms + self.verify_ms + self.other_ms

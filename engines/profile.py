@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .backends.base import Backend
+from .backends.base import Backend, sync_device
 from .errors import SpecvizError
 from .models import cache_dir
 
@@ -131,9 +131,7 @@ def _time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
     """Milliseconds of one verification-like forward (logits for every row), then roll back."""
     t0 = time.perf_counter()
     backend.forward(tokens, "all")
-    sync = getattr(backend, "synchronize", None)
-    if sync:
-        sync()
+    sync_device(backend)
     elapsed = (time.perf_counter() - t0) * 1000.0
     backend.truncate(ctx)
     return elapsed

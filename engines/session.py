@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from . import events as ev
-from .backends.base import Backend
+from .backends.base import Backend, sync_device
 from .detokenize import TextStream
 from .errors import ContextOverflow
 from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
@@ -187,7 +187,7 @@ class Session:
         proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
-        _sync(self.target)
+        sync_device(self.target)
         t2 = time.perf_counter()
         if s.typical is None:
             verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
@@ -200,15 +200,7 @@ class Session:
         proposed, target, text = _describe(proposal, verdict, stream)
         other_ms = _ms_since(t2)
         timing = ev.Timing(_ms(t1 - t0), _ms(t2 - t1), other_ms)
-        totals = ev.Totals(
-            tokens=totals.tokens + verdict.n_accepted + 1,
-            steps=totals.steps + 1,
-            proposed=totals.proposed + len(proposal),
-            accepted=totals.accepted + verdict.n_accepted,
-            draft_ms=totals.draft_ms + timing.draft_ms,
-            verify_ms=totals.verify_ms + timing.verify_ms,
-            other_ms=totals.other_ms + timing.other_ms,
-        )
+        totals = totals.after_step(len(proposal), verdict.n_accepted, timing)
         lossy = s.typical is not None and not s.params.greedy
         return ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
                             text, timing, totals, lossy=lossy)
@@ -284,12 +276,6 @@ def _hit_stop(text: str, stops: tuple[str, ...]) -> bool:
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
     cut = min((text.find(s) for s in stops if s and s in text), default=-1)
     return text[:cut] if cut >= 0 else text
-
-
-def _sync(backend: Backend) -> None:
-    sync = getattr(backend, "synchronize", None)
-    if sync:
-        sync()
 
 
 def _ms(seconds: float) -> float:

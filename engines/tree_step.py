@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import events as ev
-from .backends.base import Backend, tree_layout
+from .backends.base import Backend, sync_device, tree_layout
 from .detokenize import TextStream
 from .oracles.base import TreeProposal
 from .tree_verify import TreeVerdict, children_of, verify_tree
@@ -61,9 +61,7 @@ def tree_step(session: Session, proposal: TreeProposal, k: int, totals: ev.Total
     target, oracle = session.target, session.oracle
     t1 = time.perf_counter()
     logits, slots = forward_tree(target, session.context[-1], proposal)
-    sync = getattr(target, "synchronize", None)
-    if sync:
-        sync()
+    sync_device(target)
     t2 = time.perf_counter()
     n = len(proposal)
     verdict = verify_tree(proposal.tokens, proposal.parents, proposal.q_rows, logits[: n + 1],
@@ -76,15 +74,7 @@ def tree_step(session: Session, proposal: TreeProposal, k: int, totals: ev.Total
     oracle.observe(session.context)
     nodes, proposed, target_token, text = describe_tree(proposal, verdict, stream)
     timing = ev.Timing((t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
-    totals = ev.Totals(
-        tokens=totals.tokens + verdict.n_accepted + 1,
-        steps=totals.steps + 1,
-        proposed=totals.proposed + n,
-        accepted=totals.accepted + verdict.n_accepted,
-        draft_ms=totals.draft_ms + timing.draft_ms,
-        verify_ms=totals.verify_ms + timing.verify_ms,
-        other_ms=totals.other_ms + timing.other_ms,
-    )
+    totals = totals.after_step(n, verdict.n_accepted, timing)
     return ev.StepEvent(totals.steps - 1, oracle.name, k, position, proposed, target_token,
                         text, timing, totals, tree=nodes, path=verdict.path,
                         lookahead=oracle.lookahead_state())

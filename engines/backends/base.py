@@ -268,3 +268,10 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def sync_device(backend: Backend) -> None:
+    """Wait for the device (a GPU runs asynchronously), so the timings are the work's."""
+    sync = getattr(backend, "synchronize", None)
+    if sync:
+        sync()
