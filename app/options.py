@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..engines.backends import BACKENDS, load_backend
 from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
-from ..engines.oracles import ORACLES, Oracle, make_oracle
+from ..engines.oracles import DRAFT_ORACLES, ORACLES, Oracle, make_oracle
 from ..engines.sampling import SamplingParams
 from ..engines.session import K_MAX
 
@@ -179,12 +179,12 @@ def draft_model(oracle: str, args: argparse.Namespace) -> str | None:
     """The draft model an oracle uses (cross-draft may have its own: --cross-draft)."""
     if oracle == "cross-draft":
         return getattr(args, "cross_draft", None) or args.draft
-    return args.draft if oracle in ("draft", "tree") else None
+    return args.draft if oracle in DRAFT_ORACLES else None
 
 
 def build_oracle(name: str, args: argparse.Namespace, target: Backend,
                  draft: Backend | None = None) -> Oracle:
-    if name in ("draft", "cross-draft", "tree") and draft is None:
+    if name in DRAFT_ORACLES and draft is None:
         model = draft_model(name, args)
         if not model:
             raise SpecvizError(f"--oracle {name} needs --draft MODEL")

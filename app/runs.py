@@ -18,7 +18,7 @@ import platformdirs
 
 from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
-from ..engines.oracles import make_oracle
+from ..engines.oracles import DRAFT_ORACLES, make_oracle
 from ..engines.sampling import SamplingParams
 from ..engines.session import K_MAX, RunSettings, Session
 from ..engines.trace import TraceWriter
@@ -34,7 +34,6 @@ class ModelChoice:
     threads: int | None = None  # CPU threads; None: all cores but one (see gui_threads)
 
 
-DRAFT_ORACLES = ("draft", "cross-draft", "tree")  # the oracles that need a draft model
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from .base import Oracle, Proposal, RunContext, SideBranch, TreeProposal
 
 ORACLES = ("none", "draft", "prompt-lookup", "ngram", "rules", "cross-draft", "early-exit",
            "tree", "lookahead", "medusa")
+DRAFT_ORACLES = ("draft", "cross-draft", "tree")  # the oracles that need a draft model
 
 
 def make_oracle(
@@ -91,5 +92,5 @@ def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, hea
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 
-__all__ = ["ORACLES", "Oracle", "Proposal", "RunContext", "SideBranch", "TreeProposal",
-           "make_oracle"]
+__all__ = ["DRAFT_ORACLES", "ORACLES", "Oracle", "Proposal", "RunContext", "SideBranch",
+           "TreeProposal", "make_oracle"]
