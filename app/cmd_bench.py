@@ -40,6 +40,9 @@ def register(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every turn N times, interleaved, and take the median time "
+                        "(a noisy machine needs it to tell a few percent apart)")
     p.add_argument("--json", type=Path, dest="json_out", help="write every figure here")
     p.add_argument("--markdown", type=Path, help="write the table here")
     p.set_defaults(func=run)
@@ -87,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
                                   options.sampling(args), on_record=lambda r: bar.update(),
-                                  make_policy=policy_maker(args, target))
+                                  make_policy=policy_maker(args, target),
+                                  repeat=args.repeat)
     rows = bench.summarise(records)
     table = bench.markdown_table(rows)
     details = bench.detail_table(rows)
@@ -96,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     print(table)
     meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft,
             "backend": target.name, "device": target.device, "max_tokens": args.max_tokens,
+            "repeat": args.repeat,
             "questions": str(args.questions), "machine": machine_info()}
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ gain does not pay for the bigger batch.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 from . import events as ev
@@ -138,6 +139,16 @@ class AutoK:
         if self._match is None:
             return position
         return -match_bucket(self._match + position - 1)  # negative: apart from positions
+
+    # ------------------------------------------------------------ learnt state
+
+    _FIXED = ("oracle", "profile", "draft_profile", "k_max")  # set up, not learnt
+
+    def snapshot(self) -> dict:
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._FIXED})
+
+    def restore(self, state: dict) -> None:
+        vars(self).update(copy.deepcopy(state))
 
     # ------------------------------------------------------------ after a step
 

@@ -7,11 +7,17 @@ as Spec-Bench does. The table follows the Spec-Bench leaderboard: speedup over p
 per category group (total tokens / total generation time, per configuration), mean accepted
 tokens, and here also acceptance rate, tokens/s and how many outputs were identical to plain
 decoding.
+
+On a noisy machine one run per question is not enough to tell a 3% difference: `repeat`
+runs every turn several times, the configurations interleaved, and takes each one's median
+generation time (outputs and acceptance come from the first run; a K policy starts every
+repeat from the state it had before the turn, so it never learns a question's text twice).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -77,12 +83,13 @@ class Record:
     steps: int
     proposed: int
     accepted: int
-    compute_ms: float
+    compute_ms: float  # the median over repeats
     identical: bool | None = None  # to plain decoding; None for plain decoding itself
     divergence: dict | None = None
     # Per oracle detail (a rule's name, an n-gram size): [proposed, accepted].
     by_detail: dict[str, list[int]] = field(default_factory=dict)
     k_sum: int | None = None  # auto K: the Ks chosen, summed over the steps
+    compute_ms_runs: list[float] = field(default_factory=list)  # every repeat's time
 
 
 @dataclass
@@ -137,12 +144,16 @@ def run_bench(
     params: SamplingParams = SamplingParams(),
     on_record: Callable[[Record], None] | None = None,
     make_policy: Callable[[Oracle], KPolicy] | None = None,
+    repeat: int = 1,
 ) -> list[Record]:
-    """Decode every turn of every question with every configuration (plain decoding first).
+    """Decode every turn of every question with every configuration (plain decoding first),
+    `repeat` times.
 
     Configurations with k=AUTO get a K policy from `make_policy`, one per configuration that
     keeps learning across the questions, as it would in a long-running process.
     """
+    if repeat < 1:
+        raise SpecvizError(f"repeat must be at least 1, got {repeat}")
     configs = _plain_first(configs)
     oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
     if any(c.k == AUTO for c in configs) and make_policy is None:
@@ -153,17 +164,25 @@ def run_bench(
     for q in questions:
         histories: dict[Config, list[tuple[str, str]]] = {c: [] for c in configs}
         for turn, user in enumerate(q.turns):
+            before = {c: p.snapshot() for c, p in policies.items()}
+            runs: dict[Config, list] = {c: [] for c in configs}
+            for rep in range(repeat):
+                for config in configs:
+                    if config in policies and rep:
+                        policies[config].restore(before[config])
+                    settings = RunSettings(user, history=tuple(histories[config]),
+                                           k=K_MAX if config.k == AUTO else config.k,
+                                           max_tokens=max_tokens, params=params)
+                    session = Session(target, oracles[config.oracle], settings,
+                                      k_policy=policies.get(config))
+                    if not warmed:
+                        warm_up(target, session.prompt_ids)
+                        warmed = True
+                    steps = [e for e in session if isinstance(e, ev.StepEvent)]
+                    runs[config].append((session, steps))
             plain_steps: list[ev.StepEvent] = []
             for config in configs:
-                settings = RunSettings(user, history=tuple(histories[config]),
-                                       k=K_MAX if config.k == AUTO else config.k,
-                                       max_tokens=max_tokens, params=params)
-                session = Session(target, oracles[config.oracle], settings,
-                                  k_policy=policies.get(config))
-                if not warmed:
-                    warm_up(target, session.prompt_ids)
-                    warmed = True
-                steps = [e for e in session if isinstance(e, ev.StepEvent)]
+                session, steps = runs[config][0]
                 summary = session.summary
                 # After an earlier turn parted from plain decoding, this turn's prompt holds
                 # other text: its output cannot be compared with plain decoding's.
@@ -171,12 +190,18 @@ def run_bench(
                 histories[config].append((user, summary.text))
                 record = _record(q, turn, config, summary, steps, plain_steps, target,
                                  session.prompt_ids, comparable)
+                _set_times(record, [s.summary.totals.compute_ms for s, _ in runs[config]])
                 if config.oracle == "none":
                     plain_steps = steps
                 records.append(record)
                 if on_record:
                     on_record(record)
     return records
+
+
+def _set_times(record: Record, times: list[float]) -> None:
+    record.compute_ms_runs = [round(t, 3) for t in times]
+    record.compute_ms = round(statistics.median(times), 3)
 
 
 def _plain_first(configs: Sequence[Config]) -> list[Config]:

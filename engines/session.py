@@ -39,6 +39,12 @@ class KPolicy(Protocol):
 
     def observe(self, event: ev.StepEvent) -> None: ...
 
+    def snapshot(self) -> object:
+        """What it has learnt so far, for `restore` (the bench repeats a run from it)."""
+        ...
+
+    def restore(self, state: object) -> None: ...
+
 
 @dataclass(frozen=True)
 class RunSettings:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from specviz.app.cli import main
 from specviz.engines import bench
+from test_session import CODE_EDIT
 
 QUESTIONS = [
     {"question_id": 1, "category": "writing", "turns": ["Write a line.", "Now shorter."]},
@@ -144,3 +144,45 @@ def test_a_turn_after_a_parted_turn_is_not_compared():
     plain = bench.Record(1, "writing", 1, "none", 0, 4, 4, 0, 0, 20.0)
     rows = bench.summarise([plain, record])
     assert rows[1].compared == 0 and rows[1].unexplained == 0
+
+
+def _auto_bench(backend, questions_file, repeat):
+    """Prompt lookup with auto K over the questions plus one code edit that it can copy."""
+    from specviz.engines import profile as prof
+    from specviz.engines.auto_k import AutoK
+    from specviz.engines.oracles import make_oracle
+
+    cheap = prof.Profile("tiny", "transformers", "cpu", None, [64], [1, 2, 4, 8],
+                         [[10, 10.5, 11, 12]])
+    made: list[AutoK] = []
+
+    def make_policy(oracle):
+        made.append(AutoK(oracle, cheap))
+        return made[-1]
+
+    questions = [*bench.load_questions(questions_file)[:2],
+                 bench.Question(8, "code_edit", (CODE_EDIT,))]
+    records = bench.run_bench(backend, lambda name: make_oracle(name), questions,
+                              [bench.Config("prompt-lookup", bench.AUTO)], max_tokens=40,
+                              make_policy=make_policy, repeat=repeat)
+    return records, made[0]
+
+
+def test_repeat_takes_the_median_time_and_learns_each_turn_once(tiny_backend, questions_file):
+    once, policy_once = _auto_bench(tiny_backend, questions_file, 1)
+    thrice, policy_thrice = _auto_bench(tiny_backend, questions_file, 3)
+    assert len(thrice) == len(once) == 8  # 4 turns x (plain, auto): repeats add no rows
+    for r in thrice:
+        assert len(r.compute_ms_runs) == 3
+        assert r.compute_ms == sorted(r.compute_ms_runs)[1]
+    assert [(r.tokens, r.steps, r.accepted) for r in thrice] == \
+        [(r.tokens, r.steps, r.accepted) for r in once]
+    # Every repeat starts from what the policy knew before the turn: three runs learn what
+    # one run does, not three times as much.
+    assert policy_thrice.acceptance.counts == policy_once.acceptance.counts
+    assert policy_thrice.acceptance.judged == policy_once.acceptance.judged > 0
+
+
+def test_repeat_must_be_positive(tiny_backend, questions_file):
+    with pytest.raises(bench.SpecvizError, match="at least 1"):
+        bench.run_bench(tiny_backend, lambda name: None, [], [], repeat=0)
