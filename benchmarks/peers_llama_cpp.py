@@ -8,7 +8,14 @@
 Both sides decode the same chat-formatted prompt (first turn of each question), greedy, same
 threads and K, in this one script, alternating per prompt so machine noise hits both alike.
 Tokens/s are generation only (prompt processing excluded) on both sides: llama.cpp's
-"decoded N tokens in S seconds" line, specviz's generation time. Writes a markdown table.
+"decoded N tokens in S seconds" line, specviz's generation time; per configuration, all
+tokens over all generation time. Writes a markdown table.
+
+Against ngram-simple (which matches exactly the last `--max-ngram` tokens), specviz's prompt
+lookup matches that n-gram size only, so both do the same work. `--k 2,4,8` runs both sides
+at each K; `--auto` also runs specviz with `--k auto` (cost-aware K per step, from the stored
+profile) and sets it against the peer's best K in hindsight, which a user of the peer would
+have to find by trying.
 
 Build the examples from the llama.cpp sources inside the llama-cpp-python sdist (the same
 llama.cpp the binding uses), into a cache folder (see plain_vs_llama_bench.py):
@@ -16,19 +23,20 @@ llama.cpp the binding uses), into a cache folder (see plain_vs_llama_bench.py):
     cmake --build build --target llama-speculative-simple llama-lookup
 
 Usage: python benchmarks/peers_llama_cpp.py --bin-dir DIR --questions FILE.jsonl
-         [--target M] [--draft M] [--k N] [--threads N] [--max-tokens N] [--limit N]
-         [--markdown OUT.md]
+         [--target M] [--draft M] [--pairs draft,ngram,prompt-lookup] [--k N[,N...]]
+         [--auto] [--threads N] [--max-tokens N] [--limit N] [--markdown OUT.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
+from specviz.engines import profile as prof
+from specviz.engines.auto_k import AutoK
 from specviz.engines.backends.llama import LlamaBackend
 from specviz.engines.bench import load_questions
 from specviz.engines.models import resolve
@@ -41,23 +49,25 @@ DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 # "ngram-simple" (llama-speculative-simple --spec-type ngram-simple: prompt lookup).
 PAIRS = (("draft", "speculative-simple"), ("ngram", "lookup"), ("prompt-lookup", "lookup"),
          ("prompt-lookup", "ngram-simple"))
+AUTO = "auto"  # specviz's cost-aware K
 PEER_LABEL = {"speculative-simple": "llama-speculative-simple (draft-simple)",
               "lookup": "llama-lookup",
               "ngram-simple": "llama-speculative-simple (ngram-simple)"}
 
 
-def peer_tok_per_s(peer: str, args, prompt_file: Path, work: Path) -> float:
+def peer_tok_per_s(peer: str, k: int, args, prompt_file: Path, work: Path) -> tuple[int, float]:
+    """(tokens, seconds) of the peer's generation."""
     binary = args.bin_dir / ("llama-lookup" if peer == "lookup" else "llama-speculative-simple")
     cmd = [str(binary), "-m", str(resolve(args.target)), "-f", str(prompt_file),
            "-n", str(args.max_tokens), "-t", str(args.threads), "-c", str(args.n_ctx),
-           "--temp", "0", "--spec-draft-n-max", str(args.k), "--seed", "0"]
+           "--temp", "0", "--spec-draft-n-max", str(k), "--seed", "0"]
     if peer == "speculative-simple":
         # p-min 0: draft K tokens every time, as specviz's draft oracle does (same work).
         cmd += ["--spec-type", "draft-simple", "-md", str(resolve(args.draft)),
                 "--spec-draft-n-min", "0", "--spec-draft-p-min", str(args.p_min)]
     elif peer == "ngram-simple":  # match the last max-ngram tokens, copy K: prompt lookup
         cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(args.max_ngram),
-                "--spec-ngram-simple-size-m", str(args.k)]
+                "--spec-ngram-simple-size-m", str(k)]
     else:
         dynamic = work / "lookup-dynamic.bin"
         dynamic.unlink(missing_ok=True)  # no learning carried over between prompts
@@ -67,14 +77,37 @@ def peer_tok_per_s(peer: str, args, prompt_file: Path, work: Path) -> float:
     if out.returncode != 0 or not match:
         tail = (out.stderr or out.stdout).strip().splitlines()[-5:]
         raise SystemExit(f"{peer} failed ({out.returncode}): " + " | ".join(tail))
-    return int(match.group(1)) / float(match.group(2))
+    return int(match.group(1)), float(match.group(2))
 
 
-def ours_tok_per_s(target: LlamaBackend, oracle, prompt: str, args) -> float:
-    settings = RunSettings(prompt, k=args.k if oracle.name != "none" else 0,
-                           max_tokens=args.max_tokens)
-    session = Session(target, oracle, settings)
-    return session.run_to_end().tok_per_s
+def ours_tok_per_s(target: LlamaBackend, oracle, k: int | str, prompt: str, args,
+                   policy: AutoK | None = None) -> tuple[int, float]:
+    """(tokens, seconds) of specviz's generation; k "auto" with `policy`."""
+    settings = RunSettings(prompt, k=32 if k == AUTO else k, max_tokens=args.max_tokens)
+    summary = Session(target, oracle, settings, k_policy=policy).run_to_end()
+    return summary.totals.tokens, summary.totals.compute_ms / 1000
+
+
+
+def our_oracle(name: str, peer: str, target, draft, args):
+    # ngram-simple matches exactly max-ngram tokens: ours matches that size only (same work).
+    min_ngram = args.max_ngram if peer == "ngram-simple" else None
+    return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
+                       min_ngram=min_ngram)
+
+
+def auto_policy(oracle, target, draft, args) -> AutoK:
+    profiles = []
+    for model, backend in ((args.target, target), (args.draft, draft)):
+        if backend is None or (backend is draft and oracle.name != "draft"):
+            profiles.append(None)
+            continue
+        stored = prof.load(model, "llama", backend.device, args.threads)
+        if stored is None:
+            raise SystemExit(f"--auto needs a stored profile: specviz profile --target {model} "
+                             f"--threads {args.threads}")
+        profiles.append(stored)
+    return AutoK(oracle, profiles[0], profiles[1])
 
 
 def main() -> None:
@@ -86,7 +119,9 @@ def main() -> None:
     p.add_argument("--target", default="qwen2.5-coder-1.5b")
     p.add_argument("--draft", default="qwen2.5-coder-0.5b")
     p.add_argument("--pairs", default="draft,ngram,prompt-lookup", help="our oracles to compare")
-    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--k", default="4", help="draft length(s), comma-separated")
+    p.add_argument("--auto", action="store_true",
+                   help="also run ours with auto K, against the peer's best K")
     p.add_argument("--p-min", type=float, default=0.0,
                    help="llama-speculative-simple's --spec-draft-p-min (0: same work as ours)")
     p.add_argument("--max-ngram", type=int, default=3, help="prompt lookup's n-gram size")
@@ -95,17 +130,27 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--markdown", type=Path, default=None)
     args = p.parse_args()
+    ks = [int(k) for k in args.k.split(",")]
 
     wanted = [pair for pair in PAIRS if pair[0] in args.pairs.split(",")]
-    keys = [f"{o}/{peer}" for o, peer in wanted]
     questions = load_questions(args.questions, args.categories and args.categories.split(","),
                                args.limit)
     target = LlamaBackend(resolve(args.target), n_ctx=args.n_ctx, threads=args.threads)
     draft = None
     if any(o == "draft" for o, _ in wanted):
         draft = LlamaBackend(resolve(args.draft), n_ctx=args.n_ctx, threads=args.threads)
-    ours: dict[str, list[float]] = {key: [] for key in keys}
-    theirs: dict[str, list[float]] = {key: [] for key in keys}
+    oracles = {pair: our_oracle(*pair, target, draft, args) for pair in wanted}
+    policies = {pair: auto_policy(oracles[pair], target, draft, args)
+                for pair in wanted if args.auto}
+    # (pair, side, k) -> [tokens, seconds] summed over the prompts
+    sums: dict[tuple, list[float]] = {}
+
+    def add(key, result):
+        total = sums.setdefault(key, [0, 0.0])
+        total[0] += result[0]
+        total[1] += result[1]
+        return result[0] / result[1]
+
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for q in questions:
@@ -113,32 +158,47 @@ def main() -> None:
             prompt_file = work / "prompt.txt"
             prompt_file.write_text(prompt_text, encoding="utf-8")
             warm_up(target, target.encode_prompt(prompt_text, True))
-            for key, (oracle_name, peer) in zip(keys, wanted):
-                oracle = make_oracle(oracle_name, target=target, draft=draft,
-                                     max_ngram=args.max_ngram)
-                theirs[key].append(peer_tok_per_s(peer, args, prompt_file, work))
-                ours[key].append(ours_tok_per_s(target, oracle, q.turns[0], args))
-                print(f"q{q.question_id} {oracle_name}: ours {ours[key][-1]:.1f}, "
-                      f"{PEER_LABEL[peer]} {theirs[key][-1]:.1f} tokens/s", flush=True)
-    table = markdown(wanted, ours, theirs, args)
+            for pair in wanted:
+                for k in ks:
+                    theirs = add((pair, "peer", k), peer_tok_per_s(pair[1], k, args,
+                                                                   prompt_file, work))
+                    ours = add((pair, "ours", k), ours_tok_per_s(target, oracles[pair], k,
+                                                                 q.turns[0], args))
+                    print(f"q{q.question_id} {pair[0]} k={k}: ours {ours:.1f}, "
+                          f"{PEER_LABEL[pair[1]]} {theirs:.1f} tokens/s", flush=True)
+                if args.auto:
+                    ours = add((pair, "ours", AUTO), ours_tok_per_s(
+                        target, oracles[pair], AUTO, q.turns[0], args, policies[pair]))
+                    print(f"q{q.question_id} {pair[0]} k=auto: ours {ours:.1f}", flush=True)
+    table = markdown(wanted, ks, sums, args, len(questions))
     print(table)
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")
 
 
-def markdown(wanted, ours, theirs, args) -> str:
-    lines = [f"{args.target}" + (f" + {args.draft}" if any(o == "draft" for o, _ in wanted)
-                                 else "") +
-             f", llama.cpp, {args.threads} threads, K={args.k}, greedy, {args.max_tokens} "
-             f"tokens, {len(next(iter(ours.values())))} prompts (median over prompts)", "",
-             "| ours | peer | ours tokens/s | peer tokens/s | ratio (ours / peer) |",
-             "|---|---|---|---|---|"]
-    for oracle_name, peer in wanted:
-        key = f"{oracle_name}/{peer}"
-        a, b = statistics.median(ours[key]), statistics.median(theirs[key])
-        ratios = [x / y for x, y in zip(ours[key], theirs[key])]
-        lines.append(f"| specviz {oracle_name} | {PEER_LABEL[peer]} | {a:.1f} | {b:.1f} | "
-                     f"{statistics.median(ratios):.2f}x |")
+def markdown(wanted, ks, sums, args, n_prompts: int) -> str:
+    def rate(key):
+        tokens, seconds = sums[key]
+        return tokens / seconds
+
+    drafted = any(o == "draft" for o, _ in wanted)
+    lines = [f"{args.target}" + (f" + {args.draft}" if drafted else "") +
+             f", llama.cpp, {args.threads} threads, greedy, {args.max_tokens} tokens, "
+             f"{n_prompts} prompts (all tokens / all generation time)", "",
+             "| ours | peer | K | ours tokens/s | peer tokens/s | ratio (ours / peer) |",
+             "|---|---|---|---|---|---|"]
+    for pair in wanted:
+        ours_label = f"specviz {pair[0]}" + (f" ({args.max_ngram}-gram only)"
+                                              if pair[1] == "ngram-simple" else "")
+        for k in ks:
+            a, b = rate((pair, "ours", k)), rate((pair, "peer", k))
+            lines.append(f"| {ours_label} | {PEER_LABEL[pair[1]]} | {k} | {a:.1f} | {b:.1f} | "
+                         f"{a / b:.2f}x |")
+        if args.auto:
+            best = max(ks, key=lambda k: rate((pair, "peer", k)))
+            a, b = rate((pair, "ours", AUTO)), rate((pair, "peer", best))
+            lines.append(f"| {ours_label} | {PEER_LABEL[pair[1]]} | auto vs the peer's best "
+                         f"({best}) | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
     return "\n".join(lines)
 
 
