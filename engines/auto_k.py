@@ -19,7 +19,9 @@ was tried and dropped: on a CPU, exploring a long K costs as much as ten plain s
 in milliseconds: the profile for verification, scaled by how the live verification times
 compare with it (the machine may be busier than when it was profiled); drafting and the fixed
 per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
-gain does not pay for the bigger batch.
+gain does not pay for the bigger batch. A tree oracle's step of depth K verifies a whole tree
+(and lookahead its Jacobi window besides): such a step is priced at the rows it was seen to
+send for that K, or at the oracle's node budget until seen, not at K+1.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class AutoK:
         self.scale_at: dict[int, tuple[float, int]] = {}  # per batch size: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
         self.overhead_ms = 0.0
+        self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
         self._match: int | None = None  # match length when the last K was chosen
         self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
 
@@ -109,8 +112,16 @@ class AutoK:
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""
-        return (self._scale(k + 1) * self.profile.cost_ms(k + 1, n_ctx)
+        rows = self.rows(k)
+        return (self._scale(round(rows)) * self.profile.cost_ms(rows, n_ctx)
                 + self._draft_ms(k, n_ctx) + self.overhead_ms)
+
+    def rows(self, k: int) -> float:
+        """Rows one verification sends for draft length k: k+1 for a linear draft."""
+        budget = self.oracle.tree_nodes()
+        if k == 0 or budget == 0:
+            return k + 1
+        return self.rows_at.get(k, 1 + budget)
 
     def _scale(self, n: int) -> float:
         """How live verification of n tokens compares with the profile: per batch size once
@@ -163,14 +174,26 @@ class AutoK:
 
     def _learn_timing(self, event: ev.StepEvent) -> None:
         t, n = event.timing, len(event.proposed)
-        predicted = self.profile.cost_ms(n + 1, event.position)
+        rows = sent_rows(event)
+        if event.tree is not None and event.k > 0:
+            old_rows = self.rows_at.get(event.k, rows)
+            self.rows_at[event.k] = old_rows + EMA * (rows - old_rows)
+        predicted = self.profile.cost_ms(rows, event.position)
         if predicted > 0 and t.verify_ms > 0:
             ratio = t.verify_ms / predicted
             self.scale += EMA * (ratio - self.scale)
-            old, seen = self.scale_at.get(n + 1, (ratio, 0))
-            self.scale_at[n + 1] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
+            old, seen = self.scale_at.get(rows, (ratio, 0))
+            self.scale_at[rows] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
         self.overhead_ms += EMA * (t.other_ms - self.overhead_ms)
         if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+
+
+def sent_rows(event: ev.StepEvent) -> int:
+    """Rows the step's verification pass scored: the pending token, every proposed token
+    (every tree node), and lookahead's Jacobi window riding along."""
+    drafted = len(event.tree) if event.tree is not None else len(event.proposed)
+    side = sum(len(row) for row in event.lookahead.window) if event.lookahead else 0
+    return 1 + drafted + side

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from specviz.engines import events as ev
 from specviz.engines.auto_k import AutoK
@@ -170,3 +172,38 @@ def test_auto_k_explores_a_non_copying_oracle_then_follows_its_acceptance(rate, 
             hits += rate
         policy.observe(step(k, accepted))
     assert (policy.choose(list(range(512))) > 0) == speculates
+
+
+class FakeTree(FakeDraft):
+    """A tree oracle: a step of depth K sends up to `budget` nodes."""
+
+    name = "tree"
+
+    def __init__(self, budget):
+        super().__init__()
+        self.budget = budget
+
+    def tree_nodes(self):
+        return self.budget
+
+
+def tree_step_event(k, nodes, n_accepted):
+    base = step(k, n_accepted)
+    tree = tuple(ev.TreeNode(i - 1, i, "x", "draft", ev.NODE_ACCEPTED if i < n_accepted
+                             else ev.NODE_REJECTED) for i in range(nodes))
+    verify_ms = profile(CPU_MS).cost_ms(nodes + 1, 512)
+    return dataclasses.replace(base, tree=tree, path=tuple(range(n_accepted)),
+                               timing=ev.Timing(0.01, verify_ms, 0.5))
+
+
+def test_auto_k_prices_a_tree_step_at_its_nodes_not_at_k_plus_one():
+    oracle = FakeTree(budget=24)
+    policy = AutoK(oracle, profile(CPU_MS))
+    assert policy.rows(3) == 25  # until seen: the node budget
+    for _ in range(20):
+        policy.observe(tree_step_event(3, nodes=12, n_accepted=2))
+    assert policy.rows(3) == pytest.approx(13, rel=0.05)  # as seen: 12 nodes + the pending one
+    assert policy.step_ms(3, 512) == pytest.approx(profile(CPU_MS).cost_ms(13, 512) + 0.5,
+                                                   rel=0.1)
+    linear = AutoK(FakeDraft(), profile(CPU_MS))
+    assert linear.rows(3) == 4
