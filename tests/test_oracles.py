@@ -84,6 +84,19 @@ def test_ngram_match_length_is_the_n_its_first_guess_follows():
     assert unsure.match_length([1, 2, 1, 3, 1]) == 0  # 1 -> 2 or 3: not confident
 
 
+def test_ngram_asks_more_sightings_of_shorter_ngrams():
+    oracle = NGramOracle(max_ngram=3, min_ngram=1)
+    context = [5, 6, 7, 8, 9, 6, 7]  # (6, 7) -> 8 seen once; (5, 6, 7) never again
+    oracle.start(run_context(context))
+    assert oracle.propose(context, 2).tokens == []  # a 2-gram needs two sightings here
+    twice = [5, 6, 7, 8, 1, 6, 7, 8, 2, 6, 7]  # now twice
+    oracle.start(run_context(twice))
+    assert oracle.propose(twice, 1).tokens == [8]
+    longest = [5, 6, 7, 8, 9, 5, 6, 7]  # the 3-gram (5, 6, 7) -> 8: once is enough
+    oracle.start(run_context(longest))
+    assert oracle.propose(longest, 1).tokens == [8]
+
+
 def test_ngram_corpus_seeds_a_static_cache():
     oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
     oracle.start(run_context([1, 7]))
