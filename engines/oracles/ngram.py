@@ -5,9 +5,10 @@ context one token at a time with the most frequent continuation of the longest n
 often enough, and stops at the first position where no n-gram is confident. A shorter n-gram
 says less about what comes next, so it must have been seen more often: one token shorter than
 the longest, one more sighting (with max_ngram 4 and min_count 1: a 4-gram once, a 1-gram four
-times; llama.cpp's lookup likewise asks more of its short n-grams). On the code-edit prompts,
-replayed against the Qwen2.5-Coder-1.5B's own output with its cost profile, that took K = 16
-from 1.30x to 1.70x of plain decoding and K = 4 on prose from 0.73x to 0.98x. A corpus file
+times; llama.cpp's lookup likewise asks more of its short n-grams). In the code-edit bench
+(Qwen2.5-Coder-1.5B, 15 prompts, 256 tokens) that took K = 4 from 1.12x to 1.21x of plain
+decoding and auto K from 1.51x to 1.55x. (Among equally frequent continuations the oldest
+wins; preferring the latest was tried in a replay of those runs and lost.) A corpus file
 can seed a static cache that is consulted when the context has no confident answer.
 """
 
