@@ -9,7 +9,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pyqtgraph as pg
 import pytest
-
+from PySide6.QtCore import QEvent, QObject
 from specviz.engines.events import (
     REJECT_MISMATCH,
     TARGET_BONUS,
@@ -299,3 +299,46 @@ def test_text_size_reaches_titles_axes_and_legends(graphs):
     assert item.titleLabel.opts["size"] == "18pt"
     assert item.getAxis("bottom").style["tickFont"].pointSize() == 16
     assert item.legend.opts["labelTextSize"] == "16pt"
+
+
+class _PaintCounter(QObject):
+    """Counts the paint events each watched widget receives."""
+
+    def __init__(self, widgets: dict[str, object]) -> None:
+        super().__init__()
+        self._names = {widget: name for name, widget in widgets.items()}
+        self.counts = dict.fromkeys(widgets, 0)
+        for widget in widgets.values():
+            widget.installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Paint and watched in self._names:
+            self.counts[self._names[watched]] += 1
+        return False
+
+
+def test_a_refresh_paints_each_plot_once(graphs, qtbot):
+    """An auto range settled only at paint time moved the axes and re-clipped the curves
+    during the paint, which asked for a second paint of every plot on every refresh."""
+    graphs.resize(1200, 700)
+    graphs.show()
+    qtbot.waitExposed(graphs)
+    n, streams = 300, {}
+    for i, lane in enumerate(("plain", "a", "b")):
+        graphs.add_lane(lane, lane, DARK.lanes[i])
+        shape = [(0, 0)] * n if lane == "plain" else random_shape(n, seed=i)
+        streams[lane] = run(shape, ms=20.0 + 10 * i)
+    graphs.set_baseline("plain")
+    for lane, events in streams.items():
+        feed(graphs, lane, events[:200])
+    graphs.refresh()
+    qtbot.wait(100)
+    counter = _PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})
+    for start in range(200, 300, 20):  # the curves grow, so every range moves
+        before = dict(counter.counts)
+        for lane, events in streams.items():
+            feed(graphs, lane, events[start:start + 20])
+        graphs.refresh()
+        qtbot.wait(60)
+        painted = {name: counter.counts[name] - before[name] for name in before}
+        assert painted == dict.fromkeys(before, 1), painted
