@@ -114,6 +114,12 @@ def test_histogram_counts_steps_by_accepted_tokens(graphs):
     assert width == pytest.approx(0.4)
     np.testing.assert_allclose(bars["a"]["x"], np.arange(5) - 0.2)
     np.testing.assert_allclose(bars["b"]["x"], np.arange(2) + 0.2)
+    # Its legend names the lanes with bars, beside the plot, not over the bars.
+    plot_item = graphs.histogram_plot.getPlotItem()
+    assert [label.text for _sample, label in plot_item.legend.items] == ["lane a", "lane b"]
+    assert plot_item.legend.parentItem() is not plot_item.getViewBox()
+    graphs.remove_lane("b")
+    assert [label.text for _sample, label in plot_item.legend.items] == ["lane a"]
 
 
 def test_acceptance_by_draft_position(graphs):
@@ -281,8 +287,8 @@ def test_legends_name_every_lane_in_two_rows_at_most(graphs):
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
         graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
         for name, plot in graphs.plots.items():
-            if name == "cost":
-                continue  # a lane joins the cost curve once it has figures
+            if name in ("cost", "histogram"):
+                continue  # a lane joins these once it has figures, or bars
             legend = plot.getPlotItem().legend
             labels = [label.text for _sample, label in legend.items]
             assert len(labels) == i + 1, name  # a third lane's entry once fell out of view

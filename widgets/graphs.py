@@ -88,7 +88,7 @@ class LaneGraphs(QWidget):
         self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
         self.histogram_plot = _plot("Accepted tokens per step", "accepted tokens",
-                                    "steps with a proposal", whole_x=True)
+                                    "steps with a proposal", whole_x=True, legend_beside=True)
         self.position_plot = _plot("Acceptance by draft position", "draft position",
                                    "accepted / proposed", whole_x=True)
         self.race_plot = _plot("The race: tokens over compute time", "compute time (s)",
@@ -282,6 +282,10 @@ class LaneGraphs(QWidget):
         if barred != self._barred:  # slots moved: every lane's bars shift
             self._barred = barred
             dirty = set(self._lanes)
+            legend = self.histogram_plot.getPlotItem().legend
+            legend.clear()  # only lanes with bars: a plain lane never has any
+            for lane_id in barred:
+                legend.addItem(self._lanes[lane_id].items["bars"], self._lanes[lane_id].label)
         width = 0.8 / max(len(barred), 1)
         for lane_id in dirty:
             lane = self._lanes[lane_id]
@@ -312,13 +316,13 @@ class LaneGraphs(QWidget):
         self._style_items(lane_id, lane)
         for plot, item in self._placed(lane):
             plot.addItem(item)
-        self.histogram_plot.getPlotItem().legend.addItem(lane.items["bars"], lane.label)
 
     def _arrange_legends(self) -> None:
-        """Two rows at most: in a short plot a third row fell outside it, hiding a lane."""
+        """Two rows at most in a plot: in a short plot a third row fell outside it."""
         columns = 1 if len(self._lanes) <= LEGEND_ROWS else -(-len(self._lanes) // LEGEND_ROWS)
         for plot in self.plots.values():
-            plot.getPlotItem().legend.setColumnCount(columns)
+            if plot is not self.histogram_plot:  # its legend is beside the plot: one column
+                plot.getPlotItem().legend.setColumnCount(columns)
 
     def _style_items(self, lane_id: str, lane: _Lane) -> None:
         items, colour = lane.items, lane.colour
@@ -407,7 +411,7 @@ class _WholeAxis(pg.AxisItem):
 
 
 def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
-          legend_left: bool = False) -> pg.PlotWidget:
+          legend_left: bool = False, legend_beside: bool = False) -> pg.PlotWidget:
     axes = {"bottom": _WholeAxis("bottom")} if whole_x else {}
     plot = pg.PlotWidget(axisItems=axes)
     plot.setTitle(title)
@@ -422,8 +426,12 @@ def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
     # (A plot imposes these on every item it holds, so they are set here, not per curve.)
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
-    # The race's curves end at the top right, so its legend goes top left.
-    plot.addLegend(offset=(8, 8) if legend_left else (-8, 8))
+    if legend_beside:  # right of the plot area: the histogram's bars fill all of it
+        item = plot.getPlotItem()
+        item.legend = pg.LegendItem()  # PlotItem.removeItem takes entries out of it
+        item.layout.addItem(item.legend, 2, 3)
+    else:  # The race's curves end at the top right, so its legend goes top left.
+        plot.addLegend(offset=(8, 8) if legend_left else (-8, 8))
     plot.setMenuEnabled(False)
     return plot
 
