@@ -61,6 +61,9 @@ class LaneBoard(QWidget):
         self._timer.timeout.connect(self._tick)
         self._graphs_at = 0.0  # when the graphs were last redrawn (monotonic seconds)
         self._graphs_stale = False
+        # Draws what a burst left behind, no sooner than GRAPHS_S after the last redraw.
+        self._graphs_later = QTimer(self, singleShot=True)
+        self._graphs_later.timeout.connect(self._refresh_if_stale)
 
     # ------------------------------------------------------------ lanes
 
@@ -153,8 +156,11 @@ class LaneBoard(QWidget):
     def _tick(self) -> None:
         if not self._pending:
             self._timer.stop()
-            if self._graphs_stale:
-                self._refresh_graphs()  # the last events of a burst are drawn too
+            if self._graphs_stale and not self._graphs_later.isActive():
+                # The last events of a burst are drawn too, but steps arrive in bursts many
+                # times a second: drawing at every burst's end would beat GRAPHS_S.
+                wait = GRAPHS_S - (time.monotonic() - self._graphs_at)
+                self._graphs_later.start(max(0, round(wait * 1000)))
             return
         self._append_pending()
         if time.monotonic() - self._graphs_at >= GRAPHS_S:
@@ -168,7 +174,12 @@ class LaneBoard(QWidget):
                 self._append(lane, event)
         self._graphs_stale = self._graphs_stale or bool(pending)
 
+    def _refresh_if_stale(self) -> None:
+        if self._graphs_stale:
+            self._refresh_graphs()
+
     def _refresh_graphs(self) -> None:
+        self._graphs_later.stop()
         self.graphs.refresh()
         self._show_figures()
         self._graphs_at = time.monotonic()

@@ -375,3 +375,24 @@ def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
     assert window.graphs.race_plot.getPlotItem().legend.opts["labelTextSize"] == "16pt"
     window.set_presentation(False)
     assert window.board.theme.name == "dark" and window.settings.theme() == "dark"
+
+
+def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window, qtbot):
+    from specviz.app.lanes import GRAPHS_S
+
+    steps = [e for e in read_trace(DATA / "small_trace.jsonl").events
+             if isinstance(e, ev.StepEvent)]
+    window.open_replay([DATA / "small_trace.jsonl"]).finish()
+    window.board.drain()
+    lane_id = next(iter(window.board.lanes))
+    window.board.rewind(lane_id, [])
+    redraws = []
+    window.board.refreshed.connect(lambda: redraws.append(time.monotonic()))
+    start = time.monotonic()
+    for step in (steps * 4)[:40]:  # a step every 25 ms, each its own burst
+        window.board.push(lane_id, step)
+        qtbot.wait(25)
+    qtbot.wait(int(GRAPHS_S * 1000) + 100)  # the last burst is drawn too
+    elapsed = time.monotonic() - start
+    assert len(redraws) <= elapsed / GRAPHS_S + 1
+    assert not window.board._graphs_stale
