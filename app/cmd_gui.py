@@ -80,9 +80,16 @@ def make_app(offscreen_if_headless: bool = False):
     # fills cost less than the hand-off here. Must be set before the QApplication exists.
     os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
     import qasync
+    from pyqtgraph.util.garbage_collector import GarbageCollector
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(["specviz"])
+    # Python's collector runs in whichever thread allocates; on an engine thread it may free
+    # a cycle that holds a widget or timer, and Qt objects deleted off the GUI thread leave
+    # dangling timers that crash the event loop later. pyqtgraph's collector turns automatic
+    # collection off and collects on a GUI-thread timer instead.
+    if not hasattr(app, "_specviz_gc"):
+        app._specviz_gc = GarbageCollector(interval=1.0)
     app.setOrganizationName("specviz")
     app.setApplicationName("specviz")
     loop = qasync.QEventLoop(app)

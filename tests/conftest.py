@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,34 @@ sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the test
 
 from model_fixtures import smollm2_path  # noqa: E402,F401  (a fixture, used by name)
 from tiny_model import build_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_collection_off_the_main_thread():
+    """Python collects garbage in whichever thread allocates: an engine thread (or tqdm's
+    monitor) could free a cycle holding a Qt widget from an earlier test, and a Qt object
+    deleted off its thread leaves a timer that crashes the event loop later (seen: a segfault
+    in QTimerInfoList::activateTimers between tests). Collect on the main thread only, after
+    each test, as the app does (app.cmd_gui.make_app)."""
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_each_test():
+    yield
+    collect_when_due()
+
+
+def collect_when_due(threshold=gc.get_threshold()) -> None:
+    """What automatic collection would have done by now (a full collection after every test
+    would cost minutes with torch loaded)."""
+    counts = gc.get_count()
+    for generation in range(3):
+        if counts[generation] <= threshold[generation]:
+            break
+        gc.collect(generation)
 
 
 @pytest.fixture(scope="session")
