@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings
 
 from ..engines.errors import SpecvizError
 from . import exports
-from .cmd_gui import make_app
+from .cmd_gui import freeze_heap, make_app
 from .cmd_run import read_prompt
 from .main_window import MainWindow
 from .runs import LaneConfig, ModelChoice
@@ -34,6 +34,7 @@ def take_shot(args: argparse.Namespace) -> int:
         if args.presentation:
             window.set_presentation(True, fullscreen=False)
         window.show()
+        freeze_heap()
         status = _replay(window, args.replay) if args.replay else loop.run_until_complete(
             _live(window, args))
         _settle(app, window)

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
-from specviz.app.cmd_gui import make_app
+from specviz.app.cmd_gui import freeze_heap, make_app
 from specviz.app.main_window import MainWindow
 from specviz.app.options import k_value
 from specviz.app.settings import AppSettings
@@ -185,6 +185,7 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
         window.resize(*args.size)
         window.show()
         app.processEvents()
+        freeze_heap()
         probe = Probe(window)
 
         async def run() -> int:
