@@ -7,7 +7,10 @@ two speculating lanes, ~2000 steps each), then repeats: append a few steps to ev
 - paints of each plot (an event filter on each plot's viewport; the goal is 1);
 - GUI-thread CPU time (time.thread_time, so other processes on a loaded machine count
   little) of `refresh()` itself and of the event processing after it (the paints);
-  median and max over the refreshes.
+  median and max over the refreshes;
+- the longest block of the GUI thread: the longest gap of a 1 ms heartbeat timer, wall clock
+  (the refresh and the paints that follow it in one turn of the event loop; on a loaded
+  machine this one counts other processes too).
 
     QT_QPA_PLATFORM=offscreen python benchmarks/graph_refresh.py [--steps 2000] [--refreshes 30]
 """
@@ -20,7 +23,7 @@ import sys
 import time
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 from specviz.engines.events import (
     TARGET_BONUS,
@@ -73,6 +76,20 @@ class PaintCounter(QObject):
         return False
 
 
+class Heartbeat(QObject):
+    """A 1 ms timer; its longest gap is the longest time the GUI thread could not answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ticks: list[float] = []
+        self._timer = QTimer(self, interval=1, timerType=Qt.TimerType.PreciseTimer)
+        self._timer.timeout.connect(lambda: self.ticks.append(time.perf_counter()))
+        self._timer.start()
+
+    def longest_gap_ms(self) -> float:
+        return max((b - a for a, b in zip(self.ticks, self.ticks[1:])), default=0.0) * 1000
+
+
 def settle(app: QApplication, counter: PaintCounter) -> float:
     """Process events until no paint for QUIET_MS; the GUI thread's CPU seconds spent."""
     cpu, start = time.thread_time(), time.perf_counter()
@@ -109,8 +126,11 @@ def main() -> int:
     counter = PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})
     settle(app, counter)
     counter.counts = dict.fromkeys(counter.counts, 0)
-    refresh_ms, paint_ms = [], []
+    refresh_ms, paint_ms, blocks = [], [], []
+    heartbeat = Heartbeat()
     for r in range(args.refreshes):
+        heartbeat.ticks = []
+        settle(app, counter)  # a few heartbeats before the refresh
         start = args.steps + r * args.per_refresh
         for lane, events in streams.items():
             for event in events[start: start + args.per_refresh]:
@@ -119,6 +139,7 @@ def main() -> int:
         graphs.refresh()
         refresh_ms.append((time.thread_time() - cpu) * 1000)
         paint_ms.append(settle(app, counter) * 1000)
+        blocks.append(heartbeat.longest_gap_ms())
     both = [a + b for a, b in zip(refresh_ms, paint_ms, strict=True)]
     print(f"3 lanes, {args.steps}+ steps each, {args.refreshes} refreshes, graphs "
           f"{args.size[0]}x{args.size[1]}, platform {app.platformName()}")
@@ -128,6 +149,8 @@ def main() -> int:
                           ("together", both)):
         print(f"GUI-thread CPU ms, {label}: median {statistics.median(values):.1f}, "
               f"max {max(values):.1f}")
+    print(f"longest GUI-thread block (1 ms heartbeat, wall) per refresh: median "
+          f"{statistics.median(blocks):.1f} ms, max {max(blocks):.1f} ms")
     return 0
 
 
