@@ -453,8 +453,8 @@ def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
     axes = {"left": _GridAxis("left"),
             "bottom": _WholeAxis("bottom") if whole_x else _GridAxis("bottom")}
     plot = pg.PlotWidget(axisItems=axes)
-    for axis in axes.values():
-        axis.setZValue(-1)  # opaque grid lines beneath the curves, not across them
+    for axis in axes.values():  # opaque grid lines beneath the curves, not across them
+        axis.setZValue(plot.getPlotItem().getViewBox().zValue() - 1)
     plot.setTitle(title)
     plot.setLabel("bottom", x_label)
     plot.setLabel("left", y_label)
