@@ -36,3 +36,14 @@ def test_widget_draws_a_curve_and_the_lane_operating_point(qtbot):
     assert widget.curve_data("a")[1][15] == pytest.approx(expected_tokens_iid(0.95, 15))
     widget.remove_lane("a")
     assert "a" not in widget._items
+
+
+def test_lane_colour_reaches_curve_and_dot(qtbot):
+    widget = CostCurve()
+    qtbot.addWidget(widget)
+    for colour in ("#e69f00", "#56b4e9"):  # a theme change recolours the lanes
+        widget.set_lane("a", "draft", colour, 0.8, 4.0, 1.1)
+        curve, dot = widget._items["a"]
+        assert curve.opts["pen"].color().name() == colour
+        brushes = {b.color().name() for b in dot.data["brush"] if b is not None}
+        assert dot.opts["brush"].color().name() == colour and brushes <= {colour}

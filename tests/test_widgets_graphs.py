@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QPainter, QPicture
 from specviz.engines.events import (
     REJECT_MISMATCH,
     TARGET_BONUS,
@@ -358,3 +359,35 @@ def test_a_refresh_paints_each_plot_once(graphs, qtbot):
         painted = {name: counter.counts[name] - before[name] for name in before}
         seen.append(painted)
     assert all(p == dict.fromkeys(p, 1) for p in seen), seen
+
+
+def _grid_colours(plot: pg.PlotWidget) -> set[tuple[str, int]]:
+    axis = plot.getAxis("left")
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        _axis_line, ticks, _texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return {(pen.color().name(), pen.color().alpha()) for pen, _p1, _p2 in ticks}
+
+
+def test_grid_lines_are_opaque_and_beneath_the_curves(graphs, qtbot):
+    """Blending translucent grid lines was most of a plot's paint; opaque ones in the colour
+    the translucent ones showed must lie beneath the curves, or they would cut through them."""
+    graphs.resize(1000, 600)
+    graphs.show()
+    qtbot.waitExposed(graphs)
+    item = graphs.race_plot.getPlotItem()
+    assert item.getAxis("left").zValue() < item.getViewBox().zValue()
+    dark = _grid_colours(graphs.race_plot)
+    assert dark and all(alpha == 255 for _name, alpha in dark)
+    # Between the grid colour and the background, as 20% of the grid over it would show.
+    for name, _alpha in dark:
+        grid, bg, mixed = (pg.mkColor(c) for c in (DARK.grid, DARK.background, name))
+        assert bg.lightness() < mixed.lightness() < grid.lightness()
+    graphs.set_theme(LIGHT)
+    light = _grid_colours(graphs.race_plot)
+    for name, _alpha in light:  # blended with the light background now
+        grid, bg, mixed = (pg.mkColor(c) for c in (LIGHT.grid, LIGHT.background, name))
+        assert grid.lightness() < mixed.lightness() < bg.lightness()

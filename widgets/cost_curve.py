@@ -61,6 +61,7 @@ class CostCurve(QWidget):
 
     def set_lane(self, lane_id: str, label: str, colour: str, acceptance: float | None,
                  k: float, speedup: float | None) -> None:
+        previous = self._lanes.get(lane_id)
         self._lanes[lane_id] = {"label": label, "colour": colour, "alpha": acceptance,
                                 "k": k, "speedup": speedup}
         if lane_id not in self._items:
@@ -68,6 +69,14 @@ class CostCurve(QWidget):
             dot = pg.ScatterPlotItem(size=11)
             self.plot.addItem(dot)
             self._items[lane_id] = (curve, dot)
+        if previous is None or previous["colour"] != colour:
+            # Styled once per colour: a new pen or brush with every point costs a redraw
+            # of the dot's symbol at every refresh.
+            curve, dot = self._items[lane_id]
+            pen = pg.mkPen(colour, width=2)
+            curve.setPen(pen)
+            dot.setPen(pen)
+            dot.setBrush(pg.mkBrush(colour))
         self._draw(lane_id)
 
     def remove_lane(self, lane_id: str) -> None:
@@ -88,14 +97,12 @@ class CostCurve(QWidget):
 
     def _draw(self, lane_id: str) -> None:
         lane, (curve, dot) = self._lanes[lane_id], self._items[lane_id]
-        pen = pg.mkPen(lane["colour"], width=2)
         if lane["alpha"] is None:
             curve.setData([], [])
         else:
             ys = theory_curve(lane["alpha"], self._relative)
-            curve.setData(np.arange(len(ys)), ys, pen=pen)
+            curve.setData(np.arange(len(ys)), ys)
         if lane["speedup"] is None:
             dot.setData([], [])
         else:
-            dot.setData([lane["k"]], [lane["speedup"]], brush=pg.mkBrush(lane["colour"]),
-                        pen=pen)
+            dot.setData([lane["k"]], [lane["speedup"]])
