@@ -34,12 +34,15 @@ def _collect_after_each_test():
     collect_when_due()
 
 
-def collect_when_due(threshold=gc.get_threshold()) -> None:
+GC_THRESHOLD = gc.get_threshold()  # automatic collection's own, before it is switched off
+
+
+def collect_when_due() -> None:
     """What automatic collection would have done by now (a full collection after every test
     would cost minutes with torch loaded)."""
     counts = gc.get_count()
     for generation in range(3):
-        if counts[generation] <= threshold[generation]:
+        if counts[generation] <= GC_THRESHOLD[generation]:
             break
         gc.collect(generation)
 
