@@ -361,6 +361,32 @@ def test_a_refresh_paints_each_plot_once(graphs, qtbot):
     assert all(p == dict.fromkeys(p, 1) for p in seen), seen
 
 
+def test_half_the_plots_paint_a_moment_later(graphs, qtbot):
+    """Six plots painting in one turn of the event loop held the GUI thread 40-50 ms; the
+    second half waits PAINT_GAP_MS so that other events get a turn in between."""
+    from PySide6.QtWidgets import QApplication
+    from specviz.widgets.graphs import PAINT_GAP_MS
+
+    graphs.resize(1200, 700)
+    graphs.show()
+    qtbot.waitExposed(graphs)
+    graphs.add_lane("a", "a", DARK.lanes[0])
+    events = run(random_shape(60, seed=3), ms=20.0)
+    feed(graphs, "a", events[:30])
+    graphs.refresh()
+    counter = _PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})
+    counter.settle(qtbot)
+    before = dict(counter.counts)
+    feed(graphs, "a", events[30:])
+    graphs.refresh()
+    QApplication.processEvents()  # one turn: the first half paints
+    first = {name for name in before if counter.counts[name] > before[name]}
+    names = list(graphs.plots)
+    assert first == set(names[: len(names) // 2])
+    qtbot.wait(PAINT_GAP_MS + 60)
+    assert all(counter.counts[name] > before[name] for name in names)  # the rest, now
+
+
 def _grid_colours(plot: pg.PlotWidget) -> set[tuple[str, int]]:
     axis = plot.getAxis("left")
     picture = QPicture()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGridLayout, QWidget
 
@@ -56,6 +56,9 @@ def _bump(counts: np.ndarray, index: int, by: int = 1) -> np.ndarray:
     return counts
 
 
+PAINT_GAP_MS = 16  # the second half of the plots paints this much later (see _stagger_paints)
+
+
 @dataclass(eq=False)
 class _Lane:
     label: str
@@ -84,6 +87,9 @@ class LaneGraphs(QWidget):
         self._baseline: str | None = None
         self._dirty: set[str] = set()
         self._barred: tuple[str, ...] = ()  # lanes with histogram bars, in slot order
+        self._held: list[pg.PlotWidget] = []  # plots whose paint waits for the next turn
+        self._release = QTimer(self, singleShot=True, interval=PAINT_GAP_MS)
+        self._release.timeout.connect(self._release_paints)
         self._text_pt = TEXT_PT
         self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
@@ -239,6 +245,22 @@ class LaneGraphs(QWidget):
             self._draw_operating_point(lane_id)
         self._draw_bars(dirty)
         self._settle_views()
+        self._stagger_paints()
+
+    def _stagger_paints(self) -> None:
+        """Let half the plots paint PAINT_GAP_MS later: the six painting in one turn of the
+        event loop held the GUI thread 40-50 ms on a 2-core CPU; in two halves, the token
+        views and input get a turn in between."""
+        self._release_paints()
+        self._held = list(self.plots.values())[len(self.plots) // 2 :]
+        for plot in self._held:
+            plot.setUpdatesEnabled(False)
+        self._release.start()
+
+    def _release_paints(self) -> None:
+        for plot in self._held:
+            plot.setUpdatesEnabled(True)  # repaints it
+        self._held = []
 
     def _settle_views(self) -> None:
         """Fit each plot's auto range to its new data now, not at its next paint.
