@@ -61,7 +61,7 @@ class LaneBoard(QWidget):
         self._timer.timeout.connect(self._tick)
         self._graphs_at = 0.0  # when the graphs were last redrawn (monotonic seconds)
         self._graphs_stale = False
-        # Draws what a burst left behind, no sooner than GRAPHS_S after the last redraw.
+        # Redraws the graphs, no sooner than GRAPHS_S after the last redraw.
         self._graphs_later = QTimer(self, singleShot=True)
         self._graphs_later.timeout.connect(self._refresh_if_stale)
 
@@ -154,17 +154,19 @@ class LaneBoard(QWidget):
         self._refresh_graphs()
 
     def _tick(self) -> None:
-        if not self._pending:
+        if self._pending:
+            self._append_pending()
+        else:
             self._timer.stop()
-            if self._graphs_stale and not self._graphs_later.isActive():
-                # The last events of a burst are drawn too, but steps arrive in bursts many
-                # times a second: drawing at every burst's end would beat GRAPHS_S.
-                wait = GRAPHS_S - (time.monotonic() - self._graphs_at)
-                self._graphs_later.start(max(0, round(wait * 1000)))
-            return
-        self._append_pending()
-        if time.monotonic() - self._graphs_at >= GRAPHS_S:
-            self._refresh_graphs()
+        self._schedule_graphs()
+
+    def _schedule_graphs(self) -> None:
+        """Redraw the graphs GRAPHS_S after the last redraw if anything came since: one rule
+        during a burst of steps and after it (steps arrive in bursts many times a second, so
+        drawing at every burst's end would redraw far more often)."""
+        if self._graphs_stale and not self._graphs_later.isActive():
+            wait = GRAPHS_S - (time.monotonic() - self._graphs_at)
+            self._graphs_later.start(max(0, round(wait * 1000)))
 
     def _append_pending(self) -> None:
         pending, self._pending = self._pending, []
