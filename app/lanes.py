@@ -151,7 +151,7 @@ class LaneBoard(QWidget):
     def drain(self) -> None:
         """Draw everything pending now, graphs included."""
         self._append_pending()
-        self._refresh_graphs()
+        self._refresh_graphs(staggered=False)
 
     def _tick(self) -> None:
         if self._pending:
@@ -180,9 +180,9 @@ class LaneBoard(QWidget):
         if self._graphs_stale:
             self._refresh_graphs()
 
-    def _refresh_graphs(self) -> None:
+    def _refresh_graphs(self, staggered: bool = True) -> None:
         self._graphs_later.stop()
-        self.graphs.refresh()
+        self.graphs.refresh(staggered)
         self._show_figures()
         self._graphs_at = time.monotonic()
         self._graphs_stale = False

@@ -56,7 +56,7 @@ def _bump(counts: np.ndarray, index: int, by: int = 1) -> np.ndarray:
     return counts
 
 
-PAINT_GAP_MS = 16  # the second half of the plots paints this much later (see _stagger_paints)
+PAINT_GAP_MS = 16  # the second half of the plots is drawn this much later (see refresh)
 
 
 @dataclass(eq=False)
@@ -87,9 +87,9 @@ class LaneGraphs(QWidget):
         self._baseline: str | None = None
         self._dirty: set[str] = set()
         self._barred: tuple[str, ...] = ()  # lanes with histogram bars, in slot order
-        self._held: list[pg.PlotWidget] = []  # plots whose paint waits for the next turn
-        self._release = QTimer(self, singleShot=True, interval=PAINT_GAP_MS)
-        self._release.timeout.connect(self._release_paints)
+        self._later: set[str] = set()  # lanes whose race, speedup and cost wait (staggered)
+        self._second = QTimer(self, singleShot=True, interval=PAINT_GAP_MS)
+        self._second.timeout.connect(self._draw_second_half)
         self._text_pt = TEXT_PT
         self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
@@ -232,37 +232,41 @@ class LaneGraphs(QWidget):
 
     # ------------------------------------------------------------ drawing
 
-    def refresh(self) -> None:
-        """Redraw what changed since the last refresh."""
+    def refresh(self, staggered: bool = False) -> None:
+        """Redraw what changed since the last refresh.
+
+        Staggered (the live window), the race, speedup and cost plots are drawn PAINT_GAP_MS
+        after the other three: six plots painting in one turn of the event loop held the GUI
+        thread 40-50 ms on a 2-core CPU; in two halves, the token views and input get a turn
+        in between."""
         dirty = self._dirty & set(self._lanes)
         self._dirty.clear()
-        if not dirty:
+        if dirty:
+            for lane_id in dirty:
+                self._draw_acceptance(self._lanes[lane_id])
+            self._draw_bars(dirty)
+            self._settle_views(self._first_plots())
+            self._later |= set(self._lanes) if self._baseline in dirty else dirty
+        if not self._later:
             return
-        for lane_id in dirty:
-            self._draw_lane(self._lanes[lane_id])
-        for lane_id in set(self._lanes) if self._baseline in dirty else dirty:
+        if staggered:
+            self._second.start()
+        else:
+            self._draw_second_half()  # and whatever a staggered refresh left waiting
+
+    def _first_plots(self) -> list[pg.PlotWidget]:
+        return [self.acceptance_plot, self.histogram_plot, self.position_plot]
+
+    def _draw_second_half(self) -> None:
+        self._second.stop()
+        later, self._later = self._later & set(self._lanes), set()
+        for lane_id in later:
+            self._draw_race(self._lanes[lane_id])
             self._draw_speedup(lane_id)
             self._draw_operating_point(lane_id)
-        self._draw_bars(dirty)
-        self._settle_views()
-        self._stagger_paints()
+        self._settle_views([self.race_plot, self.speedup_plot, self.cost_curve.plot])
 
-    def _stagger_paints(self) -> None:
-        """Let half the plots paint PAINT_GAP_MS later: the six painting in one turn of the
-        event loop held the GUI thread 40-50 ms on a 2-core CPU; in two halves, the token
-        views and input get a turn in between."""
-        self._release_paints()
-        self._held = list(self.plots.values())[len(self.plots) // 2 :]
-        for plot in self._held:
-            plot.setUpdatesEnabled(False)
-        self._release.start()
-
-    def _release_paints(self) -> None:
-        for plot in self._held:
-            plot.setUpdatesEnabled(True)  # repaints it
-        self._held = []
-
-    def _settle_views(self) -> None:
+    def _settle_views(self, plots: list[pg.PlotWidget]) -> None:
         """Fit each plot's auto range to its new data now, not at its next paint.
 
         A ViewBox defers auto-ranging to the start of its paint; the new range then clips and
@@ -270,7 +274,7 @@ class LaneGraphs(QWidget):
         (two paints per refresh, half of them wasted). Settled here, the one paint finds
         nothing left to change.
         """
-        for plot in self.plots.values():
+        for plot in plots:
             plot.getPlotItem().getViewBox().prepareForPaint()
 
     def set_costs(self, relative: list[float] | None, label: str = "") -> None:
@@ -286,7 +290,7 @@ class LaneGraphs(QWidget):
         self.cost_curve.set_lane(lane_id, lane.label, lane.colour, figures["acceptance_rate"],
                                  k, figures["speedup"])
 
-    def _draw_lane(self, lane: _Lane) -> None:
+    def _draw_acceptance(self, lane: _Lane) -> None:
         rows, items = lane.rows, lane.items
         steps = rows.column(STEP)
         rolling, overall = acceptance_curves(rows.column(PROPOSED), rows.column(ACCEPTED))
@@ -295,8 +299,11 @@ class LaneGraphs(QWidget):
         depth = _used(lane.position_proposed)
         rate = _ratio(lane.position_accepted[:depth], lane.position_proposed[:depth])
         items["position"].setData(np.arange(1, depth + 1), rate, connect="finite")
-        items["race"].setData(np.concatenate([[0.0], rows.column(SECONDS)]),
-                              np.concatenate([[0.0], rows.column(TOKENS)]))
+
+    def _draw_race(self, lane: _Lane) -> None:
+        rows = lane.rows
+        lane.items["race"].setData(np.concatenate([[0.0], rows.column(SECONDS)]),
+                                   np.concatenate([[0.0], rows.column(TOKENS)]))
 
     def _draw_bars(self, dirty: set[str]) -> None:
         """Bars side by side in each bin, one slot per lane that has proposed anything."""
