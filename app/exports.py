@@ -6,16 +6,18 @@ import csv
 import shutil
 from pathlib import Path
 
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import QWidget
 
 FIGURE_COLUMNS = ("lane", "oracle", "k", "tokens", "tok_per_s", "acceptance_rate",
                   "mean_accepted_tokens", "speedup", "trace")
 
 
-def save_png(widget: QWidget, path: str | Path) -> Path:
-    """What the widget shows now, at its size on screen (a window, a lane or one graph)."""
+def save_png(what: QWidget | QPixmap, path: str | Path) -> Path:
+    """What a widget shows now, at its size on screen (a window or a lane), or a picture."""
     path = Path(path)
-    if not widget.grab().save(str(path), "PNG"):
+    picture = what if isinstance(what, QPixmap) else what.grab()
+    if not picture.save(str(path), "PNG"):
         raise OSError(f"could not write {path}")
     return path
 

@@ -145,8 +145,8 @@ class MainWindow(QMainWindow):
         file.addSeparator()
         file.addAction(self._action("Export window PNG…", self._export_window, "Ctrl+E"))
         graphs = file.addMenu("Export graph PNG")
-        for name, plot in self.graphs.plots.items():
-            export = lambda _c=False, p=plot, n=name: self._export_graph(p, n)  # noqa: E731
+        for name in self.graphs.plots:
+            export = lambda _c=False, n=name: self._export_graph(n)  # noqa: E731
             graphs.addAction(self._action(f"{name.title()}…", export))
         file.addAction(self._action("Export figures CSV…", self._export_csv))
         file.addSeparator()
@@ -438,10 +438,10 @@ class MainWindow(QMainWindow):
         if path:
             self._report(lambda: exports.save_png(self, path), "saved {}")
 
-    def _export_graph(self, plot: QWidget, name: str) -> None:
+    def _export_graph(self, name: str) -> None:
         path = self._ask_save(f"Export {name} graph", f"specviz-{name}.png", "PNG images (*.png)")
-        if path:
-            self._report(lambda: exports.save_png(plot, path), "saved {}")
+        if path:  # the plot with the lanes' key above it
+            self._report(lambda: exports.save_png(self.graphs.picture(name), path), "saved {}")
 
     def _export_csv(self) -> None:
         path = self._ask_save("Export figures", "specviz-figures.csv", "CSV files (*.csv)")
@@ -485,7 +485,7 @@ class MainWindow(QMainWindow):
         s.set_temperature(request.temperature)
         s.set_max_tokens(request.max_tokens)
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+    def closeEvent(self, event: QCloseEvent) -> None:
         if self.presenting:
             self.set_presentation(False)
         if not self.replaying:

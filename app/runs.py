@@ -181,7 +181,7 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     stored = prof.load(model.target, model.backend, device or "cpu",
                        model.threads or gui_threads())
     if stored is None:
-        return None, "no cost profile here yet (specviz profile): batches priced as free"
+        return None, "no profile: batches free"  # the plot's tooltip says how to make one
     costs = [stored.relative(n, context) for n in range(1, 34)]
     threads = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
     return costs, f"{stored.backend}/{stored.device}, {threads}, context {context}"
@@ -209,4 +209,4 @@ def trace_header(lane: LaneConfig, request: RunRequest, session: Session) -> dic
                            exit_layer=lane.exit_layer,
                            temperature=request.temperature, top_p=request.top_p,
                            seed=request.seed, chat=request.chat)
-    return cmd_run._header(args, session, session.target)  # noqa: SLF001 - one header format
+    return cmd_run._header(args, session, session.target)

@@ -11,6 +11,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QPainter, QPicture
+
 from specviz.engines.events import (
     REJECT_MISMATCH,
     TARGET_BONUS,
@@ -115,12 +116,9 @@ def test_histogram_counts_steps_by_accepted_tokens(graphs):
     assert width == pytest.approx(0.4)
     np.testing.assert_allclose(bars["a"]["x"], np.arange(5) - 0.2)
     np.testing.assert_allclose(bars["b"]["x"], np.arange(2) + 0.2)
-    # Its legend names the lanes with bars, beside the plot, not over the bars.
-    plot_item = graphs.histogram_plot.getPlotItem()
-    assert [label.text for _sample, label in plot_item.legend.items] == ["lane a", "lane b"]
-    assert plot_item.legend.parentItem() is not plot_item.getViewBox()
-    graphs.remove_lane("b")
-    assert [label.text for _sample, label in plot_item.legend.items] == ["lane a"]
+    graphs.remove_lane("b")  # the remaining lane's bars take the whole bin again
+    graphs.refresh()
+    assert graphs.lane_items("a")["bars"].opts["width"] == pytest.approx(0.8)
 
 
 def test_acceptance_by_draft_position(graphs):
@@ -284,28 +282,44 @@ def test_cost_curve_shows_each_lane_where_it_runs(graphs):
     assert "spec" not in graphs.cost_curve._items
 
 
-def test_legends_name_every_lane_in_two_rows_at_most(graphs):
+def test_one_key_names_every_lane_and_no_plot_has_a_legend(graphs):
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
         graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
-        for name, plot in graphs.plots.items():
-            if name in ("cost", "histogram"):
-                continue  # a lane joins these once it has figures, or bars
-            legend = plot.getPlotItem().legend
-            labels = [label.text for _sample, label in legend.items]
-            assert len(labels) == i + 1, name  # a third lane's entry once fell out of view
-            assert legend.columnCount == (1 if i < 2 else 2)
+    graphs.set_baseline("lane0")
+    text = graphs.key.text()
+    for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
+        assert oracle in text and DARK.lane_colour(i) in text
+    assert "none&nbsp;(baseline)" in text and text.count("baseline") == 1
+    # Nothing sits over the curves: the plots have no legends of their own.
+    assert all(plot.getPlotItem().legend is None for plot in graphs.plots.values())
     graphs.remove_lane("lane3")
-    graphs.remove_lane("lane2")
-    assert graphs.race_plot.getPlotItem().legend.columnCount == 1
+    graphs.set_lane_colour("lane2", "#123456")
+    assert "draft" not in graphs.key.text() and "#123456" in graphs.key.text()
+    graphs.set_baseline(None)
+    assert "baseline" not in graphs.key.text()
 
 
-def test_text_size_reaches_titles_axes_and_legends(graphs):
+def test_picture_of_one_graph_has_the_key_above_it(graphs):
+    for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
+        graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
+    graphs.resize(600, 700)
+    graphs.show()
+    picture = graphs.picture("race")
+    width = graphs.race_plot.width()
+    assert picture.width() == width
+    key = graphs.key.copy(width)
+    assert picture.height() == key.height() + graphs.race_plot.height()
+    # Four entries do not fit on one line of one graph's width: the key wraps.
+    assert key.height() > graphs.key.heightForWidth(graphs.width())
+
+
+def test_text_size_reaches_titles_axes_and_the_key(graphs):
     graphs.add_lane("a", "none", DARK.lanes[0])
     graphs.set_text_size(16)
     item = graphs.race_plot.getPlotItem()
     assert item.titleLabel.opts["size"] == "18pt"
     assert item.getAxis("bottom").style["tickFont"].pointSize() == 16
-    assert item.legend.opts["labelTextSize"] == "16pt"
+    assert "font-size:16pt" in graphs.key.text()
 
 
 class _PaintCounter(QObject):
@@ -366,6 +380,7 @@ def test_half_the_plots_paint_a_moment_later(graphs, qtbot):
     staggered refresh draws the second half PAINT_GAP_MS later, and a grab in between shows
     the plots (holding their paints instead made a grab of them black)."""
     from PySide6.QtWidgets import QApplication
+
     from specviz.widgets.graphs import PAINT_GAP_MS
 
     graphs.resize(1200, 700)

@@ -43,6 +43,11 @@ class CostCurve(QWidget):
         self.plot = _plot("Theoretical speedup by K (dot: where each lane runs)", "K",
                           "× plain decoding")
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0))
+        self.plot.setToolTip(
+            "Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"
+            "over the cost of verifying K+1 tokens; the dot is where the lane runs. Batch\n"
+            "costs come from `specviz profile --target MODEL`; without a stored profile\n"
+            "every batch costs as much as one token.")
         self._relative: list[float] | None = None
         self._lanes: dict[str, dict] = {}
         self._items: dict[str, tuple[pg.PlotDataItem, pg.ScatterPlotItem]] = {}

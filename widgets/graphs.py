@@ -1,4 +1,5 @@
-"""Five live graphs comparing lanes (one run each): acceptance, depth, the race and speedup.
+"""Six live graphs comparing lanes (one run each): acceptance, depth, accepted tokens per
+step, the race, speedup and the cost curve, under one key of the lanes' colours.
 
 `append` only copies a few numbers into numpy buffers that grow by doubling and marks the
 lane dirty; `refresh` (called by a timer) recomputes the dirty lanes' curves with numpy and
@@ -14,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from ..engines.events import StepEvent, Totals
+from .lane_key import LaneKey
 from .palette import DARK, Theme
 
 WINDOW = 16  # steps in the rolling acceptance rate
-LEGEND_ROWS = 2
 TEXT_PT = 9  # graph text size outside presentation mode
 
 # Columns of a lane's per-step buffer.
@@ -93,12 +94,12 @@ class LaneGraphs(QWidget):
         self._text_pt = TEXT_PT
         self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
-        self.histogram_plot = _plot("Accepted tokens per step", "accepted tokens",
-                                    "steps with a proposal", whole_x=True, legend_beside=True)
+        self.histogram_plot = _plot("Accepted tokens per step that proposed any",
+                                    "accepted tokens", "steps", whole_x=True)
         self.position_plot = _plot("Acceptance by draft position", "draft position",
                                    "accepted / proposed", whole_x=True)
         self.race_plot = _plot("The race: tokens over compute time", "compute time (s)",
-                               "tokens", legend_left=True)
+                               "tokens")
         self.speedup_plot = _plot("Speedup over plain decoding", "compute time (s)",
                                   "× baseline tok/s")
         self._unit_line = pg.InfiniteLine(pos=1.0, angle=0)
@@ -106,14 +107,16 @@ class LaneGraphs(QWidget):
         from .cost_curve import CostCurve  # it builds on this module's plot helpers
 
         self.cost_curve = CostCurve(theme)
+        self.key = LaneKey(theme)  # one key for all six plots (see lane_key)
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
-        grid.addWidget(self.race_plot, 0, 0)
-        grid.addWidget(self.speedup_plot, 0, 1)
-        grid.addWidget(self.acceptance_plot, 1, 0)
-        grid.addWidget(self.position_plot, 1, 1)
-        grid.addWidget(self.histogram_plot, 2, 0)
-        grid.addWidget(self.cost_curve, 2, 1)
+        grid.addWidget(self.key, 0, 0, 1, 2)
+        grid.addWidget(self.race_plot, 1, 0)
+        grid.addWidget(self.speedup_plot, 1, 1)
+        grid.addWidget(self.acceptance_plot, 2, 0)
+        grid.addWidget(self.position_plot, 2, 1)
+        grid.addWidget(self.histogram_plot, 3, 0)
+        grid.addWidget(self.cost_curve, 3, 1)
         self.set_theme(theme)
 
     @property
@@ -142,7 +145,7 @@ class LaneGraphs(QWidget):
         lane = _Lane(label, colour)
         self._lanes[lane_id] = lane
         self._make_items(lane_id, lane)
-        self._arrange_legends()
+        self._update_key()
         self._dirty.add(lane_id)
 
     def remove_lane(self, lane_id: str) -> None:
@@ -150,7 +153,7 @@ class LaneGraphs(QWidget):
         for plot, item in self._placed(lane):
             plot.removeItem(item)
         self.cost_curve.remove_lane(lane_id)
-        self._arrange_legends()
+        self._update_key()
         self._dirty.update(self._lanes)  # bar slots may shift
         if lane_id == self._baseline:
             self.set_baseline(None)
@@ -162,12 +165,14 @@ class LaneGraphs(QWidget):
         self._baseline = lane_id
         for lid, lane in self._lanes.items():
             self._style_items(lid, lane)
+        self._update_key()
         self._dirty.update(self._lanes)
 
     def set_lane_colour(self, lane_id: str, colour: str) -> None:
         lane = self._lanes[lane_id]
         lane.colour = colour
         self._style_items(lane_id, lane)
+        self._update_key()
         self._dirty.add(lane_id)  # the cost curve takes the colour at the next refresh
         for _, marker in lane.markers:
             marker.setPen(_marker_pen(colour))
@@ -311,10 +316,6 @@ class LaneGraphs(QWidget):
         if barred != self._barred:  # slots moved: every lane's bars shift
             self._barred = barred
             dirty = set(self._lanes)
-            legend = self.histogram_plot.getPlotItem().legend
-            legend.clear()  # only lanes with bars: a plain lane never has any
-            for lane_id in barred:
-                legend.addItem(self._lanes[lane_id].items["bars"], self._lanes[lane_id].label)
         width = 0.8 / max(len(barred), 1)
         for lane_id in dirty:
             lane = self._lanes[lane_id]
@@ -346,12 +347,22 @@ class LaneGraphs(QWidget):
         for plot, item in self._placed(lane):
             plot.addItem(item)
 
-    def _arrange_legends(self) -> None:
-        """Two rows at most in a plot: in a short plot a third row fell outside it."""
-        columns = 1 if len(self._lanes) <= LEGEND_ROWS else -(-len(self._lanes) // LEGEND_ROWS)
-        for plot in self.plots.values():
-            if plot is not self.histogram_plot:  # its legend is beside the plot: one column
-                plot.getPlotItem().legend.setColumnCount(columns)
+    def _update_key(self) -> None:
+        self.key.set_lanes([(lid, lane.label, lane.colour, lid == self._baseline)
+                            for lid, lane in self._lanes.items()])
+
+    def picture(self, name: str) -> QPixmap:
+        """One plot as shown, with the key above it at the plot's width (a graph exported
+        on its own)."""
+        graph = self.plots[name].grab()
+        key = self.key.copy(graph.width()).grab()
+        out = QPixmap(graph.width(), key.height() + graph.height())
+        out.fill(QColor(self._theme.background))
+        painter = QPainter(out)
+        painter.drawPixmap(0, 0, key)
+        painter.drawPixmap(0, key.height(), graph)
+        painter.end()
+        return out
 
     def _style_items(self, lane_id: str, lane: _Lane) -> None:
         items, colour = lane.items, lane.colour
@@ -372,8 +383,9 @@ class LaneGraphs(QWidget):
     # ------------------------------------------------------------ theme
 
     def set_text_size(self, points: int) -> None:
-        """Text size of titles, axes and legends (larger for presentation)."""
+        """Text size of titles, axes and the key (larger for presentation)."""
         self._text_pt = points
+        self.key.set_text_size(points)
         self.set_theme(self._theme)
 
     def set_theme(self, theme: Theme) -> None:
@@ -384,6 +396,7 @@ class LaneGraphs(QWidget):
         self.setAutoFillBackground(True)  # the gaps between plots match them
         for plot in self.plots.values():
             _theme_plot(plot, theme, self._text_pt)
+        self.key.set_theme(theme)
         self._unit_line.setPen(pg.mkPen(theme.grid, style=Qt.PenStyle.DashLine))
 
 
@@ -477,8 +490,7 @@ class _WholeAxis(_GridAxis):
                 for spacing, offset in super().tickSpacing(minVal, maxVal, size)]
 
 
-def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
-          legend_left: bool = False, legend_beside: bool = False) -> pg.PlotWidget:
+def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False) -> pg.PlotWidget:
     axes = {"left": _GridAxis("left"),
             "bottom": _WholeAxis("bottom") if whole_x else _GridAxis("bottom")}
     plot = pg.PlotWidget(axisItems=axes)
@@ -496,12 +508,6 @@ def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False,
     # (A plot imposes these on every item it holds, so they are set here, not per curve.)
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
-    if legend_beside:  # right of the plot area: the histogram's bars fill all of it
-        item = plot.getPlotItem()
-        item.legend = pg.LegendItem()  # PlotItem.removeItem takes entries out of it
-        item.layout.addItem(item.legend, 2, 3)
-    else:  # The race's curves end at the top right, so its legend goes top left.
-        plot.addLegend(offset=(8, 8) if legend_left else (-8, 8))
     plot.setMenuEnabled(False)
     return plot
 
@@ -519,9 +525,6 @@ def _theme_plot(plot: pg.PlotWidget, theme: Theme, points: int) -> None:
         axis.setTickFont(font)
         axis.setLabel(axis.labelText, color=theme.foreground, **{"font-size": f"{points}pt"})
         axis.set_background(theme.background)
-    item.legend.setLabelTextColor(theme.foreground)
-    item.legend.setLabelTextSize(f"{points}pt")
-    item.legend.setBrush(pg.mkBrush(theme.background + "c0"))
 
 
 def _race_pen(colour: str, baseline: bool):
