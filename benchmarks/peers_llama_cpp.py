@@ -7,6 +7,9 @@
 
 Both sides decode the same chat-formatted prompt (first turn of each question), greedy, same
 threads and K, in this one script, alternating per prompt so machine noise hits both alike.
+On a shared machine identical runs differ by 10% or more: `--repeat N` runs every pairing N
+times, interleaved, and keeps each side's median time per prompt (auto K restarts every repeat
+from its state before the prompt, so it never learns a prompt twice).
 Tokens/s are generation only (prompt processing excluded) on both sides: llama.cpp's
 "decoded N tokens in S seconds" line, specviz's generation time; per configuration, all
 tokens over all generation time. Writes a markdown table.
@@ -24,13 +27,14 @@ llama.cpp the binding uses), into a cache folder (see plain_vs_llama_bench.py):
 
 Usage: python benchmarks/peers_llama_cpp.py --bin-dir DIR --questions FILE.jsonl
          [--target M] [--draft M] [--pairs draft,ngram,prompt-lookup] [--k N[,N...]]
-         [--auto] [--threads N] [--max-tokens N] [--limit N] [--markdown OUT.md]
+         [--auto] [--repeat N] [--threads N] [--max-tokens N] [--limit N] [--markdown OUT.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -122,6 +126,8 @@ def main() -> None:
     p.add_argument("--k", default="4", help="draft length(s), comma-separated")
     p.add_argument("--auto", action="store_true",
                    help="also run ours with auto K, against the peer's best K")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per pairing and prompt, interleaved; the median time is kept")
     p.add_argument("--p-min", type=float, default=0.0,
                    help="llama-speculative-simple's --spec-draft-p-min (0: same work as ours)")
     p.add_argument("--max-ngram", type=int, default=3, help="prompt lookup's n-gram size")
@@ -131,6 +137,8 @@ def main() -> None:
     p.add_argument("--markdown", type=Path, default=None)
     args = p.parse_args()
     ks = [int(k) for k in args.k.split(",")]
+    if args.repeat < 1:
+        raise SystemExit("--repeat must be at least 1")
 
     wanted = [pair for pair in PAIRS if pair[0] in args.pairs.split(",")]
     questions = load_questions(args.questions, args.categories and args.categories.split(","),
@@ -144,13 +152,6 @@ def main() -> None:
                 for pair in wanted if args.auto}
     # (pair, side, k) -> [tokens, seconds] summed over the prompts
     sums: dict[tuple, list[float]] = {}
-
-    def add(key, result):
-        total = sums.setdefault(key, [0, 0.0])
-        total[0] += result[0]
-        total[1] += result[1]
-        return result[0] / result[1]
-
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for q in questions:
@@ -158,22 +159,42 @@ def main() -> None:
             prompt_file = work / "prompt.txt"
             prompt_file.write_text(prompt_text, encoding="utf-8")
             warm_up(target, target.encode_prompt(prompt_text, True))
+            before = {pair: policy.snapshot() for pair, policy in policies.items()}
+            runs: dict[tuple, list[tuple[int, float]]] = {}
+            for _ in range(args.repeat):
+                for pair in wanted:
+                    for k in ks:
+                        runs.setdefault((pair, "peer", k), []).append(
+                            peer_tok_per_s(pair[1], k, args, prompt_file, work))
+                        runs.setdefault((pair, "ours", k), []).append(
+                            ours_tok_per_s(target, oracles[pair], k, q.turns[0], args))
+                    if args.auto:
+                        policies[pair].restore(before[pair])
+                        runs.setdefault((pair, "ours", AUTO), []).append(ours_tok_per_s(
+                            target, oracles[pair], AUTO, q.turns[0], args, policies[pair]))
+            rates = {key: add_median(sums, key, results) for key, results in runs.items()}
             for pair in wanted:
                 for k in ks:
-                    theirs = add((pair, "peer", k), peer_tok_per_s(pair[1], k, args,
-                                                                   prompt_file, work))
-                    ours = add((pair, "ours", k), ours_tok_per_s(target, oracles[pair], k,
-                                                                 q.turns[0], args))
-                    print(f"q{q.question_id} {pair[0]} k={k}: ours {ours:.1f}, "
-                          f"{PEER_LABEL[pair[1]]} {theirs:.1f} tokens/s", flush=True)
+                    print(f"q{q.question_id} {pair[0]} k={k}: ours {rates[pair, 'ours', k]:.1f}, "
+                          f"{PEER_LABEL[pair[1]]} {rates[pair, 'peer', k]:.1f} tokens/s",
+                          flush=True)
                 if args.auto:
-                    ours = add((pair, "ours", AUTO), ours_tok_per_s(
-                        target, oracles[pair], AUTO, q.turns[0], args, policies[pair]))
-                    print(f"q{q.question_id} {pair[0]} k=auto: ours {ours:.1f}", flush=True)
+                    print(f"q{q.question_id} {pair[0]} k=auto: ours "
+                          f"{rates[pair, 'ours', AUTO]:.1f}", flush=True)
     table = markdown(wanted, ks, sums, args, len(questions))
     print(table)
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")
+
+
+def add_median(sums: dict, key, results: list[tuple[int, float]]) -> float:
+    """Add one prompt's (tokens, median seconds over the repeats) to the totals; its rate."""
+    tokens = results[0][0]
+    seconds = statistics.median(s for _, s in results)
+    total = sums.setdefault(key, [0, 0.0])
+    total[0] += tokens
+    total[1] += seconds
+    return tokens / seconds
 
 
 def markdown(wanted, ks, sums, args, n_prompts: int) -> str:
@@ -184,7 +205,8 @@ def markdown(wanted, ks, sums, args, n_prompts: int) -> str:
     drafted = any(o == "draft" for o, _ in wanted)
     lines = [f"{args.target}" + (f" + {args.draft}" if drafted else "") +
              f", llama.cpp, {args.threads} threads, greedy, {args.max_tokens} tokens, "
-             f"{n_prompts} prompts (all tokens / all generation time)", "",
+             f"{n_prompts} prompts (all tokens / all generation time"
+             + (f", median of {args.repeat} runs per prompt" if args.repeat > 1 else "") + ")", "",
              "| ours | peer | K | ours tokens/s | peer tokens/s | ratio (ours / peer) |",
              "|---|---|---|---|---|---|"]
     for pair in wanted:
