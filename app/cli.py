@@ -39,8 +39,8 @@ def _register_optional(sub) -> None:
 
 
 def sub_choices(parser: argparse.ArgumentParser) -> set[str]:
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers only here
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
             return set(action.choices)
     return set()
 

@@ -42,7 +42,8 @@ def read_prompt(args: argparse.Namespace) -> str:
         try:
             return args.prompt_file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise SpecvizError(f"cannot read prompt file {args.prompt_file}: {exc.strerror}")
+            raise SpecvizError(
+                f"cannot read prompt file {args.prompt_file}: {exc.strerror}") from None
     if args.prompt is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
     return args.prompt

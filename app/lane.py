@@ -84,11 +84,11 @@ def exit_layer_box() -> QSpinBox:
 class LaneWidget(QFrame):
     """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
 
-    kChanged = Signal(str, int)  # noqa: N815 - lane id, K
-    knobChanged = Signal(str, str, int)  # noqa: N815 - lane id, oracle setting, value
-    removeRequested = Signal(str)  # noqa: N815
-    oracleChanged = Signal(str)  # noqa: N815 - lane id
-    configChanged = Signal()  # noqa: N815 - anything to remember changed
+    kChanged = Signal(str, int)
+    knobChanged = Signal(str, str, int)
+    removeRequested = Signal(str)
+    oracleChanged = Signal(str)
+    configChanged = Signal()
 
     def __init__(self, lane_id: str, config: LaneConfig, theme: Theme, colour: str,
                  recent_models: list[str], parent: QWidget | None = None) -> None:

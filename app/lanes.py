@@ -38,8 +38,8 @@ def k_changed(previous: ev.StepEvent | None, event: ev.StepEvent, max_tokens: in
 class LaneBoard(QWidget):
     hovered = Signal(object, object)  # LaneWidget, Span or None (None also on leaving)
     clicked = Signal(object, int)  # LaneWidget, step
-    kChanged = Signal(str, int)  # noqa: N815 - lane id, K
-    knobChanged = Signal(str, str, int)  # noqa: N815 - lane id, oracle setting, value
+    kChanged = Signal(str, int)
+    knobChanged = Signal(str, str, int)
     changed = Signal()  # lanes added, removed or reconfigured
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
 

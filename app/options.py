@@ -195,7 +195,8 @@ def build_oracle(name: str, args: argparse.Namespace, target: Backend,
         try:
             corpus = target.tokenize(args.ngram_corpus.read_text(encoding="utf-8"), False)
         except OSError as exc:
-            raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: {exc.strerror}")
+            raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: "
+                               f"{exc.strerror}") from None
     try:
         return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
                            min_ngram=args.min_ngram, corpus_ids=corpus,

@@ -47,7 +47,9 @@ class PromptPanel(QWidget):
         self.device = QComboBox()
         self.device.addItems(list(DEVICES))
         self.threads = QSpinBox(minimum=0, maximum=os.cpu_count() or 1,
-                                specialValueText="auto", toolTip="CPU threads per model (auto: all cores but one, leaving one to draw)")
+                                specialValueText="auto",
+                                toolTip="CPU threads per model (auto: all cores but one, "
+                                        "leaving one to draw)")
         self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, decimals=2)
         self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=128, singleStep=16)
         self._layout()

@@ -109,8 +109,8 @@ class WorkerPool(QObject):
     # Emitted on worker threads: connect them queued, so that slots run on the GUI thread.
     event = Signal(str, object)  # lane id, StepEvent or SummaryEvent
     failed = Signal(str, str)  # lane id, user-facing message
-    workerDone = Signal(str)  # noqa: N815 - Qt naming
-    allDone = Signal()  # noqa: N815
+    workerDone = Signal(str)
+    allDone = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)

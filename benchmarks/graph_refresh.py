@@ -25,6 +25,7 @@ import time
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
+
 from specviz.engines.events import (
     TARGET_BONUS,
     TARGET_CORRECTION,

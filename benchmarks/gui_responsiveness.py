@@ -11,7 +11,8 @@ start generating until the run ends:
   for the GIL or a core (close to 0);
 - paint rate: an event filter counts paint events on the lanes' token views and the graphs;
 - memory: resident set size before the run, its peak while generating (sampled every 100 ms,
-  models loaded) and at the end (the models stay loaded for the next run), and the process's max RSS (getrusage).
+  models loaded) and at the end (the models stay loaded for the next run), and the process's
+  max RSS (getrusage).
 
 With --headless, the same lanes then run again in the same process without the window
 (built the same way, stepped in turn as the device worker steps them) and each lane's tokens/s
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
+
 from specviz.app.cmd_gui import freeze_heap, make_app
 from specviz.app.main_window import MainWindow
 from specviz.app.options import k_value
@@ -83,7 +85,7 @@ class PaintCounter(QObject):
         self.widgets[kind] = self.widgets.get(kind, 0) + 1
         widget.installEventFilter(self)
 
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
         if self.active and event.type() == QEvent.Type.Paint:
             kind = self._kinds.get(obj)
             if kind is not None:

@@ -37,7 +37,7 @@ PEER = {"none": "generate()", "prompt-lookup": "generate(prompt_lookup_num_token
 def peer_run(target: TransformersBackend, draft: TransformersBackend | None, method: str,
              ids: list[int], args) -> tuple[int, float]:
     """(new tokens, seconds) of transformers' own generate()."""
-    torch = target._torch  # noqa: SLF001 - the backend's torch module
+    torch = target._torch
     model = target.model
     kwargs = {"max_new_tokens": args.max_tokens, "do_sample": False,
               "eos_token_id": sorted(target.eos_ids), "pad_token_id": min(target.eos_ids)}

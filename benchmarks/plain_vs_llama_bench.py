@@ -61,8 +61,8 @@ def main() -> None:
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"model {args.model}, {args.threads} threads, {args.tokens} tokens, "
           f"median of {args.rounds} alternating rounds")
-    print(f"llama-bench: {b:.2f} tokens/s  {['%.2f' % x for x in theirs]}")
-    print(f"specviz:     {a:.2f} tokens/s  {['%.2f' % x for x in ours]}")
+    print(f"llama-bench: {b:.2f} tokens/s  {[f'{x:.2f}' for x in theirs]}")
+    print(f"specviz:     {a:.2f} tokens/s  {[f'{x:.2f}' for x in ours]}")
     print(f"ratio specviz / llama-bench: {a / b:.3f}")
 
 

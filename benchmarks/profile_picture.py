@@ -17,14 +17,14 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import pyqtgraph as pg  # noqa: E402
-import pyqtgraph.exporters  # noqa: E402, F401 - registers ImageExporter
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+import pyqtgraph as pg
+import pyqtgraph.exporters
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
-from specviz.engines import profile as prof  # noqa: E402
-from specviz.engines.cost import speedup_curve  # noqa: E402
-from specviz.widgets.palette import LIGHT  # noqa: E402
+from specviz.engines import profile as prof
+from specviz.engines.cost import speedup_curve
+from specviz.widgets.palette import LIGHT
 
 ALPHAS = (0.6, 0.8, 0.9)
 KS = list(range(0, 17))

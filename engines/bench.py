@@ -27,7 +27,7 @@ from .backends.base import Backend
 from .compare import check_against_plain
 from .errors import SpecvizError
 from .oracles.base import Oracle
-from .sampling import SamplingParams
+from .sampling import GREEDY, SamplingParams
 from .session import K_MAX, KPolicy, RunSettings, Session, warm_up
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
@@ -123,7 +123,8 @@ def load_questions(path: str | Path, categories: Sequence[str] | None = None,
             d = json.loads(line)
             q = Question(int(d["question_id"]), str(d["category"]), tuple(d["turns"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise SpecvizError(f"{path}, line {number}: not a Spec-Bench question ({exc})")
+            raise SpecvizError(
+                f"{path}, line {number}: not a Spec-Bench question ({exc})") from None
         if categories and q.category not in categories and q.group not in categories:
             continue
         if limit is not None and taken.get(q.group, 0) >= limit:
@@ -141,7 +142,7 @@ def run_bench(
     questions: Iterable[Question],
     configs: Sequence[Config],
     max_tokens: int = 256,
-    params: SamplingParams = SamplingParams(),
+    params: SamplingParams = GREEDY,
     on_record: Callable[[Record], None] | None = None,
     make_policy: Callable[[Oracle], KPolicy] | None = None,
     repeat: int = 1,

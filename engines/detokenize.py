@@ -33,7 +33,7 @@ class TextStream:
         self.text += piece
         return piece
 
-    def fork(self) -> "TextStream":
+    def fork(self) -> TextStream:
         """A copy with the same pending bytes, to render tokens that may be rolled back."""
         other = TextStream(self._token_bytes, self._skip)
         other._decoder.setstate(self._decoder.getstate())

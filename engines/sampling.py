@@ -28,6 +28,9 @@ class SamplingParams:
         return self.temperature == 0
 
 
+GREEDY = SamplingParams()  # the default everywhere (frozen, so one instance serves all)
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     # exp in float32 (fast on 150k-row vocabularies), normalised in float64 (sums to 1).
     e = np.exp(logits - np.max(logits), dtype=np.float32).astype(np.float64)

@@ -25,7 +25,7 @@ from .backends.base import Backend, sync_device
 from .detokenize import TextStream
 from .errors import ContextOverflow
 from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
-from .sampling import SamplingParams
+from .sampling import GREEDY, SamplingParams
 from .typical import TypicalAcceptance, verify_typical
 from .verify import Verdict, verify
 
@@ -54,7 +54,7 @@ class RunSettings:
     history: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) turns
     k: int = 4
     max_tokens: int = 256
-    params: SamplingParams = SamplingParams()
+    params: SamplingParams = GREEDY
     stop: tuple[str, ...] = ()
     typical: TypicalAcceptance | None = None  # LOSSY typical acceptance instead of exact
 

@@ -12,8 +12,8 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
 
-from model_fixtures import smollm2_path  # noqa: E402,F401  (a fixture, used by name)
-from tiny_model import build_tiny_model  # noqa: E402
+from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
+from tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="session", autouse=True)

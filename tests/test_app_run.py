@@ -149,7 +149,7 @@ def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
     lanes = [LaneConfig("none"), LaneConfig("draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 24)
     run_to_end(window, app_env)
-    plain, draft = window.board.lanes.values()
+    _plain, draft = window.board.lanes.values()
     assert draft.view.token_count == 24
     assert lane_texts(window)[0] == lane_texts(window)[1]
     assert window.graphs.figures(draft.lane_id)["acceptance_rate"] > 0.5
@@ -192,7 +192,7 @@ def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tin
              LaneConfig("early-exit", 3, exit_layer=1),
              LaneConfig("cross-draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 20)
-    plain, rules, early, cross = window.board.lanes.values()
+    _plain, rules, early, cross = window.board.lanes.values()
     assert early.exit_layer.isVisible() and not rules.exit_layer.isVisible()
     assert cross.draft.isVisible() and not early.draft.isVisible()
     assert early.config().exit_layer == 1
@@ -239,6 +239,6 @@ def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny
     lane = next(iter(window.board.lanes.values()))
     newest = [e for e in lane.view.events if e.tree or e.lookahead][-1]
     assert window.tree_view.event is newest  # followed the run to its end
-    window._on_click(lane, 2)  # noqa: SLF001 - what a click on a token of step 2 does
+    window._on_click(lane, 2)
     window.board.drain()
     assert window.tree_view.event is lane.view.events[2]  # pinned

@@ -86,12 +86,12 @@ def test_prompt_longer_than_context_names_both_lengths(tiny_backend):
 
 
 def test_unavailable_device_lists_the_available_ones(tiny_model_dir):
-    with pytest.raises(BackendError, match="available: .*cpu"):
+    with pytest.raises(BackendError, match=r"available: .*cpu"):
         load_backend("transformers", tiny_model_dir, device="cuda")
 
 
 def test_model_folder_without_config_is_refused(tmp_path):
-    with pytest.raises(BackendError, match="no config.json"):
+    with pytest.raises(BackendError, match=r"no config\.json"):
         load_backend("transformers", tmp_path)
 
 

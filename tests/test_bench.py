@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_session import CODE_EDIT
+
 from specviz.app.cli import main
 from specviz.engines import bench
-from test_session import CODE_EDIT
 
 QUESTIONS = [
     {"question_id": 1, "category": "writing", "turns": ["Write a line.", "Now shorter."]},
@@ -138,7 +139,7 @@ def test_a_turn_after_a_parted_turn_is_not_compared():
     q = bench.Question(1, "writing", ("first", "second"))
     summary = ev.SummaryEvent("ngram", "eos", "x", ev.Totals(4, 2, 4, 2, 10.0, 0.0, 0.0), 0.0,
                               10.0)
-    record = bench._record(q, 1, bench.Config("ngram", 2), summary, [], [], None, [],  # noqa: SLF001
+    record = bench._record(q, 1, bench.Config("ngram", 2), summary, [], [], None, [],
                            comparable=False)
     assert record.identical is None and "earlier turn" in record.divergence["note"]
     plain = bench.Record(1, "writing", 1, "none", 0, 4, 4, 0, 0, 20.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from specviz.engines import events as ev
 from specviz.engines.auto_k import AutoK
 from specviz.engines.cost import (

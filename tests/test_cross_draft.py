@@ -66,7 +66,8 @@ def test_smollm2_drafting_across_tokenizers(smol_llama, smollm2_path, tiny_backe
         _, summary = run(tiny_backend, make_oracle("cross-draft", target=tiny_backend,
                                                    draft=draft), n=12)
         assert summary.text == plain.text and summary.totals.proposed > 0
-        prompt = "Add type hints:\ndef scale(values, factor):\n    return [v * factor for v in values]\n"
+        prompt = ("Add type hints:\ndef scale(values, factor):\n"
+                  "    return [v * factor for v in values]\n")
         _, plain = run(smol_llama, make_oracle("none"), prompt, k=0, n=24, chat=True)
         oracle = make_oracle("cross-draft", target=smol_llama, draft=draft)
         _, summary = run(smol_llama, oracle, prompt, k=4, n=24, chat=True)

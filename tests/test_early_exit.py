@@ -51,7 +51,7 @@ def test_the_exit_layer_is_a_knob_and_checked(tiny_backend):
     assert oracle.knobs() == {"exit_layer": 0}
     oracle.set_knob("exit_layer", 1)
     assert oracle.exit_layer == 1
-    with pytest.raises(SpecvizError, match="outside 1..2"):
+    with pytest.raises(SpecvizError, match=r"outside 1\.\.2"):
         oracle.set_knob("exit_layer", 3)
     with pytest.raises(SpecvizError, match="outside"):
         make_oracle("early-exit", target=tiny_backend, exit_layer=7)
@@ -67,7 +67,8 @@ def test_early_exit_on_llama_cpp_says_to_use_transformers():
 
 @pytest.mark.model
 def test_smollm2_early_exit_is_lossless(smol_hf):
-    prompt = "Add type hints:\ndef scale(values, factor):\n    return [v * factor for v in values]\n"
+    prompt = ("Add type hints:\ndef scale(values, factor):\n"
+              "    return [v * factor for v in values]\n")
     _, plain = run(smol_hf, make_oracle("none"), prompt, k=0, n=16, chat=True)
     oracle = make_oracle("early-exit", target=smol_hf, exit_layer=24)
     _, summary = run(smol_hf, oracle, prompt, k=3, n=16, chat=True)

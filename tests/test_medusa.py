@@ -174,7 +174,7 @@ def test_loading_names_the_fix(tiny_backend, tmp_path):
     data = json.loads((folder / CONFIG_FILE).read_text())
     data["target"]["fingerprint"] = "0" * 16
     (folder / CONFIG_FILE).write_text(json.dumps(data))
-    with pytest.raises(SpecvizError, match="trained for .* not this model"):
+    with pytest.raises(SpecvizError, match=r"trained for .* not this model"):
         load_heads(tiny_backend.model, tiny_backend.model_path, folder)
 
 
@@ -320,7 +320,7 @@ def test_answers_round_trip_through_the_disk_cache(tmp_path):
 def test_medusa_tree_verification_is_lossless_and_accepts_at_least_the_chain(tiny_backend,
                                                                              medusa):
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
-    chain_steps, chain = run(tiny_backend, medusa)
+    _chain_steps, chain = run(tiny_backend, medusa)
     medusa.set_knob("budget", 12)
     steps, summary = run(tiny_backend, medusa)
     assert compare(steps, plain_steps).identical and summary.text == plain.text

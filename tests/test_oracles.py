@@ -22,7 +22,7 @@ def test_prompt_lookup_proposes_what_followed_the_latest_match():
     prompt = [5, 6, 7, 8, 9, 1, 2, 6, 7, 3, 4]
     oracle = PromptLookupOracle(max_ngram=2, min_ngram=1)
     oracle.start(run_context(prompt))
-    context = prompt + [6, 7]  # "6 7" occurs at 1..2 and at 7..8: the latest wins
+    context = [*prompt, 6, 7]  # "6 7" occurs at 1..2 and at 7..8: the latest wins
     proposal = oracle.propose(context, 3)
     assert proposal.tokens == [3, 4, 6]
     spans = proposal.spans
@@ -35,8 +35,8 @@ def test_prompt_lookup_prefers_the_longest_ngram():
     prompt = [1, 2, 3, 9, 7, 3, 8]
     oracle = PromptLookupOracle(max_ngram=3, min_ngram=1)
     oracle.start(run_context(prompt))
-    assert oracle.propose(prompt + [1, 2, 3], 2).tokens == [9, 7]  # not "3 -> 8"
-    assert oracle.propose(prompt + [4], 2).tokens == []  # no match at all
+    assert oracle.propose([*prompt, 1, 2, 3], 2).tokens == [9, 7]  # not "3 -> 8"
+    assert oracle.propose([*prompt, 4], 2).tokens == []  # no match at all
 
 
 def test_prompt_lookup_finds_the_answer_in_a_real_prompt(tiny_backend):
@@ -123,7 +123,7 @@ class FakeVocab:
 
 def test_draft_with_another_tokenizer_is_refused_saying_what_differs():
     target = FakeVocab(["<eos>", "a", "b", "c"])
-    with pytest.raises(IncompatibleModels, match="token 2: 'x' .*'b'"):
+    with pytest.raises(IncompatibleModels, match=r"token 2: 'x' .*'b'"):
         check_compatible(target, FakeVocab(["<eos>", "a", "x", "c"]))
     with pytest.raises(IncompatibleModels, match="300 tokens, the target's 4"):
         check_compatible(target, FakeVocab(["w"] * 300))

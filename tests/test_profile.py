@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_session import CODE_EDIT
+
 from specviz.app.cli import main
 from specviz.engines import events as ev
 from specviz.engines import profile as prof
@@ -12,7 +14,6 @@ from specviz.engines.auto_k import AutoK
 from specviz.engines.compare import compare
 from specviz.engines.oracles import make_oracle
 from specviz.engines.session import RunSettings, Session
-from test_session import CODE_EDIT
 
 
 def test_measure_gives_a_median_per_batch_and_context(tiny_backend):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from test_session import CODE_EDIT, run, tokens_of
 
 from specviz.engines import events as ev
 from specviz.engines.compare import check_against_plain, compare
 from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
-from test_session import CODE_EDIT, run, tokens_of
 
 
 def tree_oracles(target, draft):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from logit_rows import GREEDY, SAMPLED, logits_for
 from scipy.stats import chisquare
 
 from specviz.engines import events as ev
 from specviz.engines.sampling import sample
 from specviz.engines.tree_verify import verify_tree
 from specviz.engines.verify import verify
-
-from logit_rows import GREEDY, SAMPLED, logits_for
 
 
 def test_greedy_follows_the_matching_branch():

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from logit_rows import GREEDY, SAMPLED, logits_for
 from scipy.stats import chisquare
 
 from specviz.engines import events as ev
 from specviz.engines.sampling import SamplingParams, distribution, sample
 from specviz.engines.verify import verify
-
-from logit_rows import GREEDY, SAMPLED, logits_for
 
 
 def test_greedy_accepts_the_matching_prefix_and_corrects():

@@ -13,7 +13,7 @@ class KControl(QWidget):
     """Emits valueChanged(int) once per change, whichever half the user moved."""
 
     valueChanged = Signal(int)
-    autoChanged = Signal(bool)  # noqa: N815 - Qt naming
+    autoChanged = Signal(bool)
 
     def __init__(self, value: int = 4, parent: QWidget | None = None) -> None:
         super().__init__(parent)

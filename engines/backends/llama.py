@@ -28,7 +28,8 @@ def _llama():
     try:
         import llama_cpp
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise BackendError(f"llama-cpp-python is not installed ({exc}); pip install specviz") from None
+        raise BackendError(f"llama-cpp-python is not installed ({exc}); "
+                           "pip install specviz") from None
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
     if not getattr(_llama, "ready", False):
         _quiet_logs(llama_cpp)

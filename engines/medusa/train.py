@@ -124,7 +124,8 @@ def generate_answers(target: TransformersBackend, prompts: Sequence[str], settin
     for i in range(0, len(prompts), settings.prompt_batch):
         if left <= 0:
             break
-        ids = [_prompt_ids(target, text, settings) for text in prompts[i : i + settings.prompt_batch]]
+        batch = prompts[i : i + settings.prompt_batch]
+        ids = [_prompt_ids(target, text, settings) for text in batch]
         for answer in _answer_batch(target, ids, settings, eos, gen, on_tokens):
             answer = Answer(answer.hidden[:left], answer.tokens[:left])
             if left > 0 and len(answer.tokens) > 1:

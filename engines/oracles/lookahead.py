@@ -127,7 +127,7 @@ class LookaheadOracle(Oracle):
                 if level == 0:
                     visible.append(list(range(i)))
                 else:
-                    visible.append([*range(i + 1), *(l * self.W + i for l in range(1, level))])
+                    visible.append([*range(i + 1), *(lv * self.W + i for lv in range(1, level))])
         return SideBranch(tokens, depths, visible)
 
     def _seed(self, context: Sequence[int]) -> None:
