@@ -11,13 +11,15 @@ length) with the acceptance observed so far in this run, per oracle:
 - other oracles: the chance is learnt per draft position.
 
 Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of
-succession on the match: a match that has held for m tokens goes on with probability
-(m+1)/(m+2), so long verbatim matches are tried at once and short ones only where batches are
-cheap; for other oracles it is 1/2, after a short, cheap exploration at K = 2 (without it, a
-pessimistic prior on a CPU would never try the oracle at all). (An optimism bonus for exploring
-was tried and dropped: on a CPU, exploring a long K costs as much as ten plain steps.) Step costs
+succession on the match (the oracle's `match_prior`: for prompt lookup m/(m+2), fitted to how
+often copies held after m matching tokens), so long verbatim matches are tried at once and
+short ones only where batches are cheap; for other oracles it is 1/2, after a short, cheap
+exploration at K = 2 (without it, a pessimistic prior on a CPU would never try the oracle at
+all). (An optimism bonus for exploring was tried and dropped: on a CPU, exploring a long K costs
+as much as ten plain steps.) An oracle may have its evidence fade (`evidence_decay`). Step costs
 in milliseconds: the profile for verification, scaled by how the live verification times
-compare with it (the machine may be busier than when it was profiled); drafting and the fixed
+compare with it (the machine may be busier than when it was profiled), once for single-token
+steps and once for batches (see `cost_regime`); drafting and the fixed
 per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
 gain does not pay for the bigger batch. A tree oracle's step of depth K verifies a whole tree
 (and lookahead its Jacobi window besides): such a step is priced at the rows it was seen to
@@ -40,20 +42,23 @@ PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
 PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
 EXPLORE_K, EXPLORE_JUDGED = 2, 12  # oracles that do not copy: try K=2 until 12 tokens judged
 EMA = 0.1  # weight of the newest step in the running timing estimates
-MIN_SEEN = 3  # steps of one batch size before its own live cost is trusted
+MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
 
 
 class Acceptance:
-    """Accepted / judged counts per key, read as a Beta-posterior mean."""
+    """Accepted / judged counts per key, read as a Beta-posterior mean. With `decay`, a key's
+    older judgments lose that share of their weight at each new one (the estimate follows the
+    last ~1/decay judgments)."""
 
-    def __init__(self) -> None:
+    def __init__(self, decay: float = 0.0) -> None:
         self.counts: dict[int, list[float]] = {}
         self.judged = 0
+        self.decay = decay
 
     def add(self, key: int, accepted: bool) -> None:
         c = self.counts.setdefault(key, [0.0, 0.0])
-        c[0] += accepted
-        c[1] += 1
+        c[0] = c[0] * (1 - self.decay) + accepted
+        c[1] = c[1] * (1 - self.decay) + 1
         self.judged += 1
 
     def estimate(self, key: int, prior: float = PRIOR_MEAN) -> float:
@@ -84,9 +89,9 @@ class AutoK:
         self.profile = profile
         self.draft_profile = draft_profile
         self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
-        self.acceptance = Acceptance()
-        self.scale = 1.0  # live verification ms / profiled ms, over all batch sizes
-        self.scale_at: dict[int, tuple[float, int]] = {}  # per batch size: (ratio, steps seen)
+        self.acceptance = Acceptance(oracle.evidence_decay)
+        self.scale = 1.0  # live verification ms / profiled ms, over all steps
+        self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
         self.overhead_ms = 0.0
         self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
@@ -124,10 +129,10 @@ class AutoK:
         return self.rows_at.get(k, 1 + budget)
 
     def _scale(self, n: int) -> float:
-        """How live verification of n tokens compares with the profile: per batch size once
+        """How live verification of n tokens compares with the profile: per cost regime once
         seen a few times (a profile taken on a quieter or busier machine may be off in shape,
-        not only in scale), else over all sizes."""
-        ratio, seen = self.scale_at.get(n, (self.scale, 0))
+        not only in scale), else over all steps."""
+        ratio, seen = self.scale_at.get(cost_regime(n), (self.scale, 0))
         return ratio if seen >= MIN_SEEN else self.scale
 
     def _draft_ms(self, k: int, n_ctx: int) -> float:
@@ -142,8 +147,7 @@ class AutoK:
     def _prior(self, position: int) -> float:
         if self._match is None:
             return PRIOR_MEAN
-        m = match_bucket(self._match + position - 1)
-        return (m + 1) / (m + 2)  # Laplace: held m times, goes on with (m+1)/(m+2)
+        return self.oracle.match_prior(match_bucket(self._match + position - 1))
 
     def _key(self, position: int) -> int:
         """Proposal `position` (1-based) is judged on the match it would extend."""
@@ -182,13 +186,25 @@ class AutoK:
         if predicted > 0 and t.verify_ms > 0:
             ratio = t.verify_ms / predicted
             self.scale += EMA * (ratio - self.scale)
-            old, seen = self.scale_at.get(rows, (ratio, 0))
-            self.scale_at[rows] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
+            regime = cost_regime(rows)
+            old, seen = self.scale_at.get(regime, (ratio, 0))
+            self.scale_at[regime] = (old + max(EMA, 1 / (seen + 1)) * (ratio - old), seen + 1)
         self.overhead_ms += EMA * (t.other_ms - self.overhead_ms)
         if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+
+
+def cost_regime(rows: int) -> int:
+    """1: a single-token step, which mostly reads the weights (memory bound); 2: a batch,
+    which mostly computes (compute bound on a CPU). Load and clock speed shift the two apart,
+    so each is scaled against the profile on its own. (Per batch size, the first version,
+    sizes seen less than MIN_SEEN times fell back to a scale set by the single-token steps:
+    in a Spec-Bench run those ran at 0.82 of the profile and batches at 0.9-1.3, so long
+    drafts looked cheap, and auto K sent 26 tokens after 5-token matches in the math
+    questions, losing 14% there.)"""
+    return 1 if rows <= 1 else 2
 
 
 def sent_rows(event: ev.StepEvent) -> int:

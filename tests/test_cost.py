@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from specviz.engines import events as ev
-from specviz.engines.auto_k import AutoK
+from specviz.engines.auto_k import MIN_SEEN, Acceptance, AutoK
 from specviz.engines.cost import (
     best_k,
     expected_tokens,
@@ -16,6 +16,8 @@ from specviz.engines.cost import (
     theoretical_speedup,
 )
 from specviz.engines.oracles.base import Oracle, Proposal
+from specviz.engines.oracles.ngram import NGramOracle
+from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 from specviz.engines.profile import Profile
 
 BATCHES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
@@ -146,6 +148,40 @@ def test_auto_k_learns_when_the_machine_is_busier_than_when_profiled():
         policy.observe(step(k, k, live=busy))
     assert policy.scale == pytest.approx(3.0, rel=0.1)
     assert policy.step_ms(8, 512) == pytest.approx(busy.cost_ms(9, 512) + 0.5, rel=0.1)
+
+
+def test_auto_k_scales_single_tokens_and_batches_apart():
+    # Live, single tokens run at 0.8 of the profile and every batch at 1.3 (memory and compute
+    # drift apart with load). A few 2-token steps must price a 21-token batch at 1.3x as well,
+    # not at the scale the many single-token steps set, or long drafts look cheap.
+    oracle = FakeLookup()
+    oracle.match = 30
+    profiled = profile(CPU_MS)
+    live = profile([0.8 * CPU_MS[0]] + [1.3 * x for x in CPU_MS[1:]])
+    policy = AutoK(oracle, profiled)
+    for _ in range(60):
+        policy.observe(step(0, 0, live=live))
+    for _ in range(MIN_SEEN):
+        policy.observe(step(1, 1, live=live))
+    assert policy.step_ms(0, 512) == pytest.approx(0.8 * CPU_MS[0] + 0.5, rel=0.02)
+    assert policy.step_ms(20, 512) == pytest.approx(1.3 * profiled.cost_ms(21, 512), rel=0.02)
+
+
+def test_evidence_decay_follows_the_latest_judgments():
+    kept, fading = Acceptance(), Acceptance(decay=0.02)
+    for accepted in [True] * 200 + [False] * 40:  # code, then text where guesses fail
+        kept.add(4, accepted)
+        fading.add(4, accepted)
+    assert kept.estimate(4) > 0.8
+    assert fading.estimate(4) < 0.5
+    assert NGramOracle().evidence_decay > 0 and PromptLookupOracle().evidence_decay == 0
+
+
+def test_prompt_lookup_prior_is_fitted_to_short_matches_failing_often():
+    prior = PromptLookupOracle().match_prior
+    assert prior(2) == pytest.approx(0.5) and prior(3) == pytest.approx(0.6)
+    assert prior(48) > 0.95  # long verbatim copies are still tried at once
+    assert FakeLookup().match_prior(3) == pytest.approx(0.8)  # Laplace by default
 
 
 class FakeDraft(FakeLookup):

@@ -126,6 +126,9 @@ class Oracle(ABC):
 
     name: str = ""
     source: str = "draft"
+    # How fast auto K forgets what it learnt about this oracle's guesses (see
+    # auto_k.Acceptance): 0 keeps all evidence, for guesses whose odds its keys capture.
+    evidence_decay: float = 0.0
 
     def __init__(self) -> None:
         self.run: RunContext | None = None
@@ -160,6 +163,12 @@ class Oracle(ABC):
         Cheap, called before `propose`: a long verbatim match tends to go on, so it is what a
         cost-aware K conditions on."""
         return None
+
+    def match_prior(self, length: int) -> float:
+        """Before any evidence: the chance that a guess extending a match of `length` holds.
+        Laplace's rule of succession, (m+1)/(m+2): the n-gram cache's n-grams, whose next
+        token is guessed from counts, hold about that often (4-grams: 85-96% here)."""
+        return (length + 1) / (length + 2)
 
     def knobs(self) -> dict[str, float | int]:
         """Oracle-specific settings the GUI may show and change between steps."""

@@ -56,6 +56,14 @@ class PromptLookupOracle(Oracle):
         details = [f"{n}-gram match" for _ in tokens]
         return Proposal(tokens, self.source, spans=spans, details=details)
 
+    def match_prior(self, length: int) -> float:
+        """m/(m+2): the rule of succession over the m-1 tokens the match has gone on after
+        its first and the mismatch that bounds it. Measured on Qwen2.5-Coder-1.5B's own
+        outputs (15 code edits, 60 Spec-Bench questions), the next copied token held 51-56%
+        of the time after 2 matching tokens, 55-62% after 3, 72-75% after 5, 81-83% after 7:
+        Laplace's (m+1)/(m+2) (75%, 80%, 86%, 89%) sent long drafts after short matches."""
+        return length / (length + 2)
+
     def match_length(self, context: Sequence[int]) -> int | None:
         found = self._find(context)
         if found is None:
