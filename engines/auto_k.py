@@ -109,9 +109,14 @@ class AutoK:
             self.last_choice = (min(EXPLORE_K, self.k_max), 0.0)
             return self.last_choice[0]
         n_ctx = len(context)
+        cap = self.oracle.draft_limit(self._match) if self._match else None
+        limit = self.k_max if cap is None else min(self.k_max, cap)
         accept = [self.acceptance.estimate(self._key(i), self._prior(i))
-                  for i in range(1, self.k_max + 1)]
-        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), self.k_max)
+                  for i in range(1, limit + 1)]
+        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), limit)
+        plain = 1.0 / self.step_ms(0, n_ctx)
+        if k and rate < plain * (1 + self.oracle.min_gain):
+            k, rate = 0, plain
         self.last_choice = (k, rate * 1000.0)
         return k
 

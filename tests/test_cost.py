@@ -131,6 +131,28 @@ def test_auto_k_learns_long_matches_pay_and_short_ones_do_not():
     assert policy.choose(context) >= 8
 
 
+def test_auto_k_speculates_only_for_the_gain_the_oracle_asks_for():
+    oracle = FakeLookup()
+    oracle.match = 4  # Laplace: 5/6 per copied token, a few percent over a plain step here
+    policy = AutoK(oracle, profile(CPU_MS))
+    context = list(range(512))
+    k = policy.choose(context)
+    assert k > 0
+    gain = policy.last_choice[1] / (1000.0 / policy.step_ms(0, 512)) - 1
+    oracle.min_gain = gain + 0.01
+    assert policy.choose(context) == 0
+    oracle.min_gain = gain - 0.01
+    assert policy.choose(context) == k
+
+
+def test_auto_k_drafts_no_longer_than_the_oracle_vouches_for():
+    oracle = FakeLookup()
+    oracle.match = 5
+    oracle.draft_limit = lambda m: 2 * m
+    assert AutoK(oracle, profile(GPU_MS)).choose(list(range(100))) == 10
+    assert PromptLookupOracle().draft_limit(7) == 14 and NGramOracle().draft_limit(4) is None
+
+
 def test_auto_k_with_a_cheap_gpu_profile_speculates_from_the_start():
     oracle = FakeLookup()
     oracle.match = 3

@@ -129,6 +129,8 @@ class Oracle(ABC):
     # How fast auto K forgets what it learnt about this oracle's guesses (see
     # auto_k.Acceptance): 0 keeps all evidence, for guesses whose odds its keys capture.
     evidence_decay: float = 0.0
+    # The expected gain over a plain step auto K asks for before it speculates (0.1: 10%).
+    min_gain: float = 0.0
 
     def __init__(self) -> None:
         self.run: RunContext | None = None
@@ -162,6 +164,10 @@ class Oracle(ABC):
         source of the next proposal (0: nothing to copy). None for oracles that do not copy.
         Cheap, called before `propose`: a long verbatim match tends to go on, so it is what a
         cost-aware K conditions on."""
+        return None
+
+    def draft_limit(self, length: int) -> int | None:
+        """The longest draft auto K sends after a match of `length` (None: up to its K)."""
         return None
 
     def match_prior(self, length: int) -> float:
