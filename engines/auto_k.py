@@ -16,7 +16,8 @@ often copies held after m matching tokens), so long verbatim matches are tried a
 short ones only where batches are cheap; for other oracles it is 1/2, after a short, cheap
 exploration at K = 2 (without it, a pessimistic prior on a CPU would never try the oracle at
 all). (An optimism bonus for exploring was tried and dropped: on a CPU, exploring a long K costs
-as much as ten plain steps.) An oracle may have its evidence fade (`evidence_decay`). Step costs
+as much as ten plain steps.) An oracle may have its evidence fade (`evidence_decay`), cap a
+draft by its match (`draft_limit`) and ask for a minimum expected gain (`min_gain`). Step costs
 in milliseconds: the profile for verification, scaled by how the live verification times
 compare with it (the machine may be busier than when it was profiled), once for single-token
 steps and once for batches (see `cost_regime`); drafting and the fixed
