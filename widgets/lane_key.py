@@ -29,10 +29,6 @@ class LaneKey(QLabel):
         self.setWordWrap(True)
         self.setContentsMargins(8, 2, 8, 2)
 
-    @property
-    def lanes(self) -> tuple[tuple[str, str, str, bool], ...]:
-        return tuple(self._lanes)
-
     def set_lanes(self, lanes: Sequence[tuple[str, str, str, bool]]) -> None:
         """(lane id, name, colour, dashed) per lane, in the order they are shown."""
         self._lanes = list(lanes)
@@ -49,7 +45,7 @@ class LaneKey(QLabel):
     def copy(self, width: int) -> LaneKey:
         """A detached key of this one's lanes and look, laid out for `width` pixels."""
         key = LaneKey(self._theme)
-        key._points = self._points
+        key.set_text_size(self._points)
         key.set_lanes(self._lanes)
         key.setFixedWidth(width)
         key.setFixedHeight(key.heightForWidth(width))
