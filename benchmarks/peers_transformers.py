@@ -2,26 +2,33 @@
 
 - plain: `model.generate()` greedy vs specviz with no oracle
 - prompt lookup: `generate(prompt_lookup_num_tokens=K)` vs specviz's prompt-lookup oracle
-  (same longest n-gram size)
+  (same n-gram sizes: `--max-ngram` down to 1)
 - draft model: `generate(assistant_model=draft)` with a constant K and no confidence cut-off
   vs specviz's draft oracle
 
 Same model objects (specviz's backend holds the transformers model; generate() runs on that
 very object), same chat-formatted prompt ids, greedy, in this one script, alternating per
-prompt. Tokens/s count the whole call on both sides (prompt processing included: generate()
-does not report it apart). Writes a markdown table.
+prompt; `--repeat N` runs every pairing N times, interleaved, and keeps each side's median
+time per prompt. Tokens/s count the whole call on both sides (prompt processing included:
+generate() does not report it apart), all tokens over all time. Writes a markdown table with
+each side's accepted and drafted tokens (generate()'s counted by wrapping its candidate
+generator for the call), which show whether both sides did the same work: transformers'
+prompt lookup copies after the first (leftmost) match, specviz's after the latest.
 
 Usage: python benchmarks/peers_transformers.py --questions FILE.jsonl [--target M]
-         [--draft M] [--k N] [--max-tokens N] [--limit N] [--threads N] [--markdown OUT.md]
+         [--draft M] [--k N] [--max-tokens N] [--limit N] [--threads N] [--repeat N]
+         [--markdown OUT.md]
 Models: registry names, .gguf files (dequantised by transformers) or model folders.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from specviz.engines.backends.hf import TransformersBackend
 from specviz.engines.bench import load_questions
@@ -34,9 +41,47 @@ PEER = {"none": "generate()", "prompt-lookup": "generate(prompt_lookup_num_token
         "draft": "generate(assistant_model=...)"}
 
 
+class Run(NamedTuple):
+    tokens: int
+    seconds: float
+    drafted: int
+    accepted: int
+
+
+@contextlib.contextmanager
+def counting_candidates(counts: list[int]):
+    """Count generate()'s drafted and accepted tokens into counts [drafted, accepted] by
+    wrapping its candidate generators' two hooks for the call (transformers keeps no
+    such totals)."""
+    from transformers.generation import candidate_generator as cg
+
+    classes = (cg.PromptLookupCandidateGenerator, cg.AssistedCandidateGenerator)
+    saved = [(c, c.get_candidates, c.update_candidate_strategy) for c in classes]
+
+    def wrap(get, update):
+        def get_candidates(self, input_ids, *a, **kw):
+            candidates, logits = get(self, input_ids, *a, **kw)
+            counts[0] += candidates.shape[1] - input_ids.shape[1]
+            return candidates, logits
+
+        def update_candidate_strategy(self, input_ids, scores, num_matches):
+            counts[1] += int(num_matches)
+            return update(self, input_ids, scores, num_matches)
+
+        return get_candidates, update_candidate_strategy
+
+    try:
+        for cls, get, update in saved:
+            cls.get_candidates, cls.update_candidate_strategy = wrap(get, update)
+        yield counts
+    finally:
+        for cls, get, update in saved:
+            cls.get_candidates, cls.update_candidate_strategy = get, update
+
+
 def peer_run(target: TransformersBackend, draft: TransformersBackend | None, method: str,
-             ids: list[int], args) -> tuple[int, float]:
-    """(new tokens, seconds) of transformers' own generate()."""
+             ids: list[int], args) -> Run:
+    """transformers' own generate()."""
     torch = target._torch
     model = target.model
     kwargs = {"max_new_tokens": args.max_tokens, "do_sample": False,
@@ -50,20 +95,23 @@ def peer_run(target: TransformersBackend, draft: TransformersBackend | None, met
         cfg.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = draft.model
     input_ids = torch.tensor([ids], device=model.device)
-    t0 = time.perf_counter()
-    with torch.inference_mode():
+    counts = [0, 0]
+    with counting_candidates(counts), torch.inference_mode():
+        t0 = time.perf_counter()
         out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    seconds = time.perf_counter() - t0
-    return int(out.shape[1] - input_ids.shape[1]), seconds
+        seconds = time.perf_counter() - t0
+    return Run(int(out.shape[1] - input_ids.shape[1]), seconds, *counts)
 
 
-def ours_run(target: TransformersBackend, draft, method: str, prompt: str,
-             args) -> tuple[int, float]:
-    oracle = make_oracle(method, target=target, draft=draft, max_ngram=args.max_ngram)
+def ours_run(target: TransformersBackend, draft, method: str, prompt: str, args) -> Run:
+    # Down to 1-gram matches, as generate() looks (closer work; specviz's default stops at 2).
+    oracle = make_oracle(method, target=target, draft=draft, max_ngram=args.max_ngram,
+                         min_ngram=1 if method == "prompt-lookup" else None)
     settings = RunSettings(prompt, k=0 if method == "none" else args.k,
                            max_tokens=args.max_tokens)
     summary = Session(target, oracle, settings).run_to_end()
-    return summary.totals.tokens, summary.wall_ms / 1000.0
+    totals = summary.totals
+    return Run(totals.tokens, summary.wall_ms / 1000.0, totals.proposed, totals.accepted)
 
 
 def main() -> None:
@@ -79,8 +127,12 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per pairing and prompt, interleaved; the median time is kept")
     p.add_argument("--markdown", type=Path, default=None)
     args = p.parse_args()
+    if args.repeat < 1:
+        raise SystemExit("--repeat must be at least 1")
 
     methods = [m for m in args.methods.split(",") if m in METHODS]
     if "draft" in methods and not args.draft:
@@ -91,38 +143,61 @@ def main() -> None:
     target = TransformersBackend(resolve(args.target), device=args.device, threads=args.threads)
     draft = (TransformersBackend(resolve(args.draft), device=args.device, threads=args.threads)
              if "draft" in methods else None)
-    ours: dict[str, list[float]] = {m: [] for m in methods}
-    theirs: dict[str, list[float]] = {m: [] for m in methods}
+    # (method, side) -> [tokens, seconds, drafted, accepted] summed over the prompts
+    sums: dict[tuple[str, str], list[float]] = {}
     same: dict[str, int] = {m: 0 for m in methods}
     for q in questions:
         prompt = q.turns[0]
         ids = target.encode_prompt(target.format_prompt(prompt, True), True)
         ours_run(target, draft, "none", prompt, args)  # warm-up
+        runs: dict[tuple[str, str], list[Run]] = {}
+        for _ in range(args.repeat):
+            for m in methods:
+                runs.setdefault((m, "peer"), []).append(peer_run(target, draft, m, ids, args))
+                runs.setdefault((m, "ours"), []).append(ours_run(target, draft, m, prompt, args))
         for m in methods:
-            n_theirs, s_theirs = peer_run(target, draft, m, ids, args)
-            n_ours, s_ours = ours_run(target, draft, m, prompt, args)
-            theirs[m].append(n_theirs / s_theirs)
-            ours[m].append(n_ours / s_ours)
-            same[m] += n_ours == n_theirs
-            print(f"q{q.question_id} {m}: ours {ours[m][-1]:.1f} ({n_ours} tokens), "
-                  f"transformers {theirs[m][-1]:.1f} ({n_theirs} tokens) tokens/s", flush=True)
-    table = markdown(methods, ours, theirs, same, args, len(questions))
+            ours, peer = (add_median(sums, (m, side), runs[m, side]) for side in ("ours", "peer"))
+            same[m] += ours.tokens == peer.tokens
+            print(f"q{q.question_id} {m}: ours {ours.tokens / ours.seconds:.1f} ({ours.tokens} "
+                  f"tokens, accepted/drafted {ours.accepted}/{ours.drafted}), transformers "
+                  f"{peer.tokens / peer.seconds:.1f} ({peer.tokens} tokens, "
+                  f"{peer.accepted}/{peer.drafted}) tokens/s", flush=True)
+    table = markdown(methods, sums, same, args, len(questions))
     print(table)
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")
 
 
-def markdown(methods, ours, theirs, same, args, n) -> str:
+def add_median(sums: dict, key, results: list[Run]) -> Run:
+    """Add one prompt's run (median seconds over the repeats; greedy, so every repeat does
+    the same work) to the totals; that run."""
+    run = results[0]._replace(seconds=statistics.median(r.seconds for r in results))
+    total = sums.setdefault(key, [0, 0.0, 0, 0])
+    for i, value in enumerate(run):
+        total[i] += value
+    return run
+
+
+def markdown(methods, sums, same, args, n) -> str:
+    def rate(key):
+        return sums[key][0] / sums[key][1]
+
+    def work(key):
+        return "-" if key[0] == "none" else f"{sums[key][3]}/{sums[key][2]}"
+
     lines = [f"{args.target}" + (f" + {args.draft}" if args.draft else "") +
              f", transformers on {args.device}, K={args.k}, greedy, {args.max_tokens} tokens, "
-             f"{n} prompts (median over prompts; tokens/s include prompt processing)", "",
-             "| ours | peer | ours tokens/s | peer tokens/s | ratio (ours / peer) | same length |",
-             "|---|---|---|---|---|---|"]
+             f"{n} prompts (all tokens / all time, prompt processing included"
+             + (f", median of {args.repeat} runs per prompt" if args.repeat > 1 else "") + ")",
+             "",
+             "| ours | peer | ours tokens/s | peer tokens/s | ratio (ours / peer) | same length "
+             "| accepted/drafted, ours | accepted/drafted, peer |",
+             "|---|---|---|---|---|---|---|---|"]
     for m in methods:
-        a, b = statistics.median(ours[m]), statistics.median(theirs[m])
-        ratio = statistics.median(x / y for x, y in zip(ours[m], theirs[m]))
-        lines.append(f"| specviz {m} | {PEER[m]} | {a:.1f} | {b:.1f} | {ratio:.2f}x | "
-                     f"{same[m]}/{n} |")
+        ours, peer = (m, "ours"), (m, "peer")
+        a, b = rate(ours), rate(peer)
+        lines.append(f"| specviz {m} | {PEER[m]} | {a:.1f} | {b:.1f} | {a / b:.2f}x | "
+                     f"{same[m]}/{n} | {work(ours)} | {work(peer)} |")
     return "\n".join(lines)
 
 
