@@ -189,6 +189,20 @@ def test_auto_k_scales_single_tokens_and_batches_apart():
     assert policy.step_ms(20, 512) == pytest.approx(1.3 * profiled.cost_ms(21, 512), rel=0.02)
 
 
+def test_unseen_batches_are_priced_at_the_scale_single_tokens_set():
+    # A machine at 0.05 of the profile (the tiny test model): after 40 single-token steps a
+    # batch never seen must be priced at 0.05 as well. An overall scale starting as an
+    # average from 1.0 still said 0.06 there, 30% dearer, and auto K stopped drafting.
+    oracle = FakeLookup()
+    profiled = profile(CPU_MS)
+    policy = AutoK(oracle, profiled)
+    live = profile([0.05 * x for x in CPU_MS])
+    for _ in range(40):
+        policy.observe(step(0, 0, live=live))
+    batch = profiled.cost_ms(5, 512)
+    assert policy.step_ms(4, 512) - policy.overhead_ms == pytest.approx(0.05 * batch, rel=0.01)
+
+
 def test_evidence_decay_follows_the_latest_judgments():
     kept, fading = Acceptance(), Acceptance(decay=0.02)
     for accepted in [True] * 200 + [False] * 40:  # code, then text where guesses fail
