@@ -12,8 +12,11 @@ prompt; `--repeat N` runs every pairing N times, interleaved, and keeps each sid
 time per prompt. Tokens/s count the whole call on both sides (prompt processing included:
 generate() does not report it apart), all tokens over all time. Writes a markdown table with
 each side's accepted and drafted tokens (generate()'s counted by wrapping its candidate
-generator for the call), which show whether both sides did the same work: transformers'
-prompt lookup copies after the first (leftmost) match, specviz's after the latest.
+generator for the call), which show whether both sides did the same work. Prompt lookup
+copies after the first (leftmost) match on both sides, as transformers does (specviz's
+default is the latest). The draft model's cache is emptied before every specviz run:
+generate() runs the draft on the whole prompt every time, and specviz would otherwise reuse
+the previous repeat's cache of the same prompt.
 
 Usage: python benchmarks/peers_transformers.py --questions FILE.jsonl [--target M]
          [--draft M] [--k N] [--max-tokens N] [--limit N] [--threads N] [--repeat N]
@@ -34,6 +37,7 @@ from specviz.engines.backends.hf import TransformersBackend
 from specviz.engines.bench import load_questions
 from specviz.engines.models import resolve
 from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 from specviz.engines.session import RunSettings, Session
 
 METHODS = ("none", "prompt-lookup", "draft")
@@ -104,9 +108,14 @@ def peer_run(target: TransformersBackend, draft: TransformersBackend | None, met
 
 
 def ours_run(target: TransformersBackend, draft, method: str, prompt: str, args) -> Run:
-    # Down to 1-gram matches, as generate() looks (closer work; specviz's default stops at 2).
-    oracle = make_oracle(method, target=target, draft=draft, max_ngram=args.max_ngram,
-                         min_ngram=1 if method == "prompt-lookup" else None)
+    if method == "prompt-lookup":
+        # As generate() looks: down to 1-gram matches, the first match (specviz's defaults: 2,
+        # the latest).
+        oracle = PromptLookupOracle(args.max_ngram, min_ngram=1, earliest=True)
+    else:
+        oracle = make_oracle(method, target=target, draft=draft)
+    if draft is not None:
+        draft.reset()
     settings = RunSettings(prompt, k=0 if method == "none" else args.k,
                            max_tokens=args.max_tokens)
     summary = Session(target, oracle, settings).run_to_end()

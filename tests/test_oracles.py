@@ -31,6 +31,19 @@ def test_prompt_lookup_proposes_what_followed_the_latest_match():
     assert spans[2].chr_start is None  # copied from generated text: no prompt chars
 
 
+def test_prompt_lookup_can_copy_after_the_first_match_instead():
+    prompt = [5, 6, 7, 8, 9, 1, 2, 6, 7, 3, 4]
+    oracle = PromptLookupOracle(max_ngram=2, min_ngram=1, earliest=True)
+    oracle.start(run_context(prompt))
+    context = [*prompt, 6, 7]
+    assert oracle.propose(context, 3).tokens == [8, 9, 1]  # "6 7" first occurs at 1..2
+    context += [3, 6, 7]  # a third "6 7", indexed as the context grows: the first still wins
+    assert oracle.propose(context, 3).tokens == [8, 9, 1]
+    latest = PromptLookupOracle(max_ngram=2, min_ngram=1)
+    latest.start(run_context(prompt))
+    assert latest.propose(context, 3).tokens == [3, 6, 7]
+
+
 def test_prompt_lookup_prefers_the_longest_ngram():
     prompt = [1, 2, 3, 9, 7, 3, 8]
     oracle = PromptLookupOracle(max_ngram=3, min_ngram=1)
