@@ -131,6 +131,7 @@ class FakeVocab:
         return len(self.words)
 
     def token_text_raw(self, i):
+        self.looked_up = getattr(self, "looked_up", 0) + 1
         return self.words[i]
 
 
@@ -141,3 +142,13 @@ def test_draft_with_another_tokenizer_is_refused_saying_what_differs():
     with pytest.raises(IncompatibleModels, match="300 tokens, the target's 4"):
         check_compatible(target, FakeVocab(["w"] * 300))
     check_compatible(target, FakeVocab(["<eos>", "a", "b", "c", "pad"]))  # padding is fine
+
+
+def test_a_checked_vocabulary_is_not_scanned_again():
+    target, draft = FakeVocab(["<eos>", "a", "b"]), FakeVocab(["<eos>", "a", "b"])
+    check_compatible(target, draft)
+    assert (target.looked_up, draft.looked_up) == (3, 3)
+    check_compatible(target, draft)
+    assert (target.looked_up, draft.looked_up) == (3, 3)
+    with pytest.raises(IncompatibleModels, match="token 1"):
+        check_compatible(target, FakeVocab(["<eos>", "z", "b"]))
