@@ -31,7 +31,9 @@ def _register_shot(sub) -> None:
     p.add_argument("--prompt-file", type=Path, help="run this prompt live")
     p.add_argument("--oracles", default="none,prompt-lookup",
                    help="lanes for a live run, comma-separated (default: %(default)s)")
-    p.add_argument("--k", type=options.k_value, default=4)
+    p.add_argument("--k", type=options.k_or_auto, default=4,
+                   help="draft length of every lane, or auto (each lane's cost-aware K; "
+                        "measures a missing cost profile first)")
     p.add_argument("--draft", default=None, help="draft model for a draft lane")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)

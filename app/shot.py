@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from ..engines.errors import SpecvizError
-from . import exports
+from . import exports, options
 from .cmd_gui import freeze_heap, make_app
 from .cmd_run import read_prompt
 from .main_window import MainWindow
@@ -57,8 +57,8 @@ def _replay(window: MainWindow, paths: list[Path]) -> int:
 async def _live(window: MainWindow, args: argparse.Namespace) -> int:
     prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
     window.board.remove_all()
-    for oracle in (name.strip() for name in args.oracles.split(",") if name.strip()):
-        window.add_lane(LaneConfig(oracle, args.k, args.draft))
+    for lane in lane_configs(args):
+        window.add_lane(lane)
     window.prompt.set_prompt(prompt)
     window.prompt.set_model_choice(ModelChoice(args.target, args.backend, args.device,
                                                args.threads))
@@ -73,6 +73,13 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
     for line in failed:
         print(f"specviz: lane {line}", file=sys.stderr)
     return 2 if len(failed) == len(window.board.lanes) else 0
+
+
+def lane_configs(args: argparse.Namespace) -> list[LaneConfig]:
+    """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own)."""
+    auto = args.k == options.AUTO
+    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto)
+            for name in (n.strip() for n in args.oracles.split(",")) if name]
 
 
 def _settle(app, window: MainWindow) -> None:

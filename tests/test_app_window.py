@@ -262,6 +262,21 @@ def test_shot_of_a_replay_writes_a_png_of_the_requested_size(tmp_path):
     assert (image.width(), image.height()) == (1000, 700)
 
 
+def test_shot_lanes_take_k_or_auto_from_the_command_line():
+    from specviz.app.cli import build_parser
+    from specviz.app.shot import lane_configs
+
+    parser = build_parser()
+    fixed = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none,ngram",
+                                            "--k", "6"]))
+    assert [(c.oracle, c.k, c.auto_k) for c in fixed] == [("none", 6, False), ("ngram", 6, False)]
+    auto = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "prompt-lookup",
+                                           "--k", "auto"]))
+    assert [(c.oracle, c.auto_k) for c in auto] == [("prompt-lookup", True)]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["shot", "o.png", "--k", "99"])
+
+
 # ---------------------------------------------------------------- fetching a model
 
 
