@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -50,6 +51,15 @@ def test_profile_command_stores_then_reuses(capsys, tiny_model_dir, tmp_path, mo
     assert json.loads(capsys.readouterr().out)[0]["created"] > first[0]["created"]
 
 
+class ProfilePaced(AutoK):
+    """Auto K that sees every step take what the profile says (no drafting or overhead): the
+    test then decides the same on any machine, however the tiny model's batches time."""
+
+    def observe(self, event: ev.StepEvent) -> None:
+        ms = self.profile.cost_ms(len(event.proposed) + 1, event.position)
+        super().observe(dataclasses.replace(event, timing=ev.Timing(0.0, ms, 0.0)))
+
+
 def test_auto_k_run_is_lossless_and_reports_its_k(tiny_backend):
     p = prof.Profile("tiny", "transformers", "cpu", None, [64], [1, 2, 4, 8, 16],
                      [[10, 10.5, 11, 12, 14]])
@@ -58,7 +68,7 @@ def test_auto_k_run_is_lossless_and_reports_its_k(tiny_backend):
     plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
     oracle = make_oracle("prompt-lookup")
     session = Session(tiny_backend, oracle, RunSettings(CODE_EDIT, k=4, max_tokens=40),
-                      k_policy=AutoK(oracle, p))
+                      k_policy=ProfilePaced(oracle, p))
     steps = [e for e in session if isinstance(e, ev.StepEvent)]
     assert compare(steps, plain_steps).identical
     assert session.summary.text == plain.summary.text
