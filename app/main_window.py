@@ -228,11 +228,13 @@ class MainWindow(QMainWindow):
         self.graphs.set_costs(*profile_costs(request.model))
         self._tree_pinned = False
         self.run_task = self.runner.start(request)
-        self.run_task.add_done_callback(self._run_ended)
+        self.run_task.add_done_callback(lambda task: self._run_ended(task, request.model))
         self._set_mode()
         return self.run_task
 
-    def _run_ended(self, task: asyncio.Future) -> None:
+    def _run_ended(self, task: asyncio.Future, model: ModelChoice) -> None:
+        # An auto-K lane measures a missing profile during the run: price the curves with it.
+        self.graphs.set_costs(*profile_costs(model))
         if not task.cancelled() and task.exception() is not None:  # a bug: say so, keep going
             error = task.exception()
             traceback.print_exception(error, file=sys.stderr)

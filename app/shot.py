@@ -76,9 +76,10 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
 
 
 def lane_configs(args: argparse.Namespace) -> list[LaneConfig]:
-    """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own)."""
+    """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own; plain
+    decoding has no K to choose)."""
     auto = args.k == options.AUTO
-    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto)
+    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto and name != "none")
             for name in (n.strip() for n in args.oracles.split(",")) if name]
 
 

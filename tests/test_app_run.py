@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
 
-from specviz.app.runs import LaneConfig, ModelChoice, traces_dir
+from specviz.app.runs import LaneConfig, ModelChoice, profile_costs, traces_dir
 from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
 
@@ -226,10 +226,13 @@ def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny
            [LaneConfig("none"), LaneConfig("prompt-lookup", 4, auto_k=True)], 24)
     _plain, auto = window.board.lanes.values()
     assert auto.config().auto_k and not auto.k.slider.isEnabled()
+    assert profile_costs(window.request().model)[0] is None  # none stored yet
     run_to_end(window, app_env)
     assert lane_texts(window)[0] == lane_texts(window)[1]
     assert all(0 <= e.k <= 31 for e in auto.view.events)
     assert auto.message.text().startswith("ended")
+    # The lane measured the profile it needed; the curves are now priced with it.
+    assert "transformers/cpu" in window.graphs.cost_curve.plot.getPlotItem().titleLabel.text
 
 
 def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny_model_dir):

@@ -270,9 +270,9 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
     fixed = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none,ngram",
                                             "--k", "6"]))
     assert [(c.oracle, c.k, c.auto_k) for c in fixed] == [("none", 6, False), ("ngram", 6, False)]
-    auto = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "prompt-lookup",
+    auto = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none,prompt-lookup",
                                            "--k", "auto"]))
-    assert [(c.oracle, c.auto_k) for c in auto] == [("prompt-lookup", True)]
+    assert [(c.oracle, c.auto_k) for c in auto] == [("none", False), ("prompt-lookup", True)]
     with pytest.raises(SystemExit):
         parser.parse_args(["shot", "o.png", "--k", "99"])
 
