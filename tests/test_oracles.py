@@ -87,11 +87,19 @@ def test_ngram_stops_where_it_is_not_confident():
     assert oracle.propose(context, 4).tokens == []
 
 
-def test_ngram_match_length_is_the_n_its_first_guess_follows():
+def test_ngram_match_length_is_the_verbatim_repeat_its_first_guess_extends():
     oracle = NGramOracle(max_ngram=3, min_ngram=1, min_share=0.6)
     context = [1, 2, 3, 1, 2, 3, 1, 2]
     oracle.start(run_context(context))
-    assert oracle.match_length(context) == 3  # (3, 1, 2) was followed by 3
+    assert oracle.match_length(context) == 5  # (3, 1, 2) -> 3, and [1, 2] before it too
+    # (9, 1, 2) was followed by 3 once, by 4 twice: the guess (4) follows the short repeats
+    context = [5, 9, 1, 2, 3, 7, 9, 1, 2, 4, 6, 9, 1, 2, 4, 8, 5, 9, 1, 2]
+    oracle.start(run_context(context))
+    assert oracle.propose(context, 1).tokens == [4] and oracle.match_length(context) == 3
+    shorter = NGramOracle(max_ngram=3, min_ngram=1, min_count=1)
+    context = [7, 1, 2, 8, 6, 1, 2, 8, 3, 1, 2]  # no 3-gram seen before: the 2-gram's n
+    shorter.start(run_context(context))
+    assert shorter.match_length(context) == 2
     unsure = NGramOracle(max_ngram=1, min_ngram=1, min_share=0.6)
     unsure.start(run_context([1, 2, 1, 3, 1]))
     assert unsure.match_length([1, 2, 1, 3, 1]) == 0  # 1 -> 2 or 3: not confident

@@ -19,6 +19,16 @@ from .base import Oracle, Proposal, RunContext
 MAX_MATCH_LENGTH = 64  # match_length looks back no further
 
 
+def verbatim_length(context: Sequence[int], source_end: int, n: int) -> int:
+    """How many tokens the context's end repeats verbatim of the text ending at source_end,
+    given that the last n agree (the n-gram match), up to MAX_MATCH_LENGTH."""
+    length = n
+    while (length < MAX_MATCH_LENGTH and source_end - 1 - length >= 0
+           and context[source_end - 1 - length] == context[-1 - length]):
+        length += 1
+    return length
+
+
 class PromptLookupOracle(Oracle):
     name = "prompt-lookup"
     source = "prompt"
@@ -83,12 +93,7 @@ class PromptLookupOracle(Oracle):
         if found is None:
             return 0
         start, n = found
-        # Extend the n-gram match backwards: how far the context repeats its source verbatim.
-        length = n
-        while (length < MAX_MATCH_LENGTH and start - 1 - length >= 0
-               and context[start - 1 - length] == context[-1 - length]):
-            length += 1
-        return length
+        return verbatim_length(context, start, n)
 
     def _find(self, context: Sequence[int]) -> tuple[int, int] | None:
         """(where the copy starts, n-gram size) of the longest n-gram match, or None."""
