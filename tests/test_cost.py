@@ -150,7 +150,7 @@ def test_auto_k_drafts_no_longer_than_the_oracle_vouches_for():
     oracle.match = 5
     oracle.draft_limit = lambda m: 2 * m
     assert AutoK(oracle, profile(GPU_MS)).choose(list(range(100))) == 10
-    assert PromptLookupOracle().draft_limit(7) == 14 and NGramOracle().draft_limit(4) is None
+    assert PromptLookupOracle().draft_limit(7) == 14 and NGramOracle().draft_limit(4) == 8
 
 
 def test_auto_k_with_a_cheap_gpu_profile_speculates_from_the_start():
@@ -213,8 +213,9 @@ def test_evidence_decay_follows_the_latest_judgments():
     assert NGramOracle().evidence_decay > 0 and PromptLookupOracle().evidence_decay == 0
 
 
-def test_prompt_lookup_prior_is_fitted_to_short_matches_failing_often():
-    prior = PromptLookupOracle().match_prior
+@pytest.mark.parametrize("oracle", [PromptLookupOracle(), NGramOracle()])
+def test_copying_oracles_prior_is_fitted_to_short_matches_failing_often(oracle):
+    prior = oracle.match_prior
     assert prior(2) == pytest.approx(0.5) and prior(3) == pytest.approx(0.6)
     assert prior(48) > 0.95  # long verbatim copies are still tried at once
     assert FakeLookup().match_prior(3) == pytest.approx(0.8)  # Laplace by default

@@ -172,8 +172,8 @@ class Oracle(ABC):
 
     def match_prior(self, length: int) -> float:
         """Before any evidence: the chance that a guess extending a match of `length` holds.
-        Laplace's rule of succession, (m+1)/(m+2): the n-gram cache's n-grams, whose next
-        token is guessed from counts, hold about that often (4-grams: 85-96% here)."""
+        Laplace's rule of succession, (m+1)/(m+2), unless the oracle knows better (the
+        copying oracles: verbatim.CopyingOracle)."""
         return (length + 1) / (length + 2)
 
     def knobs(self) -> dict[str, float | int]:

@@ -14,29 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Oracle, Proposal, RunContext
-
-MAX_MATCH_LENGTH = 64  # match_length looks back no further
-
-
-def verbatim_length(context: Sequence[int], source_end: int, n: int) -> int:
-    """How many tokens the context's end repeats verbatim of the text ending at source_end,
-    given that the last n agree (the n-gram match), up to MAX_MATCH_LENGTH."""
-    length = n
-    while (length < MAX_MATCH_LENGTH and source_end - 1 - length >= 0
-           and context[source_end - 1 - length] == context[-1 - length]):
-        length += 1
-    return length
+from .base import Proposal, RunContext
+from .verbatim import CopyingOracle, verbatim_length
 
 
-class PromptLookupOracle(Oracle):
+class PromptLookupOracle(CopyingOracle):
     name = "prompt-lookup"
     source = "prompt"
-    # Auto K drafts only when it expects 10% over a plain step: its odds are pooled over all
-    # text so far, and copies that held in a summary fail in a math answer (a failed 4-token
-    # draft costs 2.4 plain steps here). In a replay of the Spec-Bench questions this took
-    # math from 0.97x to 1.00x for 3% less on code edits.
-    min_gain = 0.1
 
     # min_ngram 2: guesses after a lone 1-token match hold about 11% of the time on code edit
     # (Qwen2.5-Coder-1.5B); dropping them took K=4 from 0.90x to 1.10x of plain decoding there.
@@ -72,21 +56,6 @@ class PromptLookupOracle(Oracle):
         spans = [self._span(i) for i in range(start, start + len(tokens))]
         details = [f"{n}-gram match" for _ in tokens]
         return Proposal(tokens, self.source, spans=spans, details=details)
-
-    def draft_limit(self, length: int) -> int | None:
-        """2m: a verbatim match of m tokens vouches for about as many more. (In a real run of
-        the Spec-Bench math questions, 31-token drafts after 7-token matches, whose odds had
-        been learnt on summaries, failed at once, each costing 10 plain steps. In a replay of
-        those questions and the code edits the cap took nothing from either.)"""
-        return 2 * length
-
-    def match_prior(self, length: int) -> float:
-        """m/(m+2): the rule of succession over the m-1 tokens the match has gone on after
-        its first and the mismatch that bounds it. Measured on Qwen2.5-Coder-1.5B's own
-        outputs (15 code edits, 60 Spec-Bench questions), the next copied token held 51-56%
-        of the time after 2 matching tokens, 55-62% after 3, 72-75% after 5, 81-83% after 7:
-        Laplace's (m+1)/(m+2) (75%, 80%, 86%, 89%) sent long drafts after short matches."""
-        return length / (length + 2)
 
     def match_length(self, context: Sequence[int]) -> int | None:
         found = self._find(context)

@@ -1,0 +1,167 @@
+"""Price K policies on recorded plain outputs, without running the model again.
+
+Greedy speculative decoding emits exactly the plain greedy output, so once the prompt and the
+plain output of every question are recorded, what any draft would have had accepted is known:
+a step keeps the draft's longest prefix that agrees with the output, plus one token. This
+replays fixed K and `--k auto` (the engine's own AutoK and oracles) over such a record, prices
+each step from the stored cost profile, and prints the speedup over plain decoding per
+Spec-Bench group: a policy change is judged in seconds instead of a 20-minute bench.
+
+Live steps do not cost what the profile says: on this machine single-token steps ran at about
+0.82 of it during a bench and batches at 0.95-1.05 (the profile was taken on a quieter
+machine). `--single-scale` and `--batch-scale` apply such factors. Replayed figures run below
+a real bench's (K=2 on summaries: 1.08x replayed against 1.18x measured); use them to compare
+policies, and a real bench to report.
+
+Usage:
+  python benchmarks/replay_auto_k.py dump --target qwen2.5-coder-1.5b --threads 2 \\
+      --questions FILE.jsonl [--limit N] [--max-tokens N] --out plain.json
+  python benchmarks/replay_auto_k.py replay plain.json --target qwen2.5-coder-1.5b \\
+      --threads 2 [--oracle ngram] [--k 2,4,8,auto] [--single-scale 0.82] [--batch-scale 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+
+from specviz.engines import bench
+from specviz.engines import events as ev
+from specviz.engines.auto_k import AutoK
+from specviz.engines.oracles import make_oracle
+from specviz.engines.profile import Profile
+
+OTHER_MS = 0.4  # per-step work outside the forward pass (measured: 0.3-0.5 ms)
+
+
+def dump(args: argparse.Namespace) -> None:
+    """Record every question's prompt ids and plain greedy output, turn by turn."""
+    from specviz.app import options
+    from specviz.engines.session import RunSettings, Session
+
+    target = options.load_target(args)
+    plain = make_oracle("none")
+    records = []
+    for q in bench.load_questions(args.questions, None, args.limit):
+        history: list[tuple[str, str]] = []
+        for turn, user in enumerate(q.turns):
+            session = Session(target, plain, RunSettings(
+                user, history=tuple(history), k=0, max_tokens=args.max_tokens))
+            out = [t for e in session if isinstance(e, ev.StepEvent) for t in e.emitted_ids]
+            history.append((user, session.summary.text))
+            records.append({"qid": q.question_id, "turn": turn, "category": q.category,
+                            "prompt": list(session.prompt_ids), "out": out})
+            print(q.question_id, turn, len(out), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(records, f)
+
+
+class Pricer:
+    """Milliseconds of a verification of n rows, the profile scaled like a live run."""
+
+    def __init__(self, profile: Profile, single: float, batch: float) -> None:
+        self.profile, self.single, self.batch = profile, single, batch
+
+    def __call__(self, rows: int, context: int) -> float:
+        return self.profile.cost_ms(rows, context) * (self.single if rows == 1 else self.batch)
+
+
+def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profile,
+           price: Pricer) -> tuple[dict[str, float], float]:
+    """(speedup over plain decoding per group and "Overall", mean K) of fixed K, or of auto K
+    when k is None. One oracle and one policy over all records, in order, as the bench runs."""
+    oracle = make_oracle(oracle_name)
+    policy = AutoK(oracle, profile) if k is None else None
+    spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # [plain ms, policy ms]
+    ks = steps = 0
+    for rec in records:
+        group = bench.GROUPS.get(rec["category"], rec["category"])
+        oracle.start(None)
+        prompt, out = rec["prompt"], rec["out"]
+        done = 0
+        while done < len(out):
+            context = prompt + out[:done]
+            step_k = policy.choose(context) if policy else k
+            draft = list(oracle.propose(context, step_k).tokens) if step_k else []
+            held = accepted_prefix(draft, out[done:])
+            verify_ms = price(len(draft) + 1, len(context))
+            if policy:
+                policy.observe(step_event(step_k, draft, held, len(context), verify_ms))
+            spent[group][1] += verify_ms + OTHER_MS
+            done += held + 1
+            ks, steps = ks + step_k, steps + 1
+        spent[group][0] += sum(price(1, len(prompt) + i) + OTHER_MS for i in range(len(out)))
+    speedup = {g: p / t for g, (p, t) in spent.items()}
+    speedup["Overall"] = sum(p for p, _ in spent.values()) / sum(t for _, t in spent.values())
+    return speedup, ks / max(steps, 1)
+
+
+def accepted_prefix(draft: list[int], truth: list[int]) -> int:
+    n = 0
+    while n < len(draft) and n < len(truth) and draft[n] == truth[n]:
+        n += 1
+    return n
+
+
+def step_event(k: int, draft: list[int], held: int, position: int,
+               verify_ms: float) -> ev.StepEvent:
+    """The parts of a step event that AutoK learns from: judgments and timings."""
+    def judged(i: int, token: int) -> ev.ProposedToken:
+        reason = None if i < held else ev.REJECT_MISMATCH if i == held else ev.REJECT_AFTER
+        return ev.ProposedToken(token, "", "replay", i < held, reject_reason=reason)
+
+    proposed = tuple(judged(i, t) for i, t in enumerate(draft))
+    target = ev.TargetToken(0, "", ev.TARGET_CORRECTION, 1.0, 1.0)
+    timing = ev.Timing(0.0, verify_ms, OTHER_MS)
+    return ev.StepEvent(1, "replay", k, position, proposed, target, "", timing,
+                        ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
+
+
+def print_table(rows: list[tuple[str, dict[str, float], float]]) -> None:
+    groups = [g for g in (*bench.GROUP_ORDER, "Overall") if g in rows[0][1]]
+    print("| K | " + " | ".join(groups) + " | mean K |")
+    print("|" + "---|" * (len(groups) + 2))
+    for label, speedup, mean_k in rows:
+        cells = " | ".join(f"{speedup[g]:.2f}x" for g in groups)
+        print(f"| {label} | {cells} | {mean_k:.2f} |")
+
+
+def main() -> None:
+    from specviz.app import options
+    from specviz.engines import profile as profiles
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="record plain outputs")
+    options.add_model_args(d)
+    d.add_argument("--questions", required=True)
+    d.add_argument("--limit", type=int, help="questions per category group")
+    d.add_argument("--max-tokens", type=int, default=128)
+    d.add_argument("--out", required=True)
+    r = sub.add_parser("replay", help="price K policies on a record")
+    r.add_argument("record")
+    options.add_model_args(r)  # the target's stored profile prices the steps
+    r.add_argument("--oracle", default="ngram")
+    r.add_argument("--k", default="2,4,8,auto")
+    r.add_argument("--single-scale", type=float, default=0.82)
+    r.add_argument("--batch-scale", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.command == "dump":
+        dump(args)
+        return
+    profile = profiles.load(args.target, args.backend, args.device or "cpu", args.threads)
+    if profile is None:
+        raise SystemExit(f"no stored profile for {args.target}: run `specviz profile` first")
+    with open(args.record) as f:
+        records = json.load(f)
+    price = Pricer(profile, args.single_scale, args.batch_scale)
+    rows = []
+    for k in args.k.split(","):
+        fixed = None if k == "auto" else int(k)
+        rows.append((k, *replay(records, args.oracle, fixed, profile, price)))
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""What the oracles that copy share: the verbatim repeat a guess extends, and auto K's odds on it.
+
+Prompt lookup copies the passage that the context's end repeats; the n-gram cache guesses
+the token that followed its n-gram, which, for a guess that an earlier passage backs, is
+the same copy by another route. Both report how long that verbatim repeat is
+(`match_length`), and a repeat of m tokens gives a copy the same odds whichever oracle
+found it, so auto K prices both alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Oracle
+
+MAX_MATCH_LENGTH = 64  # match_length looks back no further
+
+
+def verbatim_length(context: Sequence[int], source_end: int, n: int) -> int:
+    """How many tokens the context's end repeats verbatim of the text ending at source_end,
+    given that the last n agree (the n-gram match), up to MAX_MATCH_LENGTH."""
+    length = n
+    while (length < MAX_MATCH_LENGTH and source_end - 1 - length >= 0
+           and context[source_end - 1 - length] == context[-1 - length]):
+        length += 1
+    return length
+
+
+class CopyingOracle(Oracle):
+    """An oracle whose guesses extend a verbatim repeat (subclasses implement match_length)."""
+
+    # Auto K drafts only when it expects 10% over a plain step: its odds are pooled over all
+    # text so far, and copies that held in a summary fail in a math answer (a failed 4-token
+    # draft costs 2.4 plain steps here). In a replay of the Spec-Bench questions this took
+    # prompt lookup's math from 0.97x to 1.00x for 3% less on code edits.
+    min_gain = 0.1
+
+    def draft_limit(self, length: int) -> int | None:
+        """2m: a verbatim match of m tokens vouches for about as many more. (In a real run of
+        the Spec-Bench math questions, 31-token drafts of prompt lookup after 7-token
+        matches, whose odds had been learnt on summaries, failed at once, each costing 10
+        plain steps. In a replay of those questions and the code edits the cap took nothing
+        from either.)"""
+        return 2 * length
+
+    def match_prior(self, length: int) -> float:
+        """m/(m+2): the rule of succession over the m-1 tokens the match has gone on after
+        its first and the mismatch that bounds it. Measured on Qwen2.5-Coder-1.5B's own
+        outputs (15 code edits, 60 Spec-Bench questions), the next copied token held 51-56%
+        of the time after 2 matching tokens, 55-62% after 3, 72-75% after 5, 81-83% after 7:
+        Laplace's (m+1)/(m+2) (75%, 80%, 86%, 89%) sent long drafts after short matches."""
+        return length / (length + 2)

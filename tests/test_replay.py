@@ -1,0 +1,46 @@
+"""benchmarks/replay_auto_k.py: K policies priced on recorded plain outputs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from specviz.engines.profile import Profile
+
+SCRIPT = Path(__file__).parent.parent / "benchmarks" / "replay_auto_k.py"
+spec = importlib.util.spec_from_file_location("replay_auto_k", SCRIPT)
+replay_auto_k = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(replay_auto_k)
+
+BATCHES = [1, 2, 4, 8, 16, 32]
+CPU = Profile("t", "llama", "cpu", 2, [512], BATCHES, [[30, 52, 99, 150, 180, 250]])
+PRICE = replay_auto_k.Pricer(CPU, 1.0, 1.0)
+ARTICLE = list(range(100, 160))
+COPY = {"qid": 1, "turn": 0, "category": "summarization", "prompt": ARTICLE,
+        "out": ARTICLE[10:50]}  # the answer copies 40 tokens of its prompt
+FRESH = {"qid": 2, "turn": 0, "category": "math_reasoning", "prompt": ARTICLE,
+         "out": list(range(1000, 1040))}  # nothing in it was seen before
+
+
+def test_a_copied_answer_is_faster_with_every_draft():
+    k4, _ = replay_auto_k.replay([COPY], "prompt-lookup", 4, CPU, PRICE)
+    # Two plain steps until a 2-gram repeats, then 8 steps of 5 rows (111.75 ms, between the
+    # profile's 4 and 8), each + 0.4 ms, against 40 plain steps
+    five_rows = 99 + (150 - 99) / 4
+    assert k4["Summarization"] == pytest.approx(40 * 30.4 / (2 * 30.4 + 8 * (five_rows + 0.4)))
+    auto, mean_k = replay_auto_k.replay([COPY], "prompt-lookup", None, CPU, PRICE)
+    assert auto["Summarization"] > k4["Summarization"] and mean_k > 2  # long copies: K grows
+
+
+def test_auto_k_drafts_nothing_where_nothing_repeats():
+    auto, mean_k = replay_auto_k.replay([FRESH], "ngram", None, CPU, PRICE)
+    assert mean_k == 0 and auto["Mathematical Reasoning"] == pytest.approx(1.0)
+    both, _ = replay_auto_k.replay([COPY, FRESH], "ngram", 2, CPU, PRICE)
+    assert set(both) == {"Summarization", "Mathematical Reasoning", "Overall"}
+
+
+def test_a_step_keeps_the_draft_prefix_that_agrees():
+    assert replay_auto_k.accepted_prefix([1, 2, 9, 4], [1, 2, 3, 4]) == 2
+    assert replay_auto_k.accepted_prefix([1, 2], [1]) == 1  # the output ends
