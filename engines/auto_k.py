@@ -3,16 +3,15 @@
 The chooser combines the cost profile (what verifying K+1 tokens costs at this context
 length) with the acceptance observed so far in this run, per oracle:
 
-- oracles that copy (prompt lookup) report how long the current verbatim match is (the
-  n-gram cache: the n of the n-gram its first guess follows); the chance that copied token i
-  is accepted is learnt per length of the match it extends (a match that has run for 20
-  tokens tends to go on; a 1-token match seldom does), and a step with nothing to copy is a
-  plain step (K = 0);
+- oracles that copy (prompt lookup, the n-gram cache) report how long the verbatim repeat
+  their first guess extends is; the chance that copied token i is accepted is learnt per
+  length of the match it extends (a match that has run for 20 tokens tends to go on; a
+  1-token match seldom does), and a step with nothing to copy is a plain step (K = 0);
 - other oracles: the chance is learnt per draft position.
 
 Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of
-succession on the match (the oracle's `match_prior`: for prompt lookup m/(m+2), fitted to how
-often copies held after m matching tokens), so long verbatim matches are tried at once and
+succession on the match (the oracle's `match_prior`: for the copying oracles m/(m+2), fitted to
+how often copies held after m matching tokens), so long verbatim matches are tried at once and
 short ones only where batches are cheap; for other oracles it is 1/2, after a short, cheap
 exploration at K = 2 (without it, a pessimistic prior on a CPU would never try the oracle at
 all). (An optimism bonus for exploring was tried and dropped: on a CPU, exploring a long K costs
