@@ -87,7 +87,9 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
             held = accepted_prefix(draft, out[done:])
             verify_ms = price(len(draft) + 1, len(context))
             if policy:
-                policy.observe(step_event(step_k, draft, held, len(context), verify_ms))
+                # The target's own token (-1 where the accepted draft ends the record).
+                emitted = out[done + held] if done + held < len(out) else -1
+                policy.observe(step_event(step_k, draft, held, emitted, len(context), verify_ms))
             spent[group][1] += verify_ms + OTHER_MS
             done += held + 1
             ks, steps = ks + step_k, steps + 1
@@ -104,7 +106,7 @@ def accepted_prefix(draft: list[int], truth: list[int]) -> int:
     return n
 
 
-def step_event(k: int, draft: list[int], held: int, position: int,
+def step_event(k: int, draft: list[int], held: int, emitted: int, position: int,
                verify_ms: float) -> ev.StepEvent:
     """The parts of a step event that AutoK learns from: judgments and timings."""
     def judged(i: int, token: int) -> ev.ProposedToken:
@@ -112,7 +114,7 @@ def step_event(k: int, draft: list[int], held: int, position: int,
         return ev.ProposedToken(token, "", "replay", i < held, reject_reason=reason)
 
     proposed = tuple(judged(i, t) for i, t in enumerate(draft))
-    target = ev.TargetToken(0, "", ev.TARGET_CORRECTION, 1.0, 1.0)
+    target = ev.TargetToken(emitted, "", ev.TARGET_CORRECTION, 1.0, 1.0)
     timing = ev.Timing(0.0, verify_ms, OTHER_MS)
     return ev.StepEvent(1, "replay", k, position, proposed, target, "", timing,
                         ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))

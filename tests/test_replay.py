@@ -44,3 +44,8 @@ def test_auto_k_drafts_nothing_where_nothing_repeats():
 def test_a_step_keeps_the_draft_prefix_that_agrees():
     assert replay_auto_k.accepted_prefix([1, 2, 9, 4], [1, 2, 3, 4]) == 2
     assert replay_auto_k.accepted_prefix([1, 2], [1]) == 1  # the output ends
+
+
+def test_a_replayed_step_carries_the_targets_own_token():
+    event = replay_auto_k.step_event(2, [5, 9], 1, 6, 100, 10.0)  # 5 held, 9 refused: 6
+    assert event.emitted_ids == [5, 6] and event.proposed[1].reject_reason == "mismatch"
