@@ -17,7 +17,8 @@ Usage:
   python benchmarks/replay_auto_k.py dump --target qwen2.5-coder-1.5b --threads 2 \\
       --questions FILE.jsonl [--limit N] [--max-tokens N] --out plain.json
   python benchmarks/replay_auto_k.py replay plain.json --target qwen2.5-coder-1.5b \\
-      --threads 2 [--oracle ngram] [--k 2,4,8,auto] [--single-scale 0.82] [--batch-scale 1]
+      --threads 2 [--oracle ngram] [--k 2,4,8,auto,hindsight] [--single-scale 0.82] \\
+      [--batch-scale 1]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from collections.abc import Callable
 
 from specviz.engines import bench
 from specviz.engines import events as ev
@@ -67,12 +69,50 @@ class Pricer:
         return self.profile.cost_ms(rows, context) * (self.single if rows == 1 else self.batch)
 
 
+# A step's outcome in a replay: (K asked, tokens drafted, tokens of the draft that held).
+Step = Callable[[list[int], list[int]], tuple[int, int, int]]
+
+
 def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profile,
            price: Pricer) -> tuple[dict[str, float], float]:
     """(speedup over plain decoding per group and "Overall", mean K) of fixed K, or of auto K
     when k is None. One oracle and one policy over all records, in order, as the bench runs."""
     oracle = make_oracle(oracle_name)
     policy = AutoK(oracle, profile) if k is None else None
+
+    def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
+        step_k = policy.choose(context) if policy else k
+        draft = list(oracle.propose(context, step_k).tokens) if step_k else []
+        held = accepted_prefix(draft, truth)
+        if policy:
+            # The target's own token (-1 where the accepted draft ends the record).
+            emitted = truth[held] if held < len(truth) else -1
+            verify_ms = price(len(draft) + 1, len(context))
+            policy.observe(step_event(step_k, draft, held, emitted, len(context), verify_ms))
+        return step_k, len(draft), held
+
+    return run(records, oracle, price, step)
+
+
+def hindsight(records: list[dict], oracle_name: str, price: Pricer,
+              k_max: int = 31) -> tuple[dict[str, float], float]:
+    """What a K policy that knew the future would reach with this oracle at these batch
+    costs: every step sends, of the oracle's copy, only the part that will hold, as much of it
+    as pays best for that step alone (greedy per step: a ceiling in practice, not a proof).
+    Same result as `replay`'s."""
+    oracle = make_oracle(oracle_name)
+
+    def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
+        held = accepted_prefix(list(oracle.propose(context, k_max).tokens), truth)
+        step_ms = [price(k + 1, len(context)) for k in range(held + 1)]
+        k = max(range(held + 1), key=lambda k: (k + 1) / (step_ms[k] + OTHER_MS))
+        return k, k, k
+
+    return run(records, oracle, price, step)
+
+
+def run(records: list[dict], oracle, price: Pricer, step: Step) -> tuple[dict[str, float], float]:
+    """Every record's output, step by step as `step` decides, priced against plain decoding."""
     spent: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # [plain ms, policy ms]
     ks = steps = 0
     for rec in records:
@@ -82,15 +122,8 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
         done = 0
         while done < len(out):
             context = prompt + out[:done]
-            step_k = policy.choose(context) if policy else k
-            draft = list(oracle.propose(context, step_k).tokens) if step_k else []
-            held = accepted_prefix(draft, out[done:])
-            verify_ms = price(len(draft) + 1, len(context))
-            if policy:
-                # The target's own token (-1 where the accepted draft ends the record).
-                emitted = out[done + held] if done + held < len(out) else -1
-                policy.observe(step_event(step_k, draft, held, emitted, len(context), verify_ms))
-            spent[group][1] += verify_ms + OTHER_MS
+            step_k, drafted, held = step(context, out[done:])
+            spent[group][1] += price(drafted + 1, len(context)) + OTHER_MS
             done += held + 1
             ks, steps = ks + step_k, steps + 1
         spent[group][0] += sum(price(1, len(prompt) + i) + OTHER_MS for i in range(len(out)))
@@ -145,7 +178,8 @@ def main() -> None:
     r.add_argument("record")
     options.add_model_args(r)  # the target's stored profile prices the steps
     r.add_argument("--oracle", default="ngram")
-    r.add_argument("--k", default="2,4,8,auto")
+    r.add_argument("--k", default="2,4,8,auto",
+                   help="fixed Ks, auto, and hindsight (the ceiling: only copies that hold)")
     r.add_argument("--single-scale", type=float, default=0.82)
     r.add_argument("--batch-scale", type=float, default=1.0)
     args = parser.parse_args()
@@ -160,6 +194,9 @@ def main() -> None:
     price = Pricer(profile, args.single_scale, args.batch_scale)
     rows = []
     for k in args.k.split(","):
+        if k == "hindsight":
+            rows.append((k, *hindsight(records, args.oracle, price)))
+            continue
         fixed = None if k == "auto" else int(k)
         rows.append((k, *replay(records, args.oracle, fixed, profile, price)))
     print_table(rows)

@@ -49,3 +49,13 @@ def test_a_step_keeps_the_draft_prefix_that_agrees():
 def test_a_replayed_step_carries_the_targets_own_token():
     event = replay_auto_k.step_event(2, [5, 9], 1, 6, 100, 10.0)  # 5 held, 9 refused: 6
     assert event.emitted_ids == [5, 6] and event.proposed[1].reject_reason == "mismatch"
+
+
+def test_hindsight_sends_only_what_holds_and_bounds_every_policy():
+    for record, group in ((COPY, "Summarization"), (FRESH, "Mathematical Reasoning")):
+        ceiling, _ = replay_auto_k.hindsight([record], "prompt-lookup", PRICE)
+        for k in (2, 4, None):
+            policy, _ = replay_auto_k.replay([record], "prompt-lookup", k, CPU, PRICE)
+            assert policy[group] <= ceiling[group] + 1e-9
+    assert replay_auto_k.hindsight([FRESH], "ngram", PRICE) == (
+        {"Mathematical Reasoning": 1.0, "Overall": 1.0}, 0.0)
