@@ -27,3 +27,7 @@ class IncompatibleModels(SpecvizError):
 
 class TraceError(SpecvizError):
     """A trace file is corrupt or truncated; the message names the line."""
+
+
+class BackendCrashed(BackendError):
+    """A backend's native code died (a signal) when it was tried in a child process."""

@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import BackendError
+from ..hardware import read_cpu
+from . import llama_buffers
 from .base import Backend
 
 SEQ = 0  # the sequence id of the context; trees add more while they are verified
@@ -38,14 +41,29 @@ def _llama():
     return llama_cpp
 
 
+_load_lock = threading.Lock()  # one load at a time: the buffer list and the log are global
+_load_log: list[str] | None = None  # llama.cpp's lines while a model loads
+_BUFFER_LINE = re.compile(r"(\S+) model buffer size\s*=\s*([\d.]+) MiB")
+
+
 @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 def _log_errors_only(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    if level == 4 and text:  # GGML_LOG_LEVEL_ERROR
-        logging.getLogger("specviz.llama").error(text.decode("utf-8", "replace").rstrip())
+    if not text:
+        return
+    line = text.decode("utf-8", "replace")
+    if level == 4:  # GGML_LOG_LEVEL_ERROR
+        logging.getLogger("specviz.llama").error(line.rstrip())
+    elif _load_log is not None:
+        _load_log.append(line)
 
 
 def _quiet_logs(llama_cpp) -> None:
     llama_cpp.llama_log_set(_log_errors_only, ctypes.c_void_p(0))
+
+
+def system_info() -> str:
+    """llama.cpp's own line of what it was built with and uses (AVX2, AMX_INT8, CUDA...)."""
+    return _llama().llama_print_system_info().decode("utf-8", "replace").strip()
 
 
 def default_threads() -> int:
@@ -62,7 +80,7 @@ class _Weights:
     def __init__(self, lib, path: Path, device: str, gpu_layers: int) -> None:
         self._lib = lib
         self.device = device
-        self.model = _load_model(lib, path, gpu_layers)
+        self.model, self.buffers = _load_model(lib, path, gpu_layers)
         self._users = 1
         self._lock = threading.Lock()
 
@@ -108,6 +126,7 @@ class LlamaBackend(Backend):
         self._weights = weights
         self._model = weights.model
         self.device = weights.device
+        self.weight_buffers = weights.buffers  # buffer type -> MiB of weights in it
         self.threads = threads or default_threads()
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
@@ -378,10 +397,31 @@ def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str
     return device, 999 if n_gpu_layers is None else n_gpu_layers
 
 
-def _load_model(lib, path: Path, gpu_layers: int):
+def _load_model(lib, path: Path, gpu_layers: int) -> tuple[object, dict[str, float]]:
+    """The loaded model and the MiB of weights llama.cpp put in each buffer type."""
+    global _load_log
     params = lib.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
-    model = lib.llama_model_load_from_file(str(path).encode(), params)
+    with _load_lock:
+        _choose_extra_buffers(lib, params)
+        _load_log = []
+        try:
+            model = lib.llama_model_load_from_file(str(path).encode(), params)
+        finally:
+            lines, _load_log = _load_log, None
     if not model:
         raise BackendError(f"llama.cpp could not load {path}: not a valid GGUF model file")
-    return model
+    buffers: dict[str, float] = {}
+    for match in _BUFFER_LINE.finditer("".join(lines)):
+        buffers[match[1]] = buffers.get(match[1], 0.0) + float(match[2])
+    return model, buffers
+
+
+def _choose_extra_buffers(lib, params) -> None:
+    """Keep the weights off llama.cpp's AMX path unless allowed (see llama_buffers)."""
+    allow = llama_buffers.amx_allowed()
+    extra = llama_buffers.extra_buffers(lib)
+    if extra is not None:
+        extra.use(llama_buffers.allowed_buffers(extra.available, allow))
+    elif llama_buffers.fallback_without_list(read_cpu().has_amx, system_info(), allow):
+        params.use_extra_bufts = False

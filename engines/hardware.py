@@ -1,0 +1,98 @@
+"""What this machine's processor and memory are, as plain data.
+
+Rules that depend on the hardware (llama.cpp's AMX path, which build to suggest) take these
+facts as arguments, so a test can hand them the facts of a machine it does not run on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+# The features that decide which kernels llama.cpp and torch run, in the names Linux uses.
+KEY_FEATURES = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16",
+                "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    model: str
+    arch: str
+    flags: frozenset[str] = field(default_factory=frozenset)
+    cores: int = 1
+    memory_gib: float | None = None
+
+    @property
+    def has_amx(self) -> bool:
+        return "amx_int8" in self.flags or "amx_tile" in self.flags
+
+    @property
+    def features(self) -> list[str]:
+        return [name for name in KEY_FEATURES if name in self.flags]
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable across runs and reboots; changes when the processor or its features do."""
+        text = "|".join((self.model, self.arch, *sorted(self.flags)))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        features = ", ".join(self.features) or "no AVX2/AVX-512/AMX"
+        return f"{self.model} ({self.arch}; {features})"
+
+
+def parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
+    """The model name and feature flags from Linux's /proc/cpuinfo (x86 or Arm)."""
+    model, flags = "", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "hardware", "cpu model") and not model:
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return model, frozenset(flags)
+
+
+@lru_cache(maxsize=1)
+def read_cpu() -> CpuFacts:
+    """This machine's facts (read once per process)."""
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            model, flags = parse_cpuinfo(f.read())
+    except OSError:
+        model, flags = _sysctl_cpu()
+    return CpuFacts(model=model or platform.processor() or platform.machine(),
+                    arch=platform.machine(), flags=flags, cores=os.cpu_count() or 1,
+                    memory_gib=_memory_gib())
+
+
+def _sysctl_cpu() -> tuple[str, frozenset[str]]:
+    """macOS: the brand string and the `hw.optional` features that are set."""
+    try:
+        brand = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        listing = subprocess.run(["sysctl", "hw.optional"], capture_output=True, text=True,
+                                 timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "", frozenset()
+    flags = set()
+    for line in listing.splitlines():
+        key, _, value = line.partition(":")
+        if value.strip() == "1":
+            name = key.rsplit(".", 1)[-1].lower()
+            flags.add("asimd" if name in ("neon", "armv8_1_atomics") else name)
+    return brand, frozenset(flags)
+
+
+def _memory_gib() -> float | None:
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return round(pages * size / 2**30, 1)
