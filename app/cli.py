@@ -10,7 +10,7 @@ from ..engines.errors import SpecvizError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cmd_models, cmd_replay, cmd_run
+    from . import cmd_doctor, cmd_models, cmd_replay, cmd_run
 
     parser = argparse.ArgumentParser(
         prog="specviz",
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (cmd_run, cmd_replay, cmd_models):
+    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor):
         module.register(sub)
     _register_optional(sub)
     return parser
