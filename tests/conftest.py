@@ -12,6 +12,7 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
 
+from crash_report import pytest_handlecrashitem, pytest_report_header  # noqa: F401  (hooks)
 from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
 from tiny_model import build_tiny_model
 
