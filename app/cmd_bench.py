@@ -9,9 +9,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..engines import bench
+from ..engines import bench, run_builder
 from ..engines.errors import SpecvizError
-from ..engines.oracles import ORACLES
+from ..engines.model_pool import ModelPool
+from ..engines.oracles import DRAFT_ORACLES, ORACLES
 from ..engines.trace import machine_info
 from . import options
 
@@ -66,30 +67,42 @@ def policy_maker(args: argparse.Namespace, target):
     """Builds the auto-K chooser for an oracle (profiles measured once if not stored)."""
 
     def make(oracle):
-        auto = argparse.Namespace(**{**vars(args), "k": options.AUTO})
-        return options.k_policy(auto, oracle, target, getattr(oracle, "draft", None))
+        lane = options.lane_spec(args, oracle.name, options.AUTO)
+        return run_builder.k_policy(lane, options.model_choice(args), oracle, target,
+                                    getattr(oracle, "draft", None), say=_say)
 
     return make
+
+
+def _say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     questions = bench.load_questions(args.questions, cats, args.limit)
     plan = configs(args)
-    target = options.load_target(args)
-    drafts: dict = {}  # draft model name -> its backend, shared by the oracles that use it
+    pool = ModelPool()  # one target; each draft model loaded once for the oracles using it
+    model = options.model_choice(args)
+    target = run_builder.acquire(pool, model, args.target)
+    drafts: dict = {}
 
     def make(name: str):
-        model = options.draft_model(name, args)
-        oracle = options.build_oracle(name, args, target, drafts.get(model))
-        if model:
-            drafts[model] = oracle.draft
-        return oracle
+        lane = options.lane_spec(args, name)
+        draft = None
+        if lane.draft_model:
+            if lane.draft_model not in drafts:
+                drafts[lane.draft_model] = run_builder.acquire(pool, model, lane.draft_model)
+            draft = drafts[lane.draft_model]
+        elif name in DRAFT_ORACLES:
+            raise SpecvizError(f"--oracles {name} needs --draft MODEL")
+        return run_builder.build_oracle(lane, target, draft)
 
     runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
-                                  options.sampling(args), on_record=lambda r: bar.update(),
+                                  run_builder.sampling(options.run_request(args, "")),
+                                  on_record=lambda r: bar.update(),
                                   make_policy=policy_maker(args, target),
                                   repeat=args.repeat)
     rows = bench.summarise(records)

@@ -10,9 +10,11 @@ from pathlib import Path
 from ..engines import events as ev
 from ..engines.compare import check_against_plain
 from ..engines.errors import SpecvizError
+from ..engines.model_pool import ModelPool
 from ..engines.oracles.none import NoOracle
-from ..engines.session import K_MAX, RunSettings, Session, warm_up
-from ..engines.trace import TraceWriter, machine_info
+from ..engines.run_builder import BuiltLane, build_lane
+from ..engines.session import RunSettings, Session, warm_up
+from ..engines.trace import TraceWriter
 from . import options
 from .console import EventPrinter, summary_line
 
@@ -50,21 +52,25 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    auto = args.k == options.AUTO
-    settings = RunSettings(prompt=read_prompt(args), chat=args.chat, system=args.system,
-                           k=0 if args.oracle == "none" else K_MAX if auto else args.k,
-                           max_tokens=args.max_tokens, params=options.sampling(args),
-                           stop=tuple(args.stop), typical=options.typical(args))
-    target = options.load_target(args)
-    oracle = options.build_oracle(args.oracle, args, target)
-    policy = options.k_policy(args, oracle, target, getattr(oracle, "draft", None))
-    session = Session(target, oracle, settings, k_policy=policy)
+    request = options.run_request(args, read_prompt(args))
+    pool = ModelPool()
+    lane = build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)
+    try:
+        return _run(args, lane)
+    finally:
+        lane.close()
+        pool.close()
+
+
+def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
+    session = lane.session
+    target = session.target
     warm_up(target, session.prompt_ids)
     printer = EventPrinter(show_rejected=args.show_rejected)
-    steps = _drive(session, None if args.json else printer, args, target)
+    steps = _drive(session, None if args.json else printer, args.trace, lane.header)
     summary = session.summary
     result = _result(args, target, summary)
-    if policy and steps:
+    if session.k_policy and steps:
         result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
     if args.baseline:
         result.update(_baseline(target, session, steps, summary))
@@ -72,12 +78,16 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False))
     else:
         _print_footer(printer, summary, result)
-    oracle.close()
     return 0
 
 
-def _drive(session: Session, printer: EventPrinter | None, args, target) -> list[ev.StepEvent]:
-    writer = TraceWriter(args.trace, _header(args, session, target)) if args.trace else None
+def _say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr)
+
+
+def _drive(session: Session, printer: EventPrinter | None, trace: Path | None,
+           header: dict) -> list[ev.StepEvent]:
+    writer = TraceWriter(trace, header) if trace else None
     steps: list[ev.StepEvent] = []
     try:
         for event in session:
@@ -151,32 +161,3 @@ def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict)
         print(f"note: {result['divergence'].get('note', '')}", file=sys.stderr)
     if printer.colour:
         print(printer.legend(), file=sys.stderr)
-
-
-def _typical_header(args) -> dict | None:
-    if not getattr(args, "typical_acceptance", False):
-        return None
-    return {"epsilon": args.typical_epsilon, "alpha": args.typical_alpha, "lossy": True}
-
-
-def _header(args, session: Session, target) -> dict:
-    from ..engines.models import describe
-
-    return {
-        "target": describe(args.target),
-        "draft": describe(model) if (model := options.draft_model(args.oracle, args)) else None,
-        "backend": target.name,
-        "device": target.device,
-        "oracle": args.oracle,
-        "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
-                     "temperature": args.temperature, "top_p": args.top_p, "seed": args.seed,
-                     "chat": args.chat,
-                     **({"exit_layer": args.exit_layer or 0} if args.oracle == "early-exit"
-                        else {}),
-                     "typical_acceptance": _typical_header(args)},
-        "prompt": session.settings.prompt,
-        "prompt_text": session.prompt_text,
-        "prompt_ids": session.prompt_ids,
-        "token_chars": session.token_chars,
-        "machine": machine_info(),
-    }

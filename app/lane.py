@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines import events as ev
-from ..engines.oracles import ORACLES
+from ..engines.oracles import DRAFT_ORACLES, ORACLES
 from ..widgets.k_control import KControl
 from ..widgets.palette import (
     KIND_DRAFT,
@@ -29,7 +29,7 @@ from ..widgets.palette import (
 )
 from ..widgets.token_view import Legend, TokenView
 from .model_combo import ModelCombo
-from .runs import DRAFT_ORACLES, LaneConfig
+from .runs import LaneConfig
 
 
 def editor_range(span: ev.Span | None, prompt_text: str,

@@ -1,27 +1,33 @@
-"""A live run, orchestrated with asyncio on the Qt loop (qasync), computed on threads.
+"""A live run: asyncio on the Qt loop (qasync) orchestrates, an engine process computes.
 
-The coroutine finds the models (offering to fetch missing registry models), builds each lane's
-session on an executor thread, hands the sessions to the device workers and waits for them.
-A lane that cannot be built shows why and the others go on without it.
+The coroutine finds the models (offering to fetch missing registry models), sends the run
+spec to the engine process of the run's device and waits for it to say the run is done. What
+the engine says arrives as messages on the GUI thread: each lane's trace is written here, from
+the events received, so that when the engine process dies everything received so far stays on
+screen and on disk, each lane says what happened, and the next run starts a fresh process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import traceback
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
+from ..engines import events as ev
 from ..engines import models
+from ..engines import run_spec as rs
 from ..engines.errors import SpecvizError
+from ..engines.protocol import Message
+from ..engines.trace import TraceWriter
+from .engine_client import EngineClient
 from .fetch import fetch
 from .lanes import LaneBoard
-from .model_pool import ModelPool
-from .runs import LaneConfig, LaneJob, RunRequest, build_job, model_keys
-from .workers import WorkerPool
+from .runs import RunRequest, gui_threads, new_trace_path
+
+CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
 
 
 class LiveRunner(QObject):
@@ -34,12 +40,15 @@ class LiveRunner(QObject):
         self.window = window
         self.interactive = interactive  # may ask the person (fetching); not in `specviz shot`
         self.running = False
-        self.pool = WorkerPool(self)
-        self.pool.event.connect(board.push, Qt.ConnectionType.QueuedConnection)
-        self.pool.failed.connect(self._on_failed, Qt.ConnectionType.QueuedConnection)
-        self.pool.allDone.connect(self._on_all_done)
+        self.engines: dict[str, EngineClient] = {}  # one process per device, kept between runs
+        self.engine: EngineClient | None = None  # the current run's
+        self.stats: dict = {}  # the engine's last word on its models (loads, idle)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specviz-load")
-        self.models = ModelPool()  # loaded models, shared by lanes and kept between runs
+        self.crash: str | None = None  # how the last run's engine died, if it did
+        self._writers: dict[str, TraceWriter] = {}
+        self._received: dict[str, list[ev.StepEvent]] = {}  # for a trace cut off by a crash
+        self._ended: set[str] = set()  # lanes whose run is over (summary or error)
+        self._lane_ids: list[str] = []
         self._stopping = False
         self._paused = False  # also holds a run that is still loading
         self._done: asyncio.Future | None = None
@@ -49,7 +58,12 @@ class LiveRunner(QObject):
         if self.running:
             raise RuntimeError("a run is already going")
         self.running, self._stopping, self._paused = True, False, False
+        self.crash = None
         return asyncio.ensure_future(self._run(request))
+
+    def started(self, lane_id: str) -> bool:
+        """Whether the engine has built this lane of the current run."""
+        return lane_id in self._writers or lane_id in self._ended
 
     async def _run(self, request: RunRequest) -> None:
         lanes = dict(self.board.lanes)
@@ -58,8 +72,9 @@ class LiveRunner(QObject):
             lane.set_running(True)
         try:
             if await self._models_ready(request, lanes):
-                await self._run_jobs(await self._build(request, lanes))
+                await self._run_lanes(request, lanes)
         finally:
+            self._close_traces()
             for lane in lanes.values():
                 lane.set_running(False)
             self.running = False
@@ -67,27 +82,33 @@ class LiveRunner(QObject):
             self.finished.emit()
             self.board.drain()  # the last events, already queued
 
-    def set_k(self, lane_id: str, k: int) -> None:
-        self.pool.set_k(lane_id, k)
+    # ------------------------------------------------------------ controls
 
-    def set_knob(self, lane_id: str, name: str, value: int) -> str | None:
-        """Change an oracle setting of a running lane; the reason if the oracle refuses."""
-        return self.pool.set_knob(lane_id, name, value)
+    def set_k(self, lane_id: str, k: int) -> None:
+        if self.running and self.engine:
+            self.engine.send("set_k", lane=lane_id, k=k)
+
+    def set_knob(self, lane_id: str, name: str, value: int) -> None:
+        """Change an oracle setting of a running lane; a refusal comes back to the lane."""
+        if self.running and self.engine:
+            self.engine.send("set_knob", lane=lane_id, name=name, value=value)
 
     def pause(self, paused: bool) -> None:
         self._paused = paused
-        (self.pool.pause if paused else self.pool.resume)()
+        if self.running and self.engine:
+            self.engine.send("pause" if paused else "resume")
 
     def stop(self) -> None:
         self._stopping = True
-        self.pool.stop()
+        if self.running and self.engine:
+            self.engine.send("stop")
 
     def shutdown(self, timeout: float) -> bool:
-        """Stop everything and wait for the engine threads, at most `timeout` seconds."""
+        """Stop everything and end the engine processes, at most `timeout` seconds."""
         self.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        done = self.pool.join(timeout)
-        self.models.close()  # models still lent to a running lane are freed on its return
+        done = all(engine.shutdown(timeout) for engine in self.engines.values())
+        self._close_traces()
         return done
 
     # ------------------------------------------------------------ steps
@@ -112,50 +133,106 @@ class LiveRunner(QObject):
                 return False
         return True
 
-    async def _build(self, request: RunRequest, lanes: dict) -> list[LaneJob]:
-        loop = asyncio.get_event_loop()
-        configs = [lane.config() for lane in lanes.values()]
-        await loop.run_in_executor(self._executor, self._keep_models, configs, request)
-        jobs: list[LaneJob] = []
-        for lane_id, lane in lanes.items():
-            if self._stopping:
-                break
-            self.status.emit(f"loading {request.model.target} for {lane.oracle_name()}…", True)
-            try:
-                job = await loop.run_in_executor(self._executor, build_job, lane_id,
-                                                 lane.config(), request, True, self.models)
-            except SpecvizError as exc:
-                lane.show_message(str(exc))
-                continue
-            except Exception as exc:  # a bug: keep the traceback, keep the other lanes
-                traceback.print_exc(file=sys.stderr)
-                lane.show_message(f"internal error: {exc!r}")
-                continue
-            lane.start_run(job.session.prompt_text, request.prompt)
-            lane.trace_path = job.trace_path
-            self.board.max_tokens[lane_id] = request.max_tokens
-            jobs.append(job)
-        return jobs
-
-    def _keep_models(self, configs: list[LaneConfig], request: RunRequest) -> None:
-        """Free the loaded models this run does not use (the settings changed)."""
-        self.models.keep_only(model_keys(configs, request))
-
-    async def _run_jobs(self, jobs: list[LaneJob]) -> None:
-        if self._stopping or not jobs:
-            for job in jobs:
-                job.close()
+    async def _run_lanes(self, request: RunRequest, lanes: dict) -> None:
+        if self._stopping or not lanes:
             return
-        self.status.emit("running", True)
+        model = replace(request.model, threads=request.model.threads or gui_threads())
+        spec = rs.RunSpec(replace(request, model=model),
+                          {lane_id: lane.config() for lane_id, lane in lanes.items()})
+        try:
+            engine = self._engine_for(model.device or "auto")
+        except SpecvizError as exc:
+            for lane in lanes.values():
+                lane.show_message(str(exc))
+            return
+        self._lane_ids, self._ended, self._writers, self._received = list(lanes), set(), {}, {}
+        for lane_id in lanes:
+            self.board.max_tokens[lane_id] = request.max_tokens
         self._done = asyncio.get_event_loop().create_future()
-        self.pool.start(jobs, paused=self._paused)
+        self.status.emit("starting the engine…", True)
+        engine.send("run", spec=rs.to_dict(spec))
+        if self._paused:
+            engine.send("pause")
         await self._done
 
-    def _on_failed(self, lane_id: str, message: str) -> None:
-        lane = self.board.lanes.get(lane_id)
-        if lane is not None:
-            lane.show_message(message)
+    def _engine_for(self, device: str) -> EngineClient:
+        """The device's engine process, started if need be. The others end: their models
+        are not this run's (lanes of a run share its device)."""
+        for other, engine in list(self.engines.items()):
+            if other != device:
+                engine.shutdown(CLOSE_S)
+                del self.engines[other]
+        engine = self.engines.get(device)
+        if engine is None:
+            engine = self.engines[device] = EngineClient(device, self)
+            engine.message.connect(self._on_message)
+            engine.died.connect(self._on_died)
+        engine.ensure_started()
+        self.engine = engine
+        return engine
 
-    def _on_all_done(self) -> None:
+    # ------------------------------------------------------------ from the engine
+
+    def _on_message(self, message: Message) -> None:
+        kind, lane_id = message.kind, message.fields.get("lane")
+        lane = self.board.lanes.get(lane_id) if lane_id else None
+        if kind == "event":
+            self._on_event(lane_id, message["event"])
+        elif kind == "started" and lane is not None:
+            self._on_started(lane_id, lane, message["header"])
+        elif kind in ("failed", "refused") and lane is not None:
+            lane.show_message(message["message"])
+            if kind == "failed":
+                self._end_lane(lane_id)
+        elif kind == "status":
+            self.status.emit(message["text"], True)
+        elif kind == "done":
+            self.stats = {k: message.fields.get(k) for k in ("loads", "idle")}
+            self._finish()
+
+    def _on_started(self, lane_id: str, lane, header: dict) -> None:
+        lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
+        lane.trace_path = new_trace_path(lane.oracle_name(), lane_id)
+        self._writers[lane_id] = TraceWriter(lane.trace_path, header)
+
+    def _on_event(self, lane_id: str, event: ev.Event) -> None:
+        writer = self._writers.get(lane_id)
+        if writer is not None:
+            writer.write(event)
+        if isinstance(event, ev.StepEvent):
+            if not self._received:
+                self.status.emit("running", True)  # every lane is built: stepping begins
+            self._received.setdefault(lane_id, []).append(event)
+        self.board.push(lane_id, event)
+        if isinstance(event, ev.SummaryEvent):
+            self._end_lane(lane_id)
+
+    def _on_died(self, line: str) -> None:
+        """The engine process ended unasked: every lane still going says so, and its trace
+        ends with what arrived and that line."""
+        self.crash = line
+        for lane_id in self._lane_ids:
+            lane = self.board.lanes.get(lane_id)
+            if lane is None or lane_id in self._ended:
+                continue
+            lane.show_message(line)
+            writer = self._writers.get(lane_id)
+            if writer is not None:
+                writer.write(ev.crashed_summary(lane.oracle_name(),
+                                                self._received.get(lane_id, []), line))
+            self._end_lane(lane_id)
+        self._finish()
+
+    def _end_lane(self, lane_id: str) -> None:
+        self._ended.add(lane_id)
+        writer = self._writers.pop(lane_id, None)
+        if writer is not None:
+            writer.close()
+
+    def _close_traces(self) -> None:
+        for lane_id in list(self._writers):
+            self._end_lane(lane_id)
+
+    def _finish(self) -> None:
         if self._done is not None and not self._done.done():
             self._done.set_result(None)

@@ -393,10 +393,7 @@ class MainWindow(QMainWindow):
         self.prompt.highlight(*where, colour)
 
     def _on_knob(self, lane_id: str, name: str, value: int) -> None:
-        problem = self.runner.set_knob(lane_id, name, value)
-        lane = self.board.lanes.get(lane_id)
-        if problem and lane is not None:
-            lane.show_message(problem)
+        self.runner.set_knob(lane_id, name, value)  # a refusal is shown in the lane
 
     def _on_click(self, lane: LaneWidget, step: int) -> None:
         if 0 <= step < len(lane.view.events):
@@ -498,5 +495,5 @@ class MainWindow(QMainWindow):
         for dialog in self.findChildren(FetchDialog):
             dialog.reject()  # cancels its download: the process would wait for it
         if not self.runner.shutdown(CLOSE_TIMEOUT_S):
-            print("specviz: an engine thread did not stop in time", file=sys.stderr)
+            print("specviz: an engine process did not stop in time", file=sys.stderr)
         super().closeEvent(event)

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..engines.backends import BACKENDS, load_backend
 from ..engines.backends.base import Backend
-from ..engines.errors import SpecvizError
-from ..engines.oracles import DRAFT_ORACLES, ORACLES, Oracle, make_oracle
-from ..engines.sampling import SamplingParams
+from ..engines.oracles import ORACLES
+from ..engines.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
 from ..engines.session import K_MAX
 
-if TYPE_CHECKING:
-    from ..engines.auto_k import AutoK
-
 DEFAULT_TARGET = "smollm2-135m"
-AUTO = "auto"  # --k auto
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -95,18 +88,6 @@ def add_acceptance_args(p: argparse.ArgumentParser) -> None:
                    help="typical acceptance's entropy factor (default: %(default)s)")
 
 
-def typical(args: argparse.Namespace):
-    """The typical-acceptance rule asked for, or None (exact verification)."""
-    if not getattr(args, "typical_acceptance", False):
-        return None
-    from ..engines.typical import TypicalAcceptance
-
-    try:
-        return TypicalAcceptance(args.typical_epsilon, args.typical_alpha)
-    except ValueError as exc:
-        raise SpecvizError(str(exc)) from None
-
-
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
     g.add_argument("--max-tokens", type=int, default=256)
@@ -130,38 +111,34 @@ def k_or_auto(text: str) -> int | str:
     return AUTO if text.strip().lower() == AUTO else k_value(text)
 
 
-def k_policy(args: argparse.Namespace, oracle: Oracle, target: Backend,
-             draft: Backend | None = None) -> AutoK | None:
-    """The cost-aware K chooser for `--k auto` (None for a fixed K or plain decoding).
-
-    It needs the target's cost profile (and the draft's, for the draft oracle): the stored one,
-    or measured now on the loaded model and stored for next time.
-    """
-    if args.k != AUTO or oracle.name == "none":
-        return None
-    from ..engines import profile as prof
-    from ..engines.auto_k import AutoK
-    from .cmd_profile import get_profile
-
-    def profile_of(model: str, backend: Backend) -> prof.Profile:
-        stored = prof.load(model, args.backend, backend.device, args.threads)
-        if stored is not None and not getattr(args, "refresh", False):
-            return stored  # whatever sizes it has: the cost model interpolates
-        print(f"specviz: measuring the cost profile of {model} once (see specviz profile)",
-              file=sys.stderr)
-        return get_profile(model, args, list(prof.BATCHES), list(prof.CONTEXTS), backend,
-                           repeats=3)
-
-    model = draft_model(oracle.name, args) or args.draft
-    draft_profile = profile_of(model, draft) if draft is not None else None
-    return AutoK(oracle, profile_of(args.target, target), draft_profile)
+def model_choice(args: argparse.Namespace) -> ModelChoice:
+    return ModelChoice(args.target, args.backend, args.device, args.threads,
+                       getattr(args, "n_ctx", 4096))
 
 
-def sampling(args: argparse.Namespace) -> SamplingParams:
-    try:
-        return SamplingParams(args.temperature, args.top_p, args.seed)
-    except ValueError as exc:
-        raise SpecvizError(str(exc)) from None
+def run_request(args: argparse.Namespace, prompt: str) -> RunRequest:
+    """The run-wide settings of a command line, as the run builder takes them."""
+    typical = None
+    if getattr(args, "typical_acceptance", False):
+        typical = (args.typical_epsilon, args.typical_alpha)
+    return RunRequest(prompt=prompt, model=model_choice(args), max_tokens=args.max_tokens,
+                      temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                      chat=getattr(args, "chat", True), system=getattr(args, "system", None),
+                      stop=tuple(getattr(args, "stop", ()) or ()), typical=typical)
+
+
+def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None) -> LaneSpec:
+    """One oracle's lane from the command line's speculation options."""
+    k = args.k if k is None else k
+    corpus = getattr(args, "ngram_corpus", None)
+    heads = getattr(args, "medusa_heads", None)
+    return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
+                    draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
+                    exit_layer=getattr(args, "exit_layer", None) or 0,
+                    max_ngram=args.max_ngram, min_ngram=args.min_ngram,
+                    ngram_corpus=str(corpus) if corpus else None,
+                    knobs=oracle_knobs(oracle, args),
+                    medusa_heads=str(heads) if heads else None)
 
 
 def resolve_model(name_or_path: str) -> Path:
@@ -173,35 +150,3 @@ def resolve_model(name_or_path: str) -> Path:
 def load_target(args: argparse.Namespace) -> Backend:
     return load_backend(args.backend, resolve_model(args.target), device=args.device,
                         threads=args.threads, n_ctx=args.n_ctx)
-
-
-def draft_model(oracle: str, args: argparse.Namespace) -> str | None:
-    """The draft model an oracle uses (cross-draft may have its own: --cross-draft)."""
-    if oracle == "cross-draft":
-        return getattr(args, "cross_draft", None) or args.draft
-    return args.draft if oracle in DRAFT_ORACLES else None
-
-
-def build_oracle(name: str, args: argparse.Namespace, target: Backend,
-                 draft: Backend | None = None) -> Oracle:
-    if name in DRAFT_ORACLES and draft is None:
-        model = draft_model(name, args)
-        if not model:
-            raise SpecvizError(f"--oracle {name} needs --draft MODEL")
-        draft = load_backend(args.backend, resolve_model(model), device=args.device,
-                             threads=args.threads, n_ctx=args.n_ctx)
-    corpus = None
-    if name == "ngram" and args.ngram_corpus:
-        try:
-            corpus = target.tokenize(args.ngram_corpus.read_text(encoding="utf-8"), False)
-        except OSError as exc:
-            raise SpecvizError(f"cannot read n-gram corpus {args.ngram_corpus}: "
-                               f"{exc.strerror}") from None
-    try:
-        return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
-                           min_ngram=args.min_ngram, corpus_ids=corpus,
-                           exit_layer=getattr(args, "exit_layer", None),
-                           knobs=oracle_knobs(name, args),
-                           heads=getattr(args, "medusa_heads", None))
-    except ValueError as exc:
-        raise SpecvizError(str(exc)) from None

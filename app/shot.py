@@ -72,6 +72,9 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
               for lane in window.board.lanes.values() if lane.view.token_count == 0]
     for line in failed:
         print(f"specviz: lane {line}", file=sys.stderr)
+    if window.runner.crash:
+        print(f"specviz: {window.runner.crash}", file=sys.stderr)
+        return 2
     return 2 if len(failed) == len(window.board.lanes) else 0
 
 

@@ -10,14 +10,14 @@ start generating until the run ends:
   thread's CPU time within the longest gap tells its own work (close to the gap) from waiting
   for the GIL or a core (close to 0);
 - paint rate: an event filter counts paint events on the lanes' token views and the graphs;
-- memory: resident set size before the run, its peak while generating (sampled every 100 ms,
-  models loaded) and at the end (the models stay loaded for the next run), and the process's
-  max RSS (getrusage).
+- memory: the window's resident set size before the run, its peak while generating (sampled
+  every 100 ms) and at the end, its max RSS (getrusage), and the peak of the engine process,
+  where the models are loaded (and stay for the next run).
 
-With --headless, the same lanes then run again in the same process without the window
-(built the same way, stepped in turn as the device worker steps them) and each lane's tokens/s
-in the window is printed beside its headless figure: on a loaded machine only that ratio, taken
-in one run, compares.
+With --headless, the same lanes then run again without the window (built by the same run
+builder, stepped in turn as the engine process steps them) and each lane's tokens/s in the
+window is printed beside its headless figure: on a loaded machine only that ratio, taken in
+one run, compares.
 
 Traces are recorded as in any run. Works with QT_QPA_PLATFORM=offscreen and under xvfb-run:
 
@@ -50,10 +50,10 @@ RSS_SAMPLE_MS = 100
 DEFAULT_PROMPT = Path(__file__).resolve().parent.parent / "assets/prompts/code-edit-scale.txt"
 
 
-def rss_mib() -> float | None:
-    """The process's resident set size now (Linux /proc), in MiB."""
+def rss_mib(pid: int | str = "self") -> float | None:
+    """A process's resident set size now (Linux /proc), in MiB."""
     try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
     except (OSError, IndexError, ValueError):
         return None
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -103,6 +103,7 @@ class Probe(QObject):
         self.paints = PaintCounter()
         self.rss_before = rss_mib()
         self.rss_peak = self.rss_before
+        self.engine_peak: float | None = None  # the engine process, where the models live
         self.started = self.ended = 0.0
         self._heartbeat = QTimer(self, interval=HEARTBEAT_MS, timerType=Qt.TimerType.PreciseTimer)
         self._heartbeat.timeout.connect(self._tick)
@@ -143,6 +144,10 @@ class Probe(QObject):
         now = rss_mib()
         if now is not None and (self.rss_peak is None or now > self.rss_peak):
             self.rss_peak = now
+        engine = self.window.runner.engine
+        used = rss_mib(engine.pid) if engine is not None and engine.pid else None
+        if used is not None and (self.engine_peak is None or used > self.engine_peak):
+            self.engine_peak = used
 
     def report(self) -> dict:
         seconds = max(self.ended - self.started, 1e-9)
@@ -167,7 +172,8 @@ class Probe(QObject):
             "memory_mib": {"rss_before_run": _round(self.rss_before),
                            "rss_peak_generating": _round(self.rss_peak),
                            "rss_end": _round(rss_mib()),
-                           "max_rss": _round(max_rss_mib())},
+                           "max_rss": _round(max_rss_mib()),
+                           "engine_rss_peak": _round(self.engine_peak)},
             "lanes": [{"lane": lane_id, "oracle": lane.oracle_name(),
                        "tokens": lane.view.token_count, "message": lane.message.text(),
                        "tok_per_s": round(self.window.graphs.figures(lane_id)["tok_per_s"], 2)}
@@ -205,15 +211,18 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
 def headless(args: argparse.Namespace) -> dict[str, float]:
     """Each lane's tokens/s with no window: the window's lanes, stepped in turn, no Qt."""
     from specviz.app.cmd_run import read_prompt
-    from specviz.app.runs import LaneConfig, ModelChoice, RunRequest, build_job
+    from specviz.app.runs import LaneConfig, ModelChoice, RunRequest, gui_threads
     from specviz.engines import events as ev
+    from specviz.engines.model_pool import ModelPool
+    from specviz.engines.run_builder import build_lane
     from specviz.engines.session import warm_up
 
     prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
-    request = RunRequest(prompt, ModelChoice(args.target, args.backend, args.device,
-                                             args.threads), args.max_tokens, args.temperature)
+    model = ModelChoice(args.target, args.backend, args.device, args.threads or gui_threads())
+    request = RunRequest(prompt, model, args.max_tokens, args.temperature)
     oracles = [name.strip() for name in args.oracles.split(",") if name.strip()]
-    jobs = [build_job(f"{i}", LaneConfig(o, args.k, args.draft), request, record=False)
+    pool = ModelPool()  # lanes of one model share its weights, as in the engine process
+    jobs = [build_lane(f"{i}", LaneConfig(o, args.k, args.draft), request, pool)
             for i, o in enumerate(oracles)]
 
     def steps(job):
@@ -243,8 +252,9 @@ def print_report(args: argparse.Namespace, result: dict) -> None:
     for kind, paints in result["paints"].items():
         print(f"paints, {kind} ({paints['widgets']}): {paints['paints']} "
               f"= {paints['per_s']:.1f}/s")
-    print(f"memory (MiB): RSS before run {mem['rss_before_run']}, peak while generating "
-          f"{mem['rss_peak_generating']}, at end {mem['rss_end']}; max RSS {mem['max_rss']}")
+    print(f"memory (MiB): window RSS before run {mem['rss_before_run']}, peak while "
+          f"generating {mem['rss_peak_generating']}, at end {mem['rss_end']}; max RSS "
+          f"{mem['max_rss']}; engine process peak {mem['engine_rss_peak']}")
     alone = list(result.get("headless", {}).values())
     for i, lane in enumerate(result["lanes"]):
         line = (f"{lane['lane']} {lane['oracle']}: {lane['tokens']} tokens, "

@@ -210,7 +210,7 @@ class SummaryEvent:
     """The last record of a run."""
 
     oracle: str
-    reason: str  # eos | max-tokens | stop-string | context-full | stopped
+    reason: str  # eos | max-tokens | stop-string | context-full | stopped | crashed
     text: str
     totals: Totals
     prefill_ms: float
@@ -224,6 +224,17 @@ class SummaryEvent:
 
 
 Event = StepEvent | SummaryEvent
+
+REASON_CRASHED = "crashed"  # the engine process died; written by the window, not a session
+
+
+def crashed_summary(oracle: str, steps: list[StepEvent], error: str) -> SummaryEvent:
+    """The summary a run cut off by its engine's death ends its trace with: what had
+    arrived (its text and totals) and the one line that says what happened."""
+    totals = steps[-1].totals if steps else Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)
+    compute = totals.draft_ms + totals.verify_ms + totals.other_ms
+    return SummaryEvent(oracle=oracle, reason=REASON_CRASHED, text="".join(e.text for e in steps),
+                        totals=totals, prefill_ms=0.0, wall_ms=compute, error=error)
 
 
 # ---------------------------------------------------------------- serialisation

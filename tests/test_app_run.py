@@ -1,10 +1,10 @@
-"""Live runs in the window: lanes on engine threads, K changes, errors, closing mid-run."""
+"""Live runs in the window: lanes in an engine process, K changes, errors, closing mid-run,
+and the engine process dying mid-run."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
 
-from specviz.app.runs import LaneConfig, ModelChoice, profile_costs, traces_dir
+from specviz.app.runs import LaneConfig, ModelChoice, gui_threads, profile_costs, traces_dir
 from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
 
@@ -36,8 +36,8 @@ def tiny(path: Path) -> ModelChoice:
     return ModelChoice(str(path), "transformers", "cpu")
 
 
-def engine_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("specviz-engine")]
+def engines_running(window) -> bool:
+    return any(engine.running for engine in window.runner.engines.values())
 
 
 def lane_texts(window) -> list[str]:
@@ -72,20 +72,27 @@ def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_d
         assert lane.trace_path.parent == traces_dir()
         assert trace.problem is None and trace.summary.reason == "max-tokens"
         assert [e.step for e in trace.steps] == [e.step for e in lane.view.events]
-    assert window.run_action.isEnabled() and not engine_threads()
+    assert window.run_action.isEnabled() and engines_running(window)  # kept for the next run
 
 
 def test_lanes_share_one_model_and_the_next_run_loads_nothing(window, app_env, tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 30)
     run_to_end(window, app_env)
     first = lane_texts(window)
-    models = window.runner.models
-    assert models.loads == 1 and models.idle_count == 2  # one copy, two caches, kept
+    engine = window.runner.engine.pid
+    assert window.runner.stats == {"loads": 1, "idle": 2}  # one copy, two caches, kept
     run_to_end(window, app_env)
-    assert lane_texts(window) == first and models.loads == 1
-    window.prompt.set_model_choice(ModelChoice(str(tiny_model_dir), "transformers", None))
+    assert lane_texts(window) == first and window.runner.stats["loads"] == 1
+    assert window.runner.engine.pid == engine  # the same process, models and all
+    window.prompt.set_model_choice(ModelChoice(str(tiny_model_dir), "transformers", "cpu",
+                                               gui_threads() + 1))
     run_to_end(window, app_env)  # other settings: the kept models go, one copy is loaded
-    assert lane_texts(window) == first and models.loads == 2 and models.idle_count == 2
+    assert lane_texts(window) == first and window.runner.stats == {"loads": 2, "idle": 2}
+    old = window.runner.engine
+    window.prompt.set_model_choice(ModelChoice(str(tiny_model_dir), "transformers", None))
+    run_to_end(window, app_env)  # another device: its own engine; the other one ends
+    assert lane_texts(window) == first and window.runner.stats == {"loads": 1, "idle": 2}
+    assert window.runner.engine is not old and not old.running
 
 
 def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot,
@@ -94,11 +101,8 @@ def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot
     window.start_run()
     window.pause_action.trigger()  # holds the sessions before their first step
     lane = next(iter(window.board.lanes.values()))
-    qtbot.waitUntil(lambda: window.runner.pool.session(lane.lane_id) is not None, timeout=30_000)
-    session = window.runner.pool.session(lane.lane_id)
-    assert session.k == 4
+    qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=30_000)
     lane.k.setValue(9)
-    assert session.k == 9
     window.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()
@@ -121,16 +125,17 @@ def test_k_change_marks_the_graphs(window, monkeypatch):
     assert marks == [(lane.lane_id, 2, 9)]
 
 
-def test_closing_mid_run_ends_the_workers_quickly(window, app_env, qtbot, tiny_model_dir):
+def test_closing_mid_run_ends_the_engine_quickly(window, app_env, qtbot, tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup")], 400)
     window.start_run()
     window.pause_action.trigger()  # mid-run for sure, however fast the model
-    qtbot.waitUntil(lambda: window.runner.pool.running, timeout=30_000)
-    assert engine_threads()
+    qtbot.waitUntil(lambda: all(window.runner.started(lane) for lane in window.board.lanes),
+                    timeout=30_000)
+    assert engines_running(window)
     started = time.monotonic()
     window.close()
     assert time.monotonic() - started < 2.0
-    assert not engine_threads()
+    assert not engines_running(window)
     for lane in window.board.lanes.values():
         assert read_trace(lane.trace_path).summary.reason == "stopped"
 
@@ -184,7 +189,7 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
     qtbot.waitUntil(lambda: len(lookup.view.events) > 2, timeout=60_000)
     started = time.monotonic()
     window.close()
-    assert time.monotonic() - started < 2.0 and not engine_threads()
+    assert time.monotonic() - started < 2.0 and not engines_running(window)
 
 
 def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tiny_model_dir):
@@ -208,12 +213,10 @@ def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_en
     window.start_run()
     window.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))
-    qtbot.waitUntil(lambda: window.runner.pool.session(lane.lane_id) is not None, timeout=30_000)
-    oracle = window.runner.pool.session(lane.lane_id).oracle
+    qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=30_000)
     lane.exit_layer.setValue(2)
-    assert oracle.exit_layer == 2
     lane.exit_layer.setValue(7)  # the tiny model has 2 layers: refused, said in the lane
-    assert oracle.exit_layer == 2 and "outside 1..2" in lane.message.text()
+    qtbot.waitUntil(lambda: "outside 1..2" in lane.message.text(), timeout=10_000)
     window.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.app.model_pool import ModelPool
 from specviz.engines import events as ev
 from specviz.engines.backends import load_backend
+from specviz.engines.model_pool import ModelPool
 from specviz.engines.oracles.none import NoOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 from specviz.engines.session import RunSettings, Session

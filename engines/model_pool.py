@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engines.backends import load_backend
-from ..engines.backends.base import Backend
+from .backends import load_backend
+from .backends.base import Backend
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class ModelKey:
     backend: str
     path: str
     device: str | None
-    threads: int
+    threads: int | None
+    n_ctx: int = 4096
 
 
 class ModelPool:
@@ -38,10 +39,11 @@ class ModelPool:
         self.loads = 0  # models loaded from disk (not shared, not reused): for tests
         self._closed = False
 
-    def acquire(self, backend: str, path: Path, device: str | None, threads: int) -> Backend:
+    def acquire(self, backend: str, path: Path, device: str | None, threads: int | None,
+                n_ctx: int = 4096) -> Backend:
         """A backend of its own for one lane: an idle one, one sharing loaded weights, or a
         freshly loaded model (slow: call it off the GUI thread)."""
-        key = ModelKey(backend, str(path), device, threads)
+        key = ModelKey(backend, str(path), device, threads, n_ctx)
         with self._lock:
             idle = self._idle.get(key)
             ready = idle.pop() if idle else None
@@ -49,7 +51,7 @@ class ModelPool:
         if ready is None and source is not None:
             ready = source.share()
         if ready is None:
-            ready = load_backend(backend, path, device=device, threads=threads)
+            ready = load_backend(backend, path, device=device, threads=threads, n_ctx=n_ctx)
             with self._lock:
                 self.loads += 1
         with self._lock:

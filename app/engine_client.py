@@ -1,0 +1,127 @@
+"""The window's side of an engine process: start it, send it messages, hear what it says.
+
+QProcess delivers the engine's output on the GUI thread as it comes, so no thread of ours
+waits on the pipe; each line is one engines.protocol message, passed on as a signal. When the
+process ends unasked (a signal, out of memory), `died` says so in one line, and the next
+`ensure_started` starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections import deque
+
+from PySide6.QtCore import QObject, QProcess, Signal
+
+from ..engines import protocol
+from ..engines.errors import SpecvizError
+
+STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
+
+
+class EngineClient(QObject):
+    message = Signal(object)  # protocol.Message
+    died = Signal(str)  # one line: what ended the process
+
+    def __init__(self, device: str, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.device = device
+        self.build = ""  # the backend's build, once a lane has started (for a crash's line)
+        self._proc: QProcess | None = None
+        self._buffer = b""
+        self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self._closing = False
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.state() != QProcess.ProcessState.NotRunning
+
+    @property
+    def pid(self) -> int | None:
+        return int(self._proc.processId()) if self.running else None
+
+    def ensure_started(self) -> None:
+        if self.running:
+            return
+        self._buffer, self._closing = b"", False
+        self._stderr.clear()
+        proc = self._proc = QProcess(self)
+        proc.readyReadStandardOutput.connect(self._read)
+        proc.readyReadStandardError.connect(self._read_stderr)
+        proc.finished.connect(self._finished)
+        proc.start(sys.executable, ["-m", "specviz.engines.engine_process"])
+        if not proc.waitForStarted(30_000):
+            raise SpecvizError(f"the engine process did not start: {proc.errorString()}")
+
+    def send(self, kind: str, **fields) -> None:
+        if self.running:
+            self._proc.write(protocol.encode(kind, **fields))
+
+    def shutdown(self, timeout: float) -> bool:
+        """Ask the process to stop and end; wait `timeout` seconds, then kill it. What it
+        said before ending is delivered before this returns."""
+        if not self.running:
+            return True
+        self._closing = True
+        self.send("shutdown")
+        self._proc.closeWriteChannel()
+        ended = self._proc.waitForFinished(int(timeout * 1000))
+        if not ended:
+            self._proc.kill()
+            self._proc.waitForFinished(2000)
+        self._read()
+        return ended
+
+    def kill(self) -> None:
+        """End the process now (used when it must go whatever it is doing)."""
+        if self.running:
+            self._proc.kill()
+
+    # ------------------------------------------------------------ from the process
+
+    def _read(self) -> None:
+        if self._proc is None:
+            return
+        self._buffer += bytes(self._proc.readAllStandardOutput().data())
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                message = protocol.decode(line)
+            except protocol.ProtocolError as exc:
+                print(f"specviz: engine said something unreadable ({exc})", file=sys.stderr)
+                continue
+            if message.kind == "started":
+                self.build = message.fields.get("build", self.build)
+            self.message.emit(message)
+
+    def _read_stderr(self) -> None:
+        text = bytes(self._proc.readAllStandardError().data()).decode("utf-8", "replace")
+        sys.stderr.write(text)  # the engine's warnings and tracebacks stay visible
+        self._stderr.extend(line for line in text.splitlines() if line.strip())
+
+    def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        self._read()
+        if self._closing and status == QProcess.ExitStatus.NormalExit:
+            return
+        self.died.emit(death_line(code, status == QProcess.ExitStatus.CrashExit, self.build,
+                                  list(self._stderr)))
+
+
+def death_line(code: int, crashed: bool, build: str, stderr: list[str]) -> str:
+    """One line: what ended the engine process, on what, and what the user can do."""
+    if crashed:
+        try:
+            cause = f"killed by {signal.Signals(code).name}"
+        except ValueError:
+            cause = f"killed by signal {code}"
+    else:
+        cause = f"exited with status {code}"
+    if crashed and code == getattr(signal, "SIGKILL", -1):
+        cause += " (out of memory, or killed from outside)"
+    on = f" running {build}" if build else ""
+    last = f"; its last words: {stderr[-1][:160]}" if stderr else ""
+    return (f"the engine process {cause}{on}{last}. Everything received is kept; Run starts "
+            "a fresh engine (`specviz doctor` checks the backends)")

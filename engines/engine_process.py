@@ -1,0 +1,246 @@
+"""The engine process: hosts the models of one device and steps the window's lanes.
+
+Run as `python -m specviz.engines.engine_process`; it speaks engines.protocol on stdin and
+stdout. Lanes take turns one step at a time, so each lane's measured step time is its own and
+the race is fair to watch; their models come from one pool, shared between lanes and kept
+between runs. A native crash here ends this process only: the window says so and starts a
+fresh one.
+
+Controls arrive on a reader thread and reach the sessions at once (a session takes K, pause
+and stop at its next step boundary, as it did from the GUI thread), or wait for the lane to
+be built.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from dataclasses import replace
+from queue import Queue
+from typing import BinaryIO
+
+from . import events as ev
+from . import protocol
+from . import run_spec as rs
+from .errors import SpecvizError
+from .model_pool import ModelPool
+from .run_builder import BuiltLane, build_lane, k_policy, model_keys
+from .session import warm_up
+
+NICENESS = 5  # CPU weight about a third of the window's, when they compete for a core
+
+
+class Engine:
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._write = threading.Lock()
+        self._lock = threading.Lock()  # the lanes and what waits for them
+        self.pool = ModelPool()
+        self.lanes: dict[str, BuiltLane] = {}
+        self.specs: dict[str, rs.LaneSpec] = {}
+        self.model: rs.ModelChoice | None = None
+        self._pending: dict[str, list[protocol.Message]] = {}  # controls for unbuilt lanes
+        self.paused = False
+        self.stopping = False
+        self.runs: Queue[rs.RunSpec | None] = Queue()
+
+    # ------------------------------------------------------------ messages
+
+    def send(self, kind: str, **fields) -> None:
+        data = protocol.encode(kind, **fields)
+        with self._write:
+            self._out.write(data)
+            self._out.flush()
+
+    def receive(self, message: protocol.Message) -> None:
+        """On the reader thread: a run is queued, a control applied."""
+        kind = message.kind
+        if kind == "run":
+            with self._lock:
+                self.stopping = self.paused = False
+            self.runs.put(rs.from_dict(message["spec"]))
+        elif kind == "shutdown":
+            self._all("stop")
+            self.runs.put(None)
+        elif kind in ("pause", "resume", "stop"):
+            self._all(kind)
+        else:
+            self._control(message)
+
+    def _all(self, kind: str) -> None:
+        with self._lock:
+            self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
+            self.stopping = self.stopping or kind == "stop"
+            sessions = [lane.session for lane in self.lanes.values()]
+        for session in sessions:
+            getattr(session, kind)()
+        if kind == "stop":
+            for session in sessions:
+                session.resume()  # a paused session must wake to end
+
+    def _control(self, message: protocol.Message) -> None:
+        lane_id = message["lane"]
+        with self._lock:
+            lane = self.lanes.get(lane_id)
+            if lane is None:
+                self._pending.setdefault(lane_id, []).append(message)
+                return
+        problem = apply_control(lane, message, self.specs.get(lane_id), self.model)
+        if problem:
+            self.send("refused", lane=lane_id, message=problem)
+
+    # ------------------------------------------------------------ runs
+
+    def serve(self) -> None:
+        while (spec := self.runs.get()) is not None:
+            try:
+                self.run(spec)
+            finally:
+                self.send("done", loads=self.pool.loads, idle=self.pool.idle_count)
+        self.pool.close()
+
+    def run(self, spec: rs.RunSpec) -> None:
+        self.model = spec.request.model
+        self.pool.keep_only(model_keys(list(spec.lanes.values()), self.model))
+        built = []
+        for lane_id, lane in spec.lanes.items():
+            if self.stopping:
+                break
+            ready = self._build(lane_id, lane, spec.request)
+            if ready is not None:
+                built.append(ready)
+        steps = {lane.lane_id: _steps(lane) for lane in built}
+        while steps:
+            for lane_id in list(steps):
+                if not self._advance(self.lanes[lane_id], steps[lane_id]):
+                    del steps[lane_id]
+        with self._lock:
+            self.lanes.clear()
+            self.specs.clear()
+            self._pending.clear()
+
+    def _build(self, lane_id: str, lane: rs.LaneSpec, request: rs.RunRequest) -> BuiltLane | None:
+        self.send("status", text=f"loading {request.model.target} for {lane.oracle}…")
+        try:
+            ready = build_lane(lane_id, lane, request, self.pool,
+                               say=lambda text: self.send("status", text=text))
+        except SpecvizError as exc:
+            self.send("failed", lane=lane_id, message=str(exc))
+            return None
+        except Exception as exc:  # a bug: keep the traceback, keep the other lanes going
+            traceback.print_exc(file=sys.stderr)
+            self.send("failed", lane=lane_id, message=f"internal error: {exc!r}")
+            return None
+        self.send("started", lane=lane_id, header=ready.header,
+                  build=backend_build(ready.session.target.name))
+        with self._lock:
+            self.lanes[lane_id] = ready
+            self.specs[lane_id] = lane
+            waiting = self._pending.pop(lane_id, [])
+            paused, stopping = self.paused, self.stopping
+        if paused:
+            ready.session.pause()
+        if stopping:
+            ready.session.stop()
+        for message in waiting:
+            self._control(message)
+        return ready
+
+    def _advance(self, lane: BuiltLane, steps: Iterator[ev.Event]) -> bool:
+        """One step of one lane; False once the lane is over (summary or error)."""
+        try:
+            event = next(steps)  # a session ends with its summary, never StopIteration
+        except SpecvizError as exc:
+            self.send("failed", lane=lane.lane_id, message=str(exc))
+            lane.close(reusable=False)
+            return False
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            self.send("failed", lane=lane.lane_id, message=f"internal error: {exc!r}")
+            lane.close(reusable=False)
+            return False
+        self.send("event", lane=lane.lane_id, event=event)
+        if isinstance(event, ev.SummaryEvent):
+            lane.close()
+            return False
+        return True
+
+
+def _steps(lane: BuiltLane) -> Iterator[ev.Event]:
+    # Warming up inside the iterator: a failure there is that lane's error, like any step's.
+    warm_up(lane.session.target, lane.session.prompt_ids)
+    yield from lane.session
+
+
+def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec | None,
+                  model: rs.ModelChoice | None) -> str | None:
+    """K, auto K or an oracle setting for a built lane; the reason if refused."""
+    session = lane.session
+    if session.oracle.name == "none":
+        return None
+    try:
+        if message.kind == "set_k":
+            session.set_k(int(message["k"]))
+        elif message.kind == "set_knob":
+            if message["name"] in session.oracle.knobs():
+                session.oracle.set_knob(message["name"], message["value"])
+        elif message.kind == "set_auto" and spec is not None and model is not None:
+            session.k_policy = (k_policy(replace(spec, auto_k=True), model, session.oracle,
+                                         session.target, getattr(session.oracle, "draft", None))
+                                if message["on"] else None)
+    except SpecvizError as exc:
+        return str(exc)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"bad control {message.kind}: {exc}"
+    return None
+
+
+def backend_build(backend: str) -> str:
+    """What the backend was built with, for naming a crash: version and system info."""
+    from .probe import build_id
+
+    if backend != "llama":
+        return build_id(backend)
+    from .backends.llama import system_info
+
+    return f"{build_id(backend)}; {system_info().strip(' |')}"
+
+
+def _read(engine: Engine, stdin: BinaryIO) -> None:
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            engine.receive(protocol.decode(line))
+        except SpecvizError as exc:
+            print(f"specviz engine: {exc}", file=sys.stderr)
+    engine.receive(protocol.Message("shutdown"))  # the window is gone
+
+
+def main() -> None:
+    # The protocol owns the real stdout; anything a library prints goes to stderr instead.
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        os.nice(NICENESS)
+    except (AttributeError, OSError):
+        pass
+    engine = Engine(out)
+    engine.send("hello", pid=os.getpid(), python=sys.version.split()[0],
+                version=protocol.VERSION)
+    threading.Thread(target=_read, args=(engine, sys.stdin.buffer), daemon=True,
+                     name="specviz-engine-reader").start()
+    engine.serve()
+    out.flush()
+    sys.stderr.flush()
+    # Without interpreter teardown: the reader thread is blocked in stdin, and freeing the
+    # models one by one only delays the window waiting for this process to end.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

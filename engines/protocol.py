@@ -1,0 +1,82 @@
+"""The messages between the window and an engine process: one JSON object per line.
+
+JSON, not pickle: a message is data, never code, so the same lines can later travel over a
+socket to an engine on another machine. Every message carries the protocol version `v` and its
+kind `msg`; the rest are the kind's fields. A peer refuses a version it does not speak.
+
+To the engine:
+  run      {spec}                       a run spec (engines.run_spec.to_dict)
+  set_k    {lane, k}                    a lane's K from its next step
+  set_auto {lane, on}                   cost-aware K on or off (a lane that has a profile)
+  set_knob {lane, name, value}          an oracle setting, from its next proposal
+  pause {} | resume {} | stop {}        every lane of the run
+  shutdown {}                           stop and exit
+
+From the engine:
+  hello    {pid, python}                the process is up
+  started  {lane, header}               a lane is built; the header opens its trace and holds
+                                        what the inspector needs (prompt text, token offsets)
+  event    {lane, event}                a step or summary event (engines.events.to_dict)
+  failed   {lane, message}              the lane ended with this one-line error
+  refused  {lane, message}              a control was refused (the lane runs on)
+  status   {text}                       what the engine is doing (loading, measuring)
+  done     {loads, idle}                every lane of the run has ended; models loaded so
+                                        far and kept idle for the next run
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import events as ev
+from .errors import SpecvizError
+
+VERSION = 1
+TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "shutdown")
+FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done")
+
+
+class ProtocolError(SpecvizError):
+    """A line that is not a message of this protocol (a version mismatch included)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    kind: str
+    fields: dict = field(default_factory=dict)
+
+    def __getitem__(self, name: str):
+        return self.fields[name]
+
+
+def encode(kind: str, **fields) -> bytes:
+    if kind not in TO_ENGINE + FROM_ENGINE:
+        raise ValueError(f"unknown message kind {kind!r}")
+    if "v" in fields or "msg" in fields:
+        raise ValueError("'v' and 'msg' are the envelope's")
+    if kind == "event":
+        fields = {**fields, "event": ev.to_dict(fields["event"])}
+    return (json.dumps({"v": VERSION, "msg": kind, **fields}, ensure_ascii=False,
+                       separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def decode(line: bytes | str) -> Message:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError(f"not a message: {exc}") from None
+    if not isinstance(data, dict) or "msg" not in data:
+        raise ProtocolError("not a message: no kind")
+    if data.get("v") != VERSION:
+        raise ProtocolError(f"protocol version {data.get('v')!r}; this specviz speaks {VERSION}")
+    kind = data.pop("msg")
+    data.pop("v")
+    if kind not in TO_ENGINE + FROM_ENGINE:
+        raise ProtocolError(f"unknown message kind {kind!r}")
+    if kind == "event":
+        try:
+            data["event"] = ev.from_dict(data["event"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"bad event: {exc}") from None
+    return Message(kind, data)

@@ -1,0 +1,189 @@
+"""A run spec becomes sessions: models from a pool, oracles, K policies, trace headers.
+
+One place that `specviz run`, `specviz bench`, the engine process behind the window (and so
+`specviz shot`) build their lanes with. Each lane gets a target backend of its own (a session
+owns its backend's cache); the pool shares the weights between lanes of one model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import profile as prof
+from .backends.base import Backend
+from .errors import SpecvizError
+from .model_pool import ModelPool
+from .oracles import DRAFT_ORACLES, Oracle, make_oracle
+from .run_spec import LaneSpec, ModelChoice, RunRequest
+from .sampling import SamplingParams
+from .session import K_MAX, RunSettings, Session
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class BuiltLane:
+    """A lane ready to step: its session, the header its trace starts with, its models."""
+
+    lane_id: str
+    session: Session
+    header: dict
+    backends: list[Backend] = field(default_factory=list)
+    pool: ModelPool | None = None  # where the backends go back to; None: closed
+
+    def close(self, reusable: bool = True) -> None:
+        """Hand the models back (`reusable=False`: the lane failed, free them)."""
+        self.session.oracle.close()
+        for backend in self.backends:
+            if self.pool is None:
+                backend.close()
+            else:
+                self.pool.release(backend, reusable)
+        self.backends = []
+
+
+def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
+               say: Say = lambda _: None) -> BuiltLane:
+    """Load (or take from `pool`) the lane's models and build its session (slow)."""
+    backends: list[Backend] = []
+    try:
+        target = acquire(pool, request.model, request.model.target)
+        backends.append(target)
+        draft = None
+        if lane.oracle in DRAFT_ORACLES:
+            if not lane.draft_model:
+                raise SpecvizError(f"the {lane.oracle} oracle needs --draft MODEL (in the "
+                                   "window: pick a draft model in the lane)")
+            draft = acquire(pool, request.model, lane.draft_model)
+            backends.append(draft)
+        oracle = build_oracle(lane, target, draft)
+        policy = k_policy(lane, request.model, oracle, target, draft, say)
+        session = Session(target, oracle, settings(lane, request), k_policy=policy)
+    except BaseException:
+        for backend in backends:
+            pool.release(backend, reusable=True)
+        raise
+    return BuiltLane(lane_id, session, trace_header(lane, request, session), backends, pool)
+
+
+def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
+    from .models import resolve
+
+    return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx)
+
+
+def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
+    """The pool keys a run with these lanes uses (a model that does not resolve is left out)."""
+    from .model_pool import ModelKey
+    from .models import resolve
+
+    keys = []
+    for name in [model.target, *(lane.draft_model for lane in lanes if lane.draft_model)]:
+        try:
+            path = resolve(name)
+        except SpecvizError:
+            continue
+        keys.append(ModelKey(model.backend, str(path), model.device, model.threads,
+                             model.n_ctx))
+    return keys
+
+
+def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
+    corpus = None
+    if lane.oracle == "ngram" and lane.ngram_corpus:
+        try:
+            text = Path(lane.ngram_corpus).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecvizError(f"cannot read n-gram corpus {lane.ngram_corpus}: "
+                               f"{exc.strerror}") from None
+        corpus = target.tokenize(text, False)
+    try:
+        return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
+                           min_ngram=lane.min_ngram, corpus_ids=corpus,
+                           exit_layer=lane.exit_layer or None, knobs=dict(lane.knobs),
+                           heads=Path(lane.medusa_heads) if lane.medusa_heads else None)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend,
+             draft: Backend | None, say: Say = lambda _: None, refresh: bool = False):
+    """The cost-aware K chooser of an auto lane (None for a fixed K or plain decoding).
+
+    It needs the target's cost profile (and the draft's, for the draft oracle): the stored
+    one, or measured now on the loaded model and stored for next time (slow, once).
+    """
+    if not lane.auto_k or oracle.name == "none":
+        return None
+    from .auto_k import AutoK
+
+    def profile_of(name: str, backend: Backend) -> prof.Profile:
+        stored = prof.load(name, model.backend, backend.device, model.threads)
+        if stored is not None and not refresh:
+            return stored  # whatever sizes it has: the cost model interpolates
+        say(f"measuring the cost profile of {name} once (see specviz profile)")
+        measured = prof.measure(backend, name, model.threads, repeats=3)
+        prof.save(measured)
+        return measured
+
+    draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
+    return AutoK(oracle, profile_of(model.target, target), draft_profile)
+
+
+def sampling(request: RunRequest) -> SamplingParams:
+    try:
+        return SamplingParams(request.temperature, request.top_p, request.seed)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def typical_rule(request: RunRequest):
+    """The LOSSY typical-acceptance rule asked for, or None (exact verification)."""
+    if request.typical is None:
+        return None
+    from .typical import TypicalAcceptance
+
+    try:
+        return TypicalAcceptance(*request.typical)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
+    k = 0 if lane.oracle == "none" else K_MAX if lane.auto_k else lane.k
+    if not 0 <= k <= K_MAX:
+        raise SpecvizError(f"K must be between 0 and {K_MAX}, got {k}")
+    return RunSettings(prompt=request.prompt, chat=request.chat, system=request.system, k=k,
+                       max_tokens=request.max_tokens, params=sampling(request),
+                       stop=tuple(request.stop), typical=typical_rule(request))
+
+
+def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
+    """Line 1 of a lane's trace: models with checksums, settings, machine, prompt."""
+    from .models import describe
+    from .trace import machine_info
+
+    target = session.target
+    typical = None
+    if request.typical is not None:
+        typical = {"epsilon": request.typical[0], "alpha": request.typical[1], "lossy": True}
+    return {
+        "target": describe(request.model.target),
+        "draft": describe(lane.draft_model) if lane.draft_model else None,
+        "backend": target.name,
+        "device": target.device,
+        "oracle": lane.oracle,
+        "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
+                     "temperature": request.temperature, "top_p": request.top_p,
+                     "seed": request.seed, "chat": request.chat,
+                     **({"exit_layer": lane.exit_layer or 0} if lane.oracle == "early-exit"
+                        else {}),
+                     "typical_acceptance": typical},
+        "prompt": session.settings.prompt,
+        "prompt_text": session.prompt_text,
+        "prompt_ids": session.prompt_ids,
+        "token_chars": session.token_chars,
+        "machine": machine_info(),
+    }

@@ -1,0 +1,88 @@
+"""The run spec and the engine protocol: JSON both ways, versions refused, a real engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specviz.engines import events as ev
+from specviz.engines import protocol
+from specviz.engines import run_spec as rs
+
+SPEC = rs.RunSpec(
+    rs.RunRequest("def add(a, b):\n    return a + b\n\ndef add(",
+                  rs.ModelChoice("tiny", "transformers", "cpu", 1, 512), max_tokens=12,
+                  temperature=0.7, top_p=0.9, seed=3, chat=False, stop=("\n\n",),
+                  typical=(0.09, 0.3)),
+    {"lane1": rs.LaneSpec("none"),
+     "lane2": rs.LaneSpec("tree", 6, draft="d", knobs={"split": 0.2, "budget": 16}),
+     "lane3": rs.LaneSpec("prompt-lookup", 4, auto_k=True)})
+
+
+def test_a_run_spec_survives_json():
+    text = json.dumps(rs.to_dict(SPEC))
+    assert rs.from_dict(json.loads(text)) == SPEC
+
+
+def test_a_newer_senders_extra_fields_are_ignored():
+    data = rs.to_dict(SPEC)
+    data["request"]["future"] = 1
+    data["lanes"]["lane1"]["colour"] = "red"
+    assert rs.from_dict(data) == SPEC
+
+
+def test_messages_round_trip_events_included():
+    target = ev.TargetToken(5, "a", ev.TARGET_BONUS, 1.0, 1.0)
+    step = ev.StepEvent(0, "ngram", 4, 10, (), target, "a", ev.Timing(1.0, 2.0, 0.5),
+                        ev.Totals(1, 1, 0, 0, 1.0, 2.0, 0.5))
+    message = protocol.decode(protocol.encode("event", lane="lane2", event=step))
+    assert message.kind == "event" and message["lane"] == "lane2" and message["event"] == step
+    control = protocol.decode(protocol.encode("set_k", lane="lane2", k=9))
+    assert control.kind == "set_k" and control["k"] == 9  # a field may be called k
+
+
+@pytest.mark.parametrize("line, problem", [
+    (b"not json\n", "not a message"),
+    (b'{"v": 1}\n', "no kind"),
+    (b'{"v": 99, "msg": "run"}\n', "protocol version 99"),
+    (b'{"v": 1, "msg": "exec"}\n', "unknown message kind"),
+    (b'{"v": 1, "msg": "event", "lane": "x", "event": {"kind": "step"}}\n', "bad event"),
+])
+def test_bad_lines_are_refused_in_one_line(line, problem):
+    with pytest.raises(protocol.ProtocolError, match=problem):
+        protocol.decode(line)
+
+
+def test_the_engine_process_runs_a_spec_and_takes_controls(tiny_model_dir):
+    """The real process: a run of two lanes, K changed before a lane is built, a bad line
+    ignored, shutdown. What it writes on stdout is protocol only."""
+    spec = rs.RunSpec(rs.RunRequest("def add(a, b):\n    return a + b\n\ndef add(",
+                                    rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1),
+                                    max_tokens=16, chat=False),
+                      {"a": rs.LaneSpec("none"), "b": rs.LaneSpec("prompt-lookup", 4)})
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    engine.stdin.write(b"garbage\n" + protocol.encode("run", spec=rs.to_dict(spec))
+                       + protocol.encode("set_k", lane="b", k=2))
+    engine.stdin.flush()
+    messages = []
+    for line in engine.stdout:  # until the run is done
+        messages.append(protocol.decode(line))
+        if messages[-1].kind == "done":
+            break
+    _, err = engine.communicate(protocol.encode("shutdown"), timeout=60)
+    kinds = [m.kind for m in messages]
+    assert engine.returncode == 0, err.decode()
+    assert kinds[0] == "hello" and "specviz engine: not a message" in err.decode()
+    started = {m["lane"]: m["header"] for m in messages if m.kind == "started"}
+    assert set(started) == {"a", "b"} and started["b"]["oracle"] == "prompt-lookup"
+    assert "prompt_text" in started["a"] and "token_chars" in started["a"]
+    steps = {lane: [m["event"] for m in messages if m.kind == "event" and m["lane"] == lane]
+             for lane in ("a", "b")}
+    assert all(isinstance(s[-1], ev.SummaryEvent) for s in steps.values())
+    assert steps["a"][-1].text == steps["b"][-1].text  # lossless, as in-process
+    assert {e.k for e in steps["b"][:-1] if e.totals.tokens + 2 < 16} == {2}
