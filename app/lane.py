@@ -85,6 +85,7 @@ class LaneWidget(QFrame):
     """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
 
     kChanged = Signal(str, int)
+    autoChanged = Signal(str, bool, int)  # lane id, auto on, the fixed K to fall back to
     knobChanged = Signal(str, str, int)
     removeRequested = Signal(str)
     oracleChanged = Signal(str)
@@ -121,7 +122,7 @@ class LaneWidget(QFrame):
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
         self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
-        self.k.autoChanged.connect(lambda _on: self.configChanged.emit())
+        self.k.autoChanged.connect(self._on_auto)
         self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
 
     def _layout(self) -> None:
@@ -170,8 +171,9 @@ class LaneWidget(QFrame):
         self._update_title()
 
     def set_running(self, running: bool) -> None:
-        """While running only K and L can change (they reach the session at its next step)."""
-        for widget in (self.oracle, self.draft, self.remove, self.k.auto):
+        """While running only K, auto K and L can change (the session takes them at its next
+        step)."""
+        for widget in (self.oracle, self.draft, self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -244,6 +246,10 @@ class LaneWidget(QFrame):
 
     def _on_k(self, k: int) -> None:
         self.kChanged.emit(self.lane_id, k)
+        self.configChanged.emit()
+
+    def _on_auto(self, on: bool) -> None:
+        self.autoChanged.emit(self.lane_id, on, self.k.value())
         self.configChanged.emit()
 
     def _update_title(self) -> None:

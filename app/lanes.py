@@ -39,6 +39,7 @@ class LaneBoard(QWidget):
     hovered = Signal(object, object)  # LaneWidget, Span or None (None also on leaving)
     clicked = Signal(object, int)  # LaneWidget, step
     kChanged = Signal(str, int)
+    autoChanged = Signal(str, bool, int)
     knobChanged = Signal(str, str, int)
     changed = Signal()  # lanes added, removed or reconfigured
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
@@ -80,6 +81,7 @@ class LaneBoard(QWidget):
         lane.view.tokenHovered.connect(lambda _s, _t, span: self.hovered.emit(lane, span))
         lane.view.tokenClicked.connect(lambda step: self.clicked.emit(lane, step))
         lane.kChanged.connect(self.kChanged)
+        lane.autoChanged.connect(self.autoChanged)
         lane.knobChanged.connect(self.knobChanged)
         lane.oracleChanged.connect(self._relabel)
         lane.configChanged.connect(self.changed)

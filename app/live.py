@@ -88,6 +88,11 @@ class LiveRunner(QObject):
         if self.running and self.engine:
             self.engine.send("set_k", lane=lane_id, k=k)
 
+    def set_auto(self, lane_id: str, on: bool, k: int) -> None:
+        """Cost-aware K on or off for a running lane (off: back to the fixed `k`)."""
+        if self.running and self.engine:
+            self.engine.send("set_auto", lane=lane_id, on=on, k=k)
+
     def set_knob(self, lane_id: str, name: str, value: int) -> None:
         """Change an oracle setting of a running lane; a refusal comes back to the lane."""
         if self.running and self.engine:

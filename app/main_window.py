@@ -178,6 +178,7 @@ class MainWindow(QMainWindow):
         self.board.clicked.connect(self._on_click)
         self.board.refreshed.connect(self._follow_tree)
         self.board.kChanged.connect(self.runner.set_k)
+        self.board.autoChanged.connect(self.runner.set_auto)
         self.board.knobChanged.connect(self._on_knob)
         self.board.changed.connect(self._on_lanes_changed)
         self.runner.status.connect(self.show_status)

@@ -46,6 +46,9 @@ class Engine:
         self.paused = False
         self.stopping = False
         self.runs: Queue[rs.RunSpec | None] = Queue()
+        # Controls that run a model (auto K may measure a profile): applied between steps
+        # on the stepping thread, never beside a step on the same backend.
+        self._deferred: Queue[protocol.Message] = Queue()
 
     # ------------------------------------------------------------ messages
 
@@ -81,16 +84,23 @@ class Engine:
             for session in sessions:
                 session.resume()  # a paused session must wake to end
 
-    def _control(self, message: protocol.Message) -> None:
+    def _control(self, message: protocol.Message, stepping: bool = False) -> None:
         lane_id = message["lane"]
         with self._lock:
             lane = self.lanes.get(lane_id)
             if lane is None:
                 self._pending.setdefault(lane_id, []).append(message)
                 return
+        if message.kind == "set_auto" and not stepping:
+            self._deferred.put(message)
+            return
         problem = apply_control(lane, message, self.specs.get(lane_id), self.model)
         if problem:
             self.send("refused", lane=lane_id, message=problem)
+
+    def _apply_deferred(self) -> None:
+        while not self._deferred.empty():
+            self._control(self._deferred.get(), stepping=True)
 
     # ------------------------------------------------------------ runs
 
@@ -115,6 +125,7 @@ class Engine:
         steps = {lane.lane_id: _steps(lane) for lane in built}
         while steps:
             for lane_id in list(steps):
+                self._apply_deferred()
                 if not self._advance(self.lanes[lane_id], steps[lane_id]):
                     del steps[lane_id]
         with self._lock:
@@ -146,7 +157,7 @@ class Engine:
         if stopping:
             ready.session.stop()
         for message in waiting:
-            self._control(message)
+            self._control(message, stepping=True)  # on the stepping thread, before any step
         return ready
 
     def _advance(self, lane: BuiltLane, steps: Iterator[ev.Event]) -> bool:
@@ -188,9 +199,12 @@ def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec 
             if message["name"] in session.oracle.knobs():
                 session.oracle.set_knob(message["name"], message["value"])
         elif message.kind == "set_auto" and spec is not None and model is not None:
-            session.k_policy = (k_policy(replace(spec, auto_k=True), model, session.oracle,
-                                         session.target, getattr(session.oracle, "draft", None))
-                                if message["on"] else None)
+            if not message["on"]:
+                session.k_policy = None
+                session.set_k(int(message["k"]))
+            elif session.k_policy is None:
+                session.k_policy = k_policy(replace(spec, auto_k=True), model, session.oracle,
+                                            session.target, getattr(session.oracle, "draft", None))
     except SpecvizError as exc:
         return str(exc)
     except (KeyError, TypeError, ValueError) as exc:

@@ -7,7 +7,8 @@ kind `msg`; the rest are the kind's fields. A peer refuses a version it does not
 To the engine:
   run      {spec}                       a run spec (engines.run_spec.to_dict)
   set_k    {lane, k}                    a lane's K from its next step
-  set_auto {lane, on}                   cost-aware K on or off (a lane that has a profile)
+  set_auto {lane, on, k}                cost-aware K on (the profile measured if missing) or
+                                        off, back to the fixed K `k`
   set_knob {lane, name, value}          an oracle setting, from its next proposal
   pause {} | resume {} | stop {}        every lane of the run
   shutdown {}                           stop and exit

@@ -248,3 +248,19 @@ def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny
     window._on_click(lane, 2)
     window.board.drain()
     assert window.tree_view.event is lane.view.events[2]  # pinned
+
+
+def test_auto_k_switched_off_mid_run_falls_back_to_the_lanes_k(window, app_env, qtbot,
+                                                               tiny_model_dir):
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("prompt-lookup", 3, auto_k=True)], 40)
+    window.start_run()
+    window.pause_action.trigger()
+    lane = next(iter(window.board.lanes.values()))
+    qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=60_000)
+    assert lane.k.auto.isEnabled()  # auto K can change while the lane runs
+    lane.k.set_auto(False)
+    window.pause_action.trigger()
+    finish(app_env, window.run_task)
+    window.board.drain()
+    steps = lane.view.events
+    assert {e.k for e in steps[1:] if e.totals.tokens + 3 < 40} == {3}
