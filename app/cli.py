@@ -10,7 +10,7 @@ from ..engines.errors import SpecvizError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cmd_doctor, cmd_models, cmd_replay, cmd_run
+    from . import cmd_doctor, cmd_models, cmd_replay, cmd_run, options
 
     parser = argparse.ArgumentParser(
         prog="specviz",
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor):
         module.register(sub)
     _register_optional(sub)
+    options.no_abbreviations(parser)
     return parser
 
 

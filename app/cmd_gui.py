@@ -28,7 +28,7 @@ def _register_shot(sub) -> None:
                                    "(works with QT_QPA_PLATFORM=offscreen).")
     p.add_argument("out", type=Path, metavar="OUT.png")
     p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="traces to replay")
-    p.add_argument("--prompt-file", type=Path, help="run this prompt live")
+    options.add_prompt_args(p)  # a live run of this prompt
     p.add_argument("--oracles", default="none,prompt-lookup",
                    help="lanes for a live run, comma-separated (default: %(default)s)")
     p.add_argument("--k", type=options.k_or_auto, default=4,

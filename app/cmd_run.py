@@ -23,9 +23,7 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="decode a prompt headless (plainly or speculatively)",
                        description="Decode a prompt, streaming the text as it comes.")
     options.add_model_args(p)
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="the prompt text")
-    src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+    options.add_prompt_args(p)
     options.add_decoding_args(p)
     options.add_oracle_args(p)
     options.add_acceptance_args(p)
@@ -40,13 +38,13 @@ def register(sub) -> None:
 
 
 def read_prompt(args: argparse.Namespace) -> str:
-    if args.prompt_file:
+    if getattr(args, "prompt_file", None):
         try:
             return args.prompt_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecvizError(
                 f"cannot read prompt file {args.prompt_file}: {exc.strerror}") from None
-    if args.prompt is None:
+    if getattr(args, "prompt", None) is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
     return args.prompt
 

@@ -24,6 +24,23 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
 
 
+def add_prompt_args(p: argparse.ArgumentParser) -> None:
+    """--prompt TEXT or --prompt-file F, the same on every command that takes a prompt."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+
+
+def no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Turn off argparse's prefix matching on a parser and all its subcommands: with it,
+    `--prompt` was taken for `--prompt-file` where only the latter existed."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                no_abbreviations(sub)
+
+
 def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     g = p.add_argument_group("speculation")
     if many:

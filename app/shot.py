@@ -23,8 +23,9 @@ from .settings import AppSettings
 
 
 def take_shot(args: argparse.Namespace) -> int:
-    if not args.replay and not args.prompt_file:
-        raise SpecvizError("give traces with --replay FILE... or a prompt with --prompt-file F")
+    if not args.replay and not (args.prompt or args.prompt_file):
+        raise SpecvizError("give traces with --replay FILE..., or a prompt with --prompt TEXT "
+                           "or --prompt-file F")
     app, loop = make_app(offscreen_if_headless=True)
     with tempfile.TemporaryDirectory() as tmp, loop:
         store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
@@ -55,7 +56,7 @@ def _replay(window: MainWindow, paths: list[Path]) -> int:
 
 
 async def _live(window: MainWindow, args: argparse.Namespace) -> int:
-    prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
+    prompt = read_prompt(args)
     window.board.remove_all()
     for lane in lane_configs(args):
         window.add_lane(lane)

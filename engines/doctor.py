@@ -19,7 +19,7 @@ from . import probe
 from .hardware import CpuFacts, read_cpu
 
 PROBE_MODEL = "smollm2-135m"
-REINSTALL = "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+REINSTALL = "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
 
 
 def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None) -> dict:

@@ -40,7 +40,7 @@ N_BATCH = 8
 # README names these options; GGML_NATIVE=OFF keeps the compiler from adding AMX by itself).
 REBUILD_NO_AMX = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON '
                   '-DGGML_AVX512=ON -DGGML_AMX_INT8=OFF" pip install --force-reinstall '
-                  '--no-cache-dir llama-cpp-python')
+                  '--no-cache-dir --no-deps llama-cpp-python')
 
 
 @dataclass

@@ -119,3 +119,14 @@ def test_run_tree_oracles_with_their_knobs(capsys, tiny_model_dir, oracle):
 def test_tree_oracle_without_a_draft_is_refused(capsys, tiny_model_dir):
     code, _, err = run_cli(capsys, *tiny_args(tiny_model_dir, "--oracle", "tree"))
     assert code == 2 and "--draft" in err
+
+
+def test_no_option_is_taken_for_a_prefix_of_another(capsys):
+    from specviz.app.cli import build_parser
+
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--prompt-f", "p.txt"])  # once read as --prompt-file
+    shot = parser.parse_args(["shot", "o.png", "--prompt", "some text"])
+    assert (shot.prompt, shot.prompt_file) == ("some text", None)
+    capsys.readouterr()
