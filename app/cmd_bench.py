@@ -12,7 +12,7 @@ from tqdm import tqdm
 from ..engines import bench, run_builder
 from ..engines.errors import SpecvizError
 from ..engines.model_pool import ModelPool
-from ..engines.oracles import DRAFT_ORACLES, ORACLES
+from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ..engines.trace import machine_info
 from . import options
 
@@ -59,8 +59,8 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
               for k in args.k.split(",")]
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
-    return [bench.Config(n, 0) if n == "none" else bench.Config(n, k) for n in names
-            for k in ([0] if n == "none" else ks)]
+    return [bench.Config(n, 0) if is_plain(n) else bench.Config(n, k) for n in names
+            for k in ([0] if is_plain(n) else ks)]
 
 
 def policy_maker(args: argparse.Namespace, target):

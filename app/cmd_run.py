@@ -11,6 +11,7 @@ from ..engines import events as ev
 from ..engines.compare import check_against_plain
 from ..engines.errors import SpecvizError
 from ..engines.model_pool import ModelPool
+from ..engines.oracles import is_plain
 from ..engines.oracles.none import NoOracle
 from ..engines.run_builder import BuiltLane, build_lane
 from ..engines.session import RunSettings, Session, warm_up
@@ -132,7 +133,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "backend": target.name,
         "device": target.device,
         "oracle": args.oracle,
-        "k": args.k if args.oracle != "none" else 0,
+        "k": 0 if is_plain(args.oracle) else args.k,
         "steps": t.steps,
         "proposed": t.proposed,
         "accepted": t.accepted,

@@ -16,16 +16,14 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines import events as ev
-from ..engines.oracles import DRAFT_ORACLES, ORACLES
+from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ..engines.oracles import info as oracle_info
 from ..widgets.k_control import KControl
 from ..widgets.palette import (
-    KIND_DRAFT,
-    KIND_NGRAM,
-    KIND_OTHER,
-    KIND_PROMPT,
     KIND_REJECTED,
     KIND_TARGET,
     Theme,
+    source_kind,
 )
 from ..widgets.token_view import Legend, TokenView
 from .model_combo import ModelCombo
@@ -48,16 +46,13 @@ def editor_range(span: ev.Span | None, prompt_text: str,
     return start, end
 
 
-# What each oracle's tokens can be, for the lane's legend.
-_ORACLE_KINDS = {"draft": KIND_DRAFT, "cross-draft": KIND_DRAFT, "prompt-lookup": KIND_PROMPT,
-                 "ngram": KIND_NGRAM, "rules": KIND_OTHER, "early-exit": KIND_OTHER,
-                 "tree": KIND_DRAFT, "lookahead": KIND_OTHER, "medusa": KIND_OTHER}
-
-
 def legend_kinds(oracle: str) -> tuple[str, ...]:
-    if oracle == "none":
+    """What a lane's tokens can be, from what its oracle proposes (the registry's sources)."""
+    if is_plain(oracle):
         return (KIND_TARGET,)
-    return tuple(k for k in (_ORACLE_KINDS.get(oracle), KIND_TARGET, KIND_REJECTED) if k)
+    known = oracle_info(oracle).sources if oracle in ORACLES else ()  # a trace's unknown name
+    sources = tuple(dict.fromkeys(source_kind(s) for s in known))
+    return (*sources, KIND_TARGET, KIND_REJECTED)
 
 
 def figures_text(figures: dict) -> str:
@@ -154,7 +149,7 @@ class LaneWidget(QFrame):
         oracle = self.oracle.currentText()
         return LaneConfig(oracle, self.k.value(),
                           self.draft.model() if oracle in DRAFT_ORACLES else None,
-                          self.exit_layer.value() if oracle == "early-exit" else 0,
+                          self.exit_layer.value() if _has_exit_layer(oracle) else 0,
                           self.k.is_auto())
 
     def set_config(self, config: LaneConfig) -> None:
@@ -181,7 +176,7 @@ class LaneWidget(QFrame):
         self._controls.hide()
         settings = header.get("settings", {})
         oracle = self._replay_oracle = header.get("oracle", "?")
-        k = f", K={settings['k']}" if oracle != "none" and "k" in settings else ""
+        k = f", K={settings['k']}" if not is_plain(oracle) and "k" in settings else ""
         self._replay_title = f"{name}: {oracle}{k}"
         self.prompt_text = header.get("prompt_text", "")
         self.user_prompt = header.get("prompt", "")
@@ -233,8 +228,8 @@ class LaneWidget(QFrame):
 
     def _on_oracle(self, oracle: str) -> None:
         self.draft.setVisible(oracle in DRAFT_ORACLES)
-        self.exit_layer.setVisible(oracle == "early-exit")
-        self.k.setEnabled(oracle != "none")
+        self.exit_layer.setVisible(_has_exit_layer(oracle))
+        self.k.setEnabled(not is_plain(oracle))
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()
         self.oracleChanged.emit(self.lane_id)
@@ -255,3 +250,7 @@ class LaneWidget(QFrame):
     def _update_title(self) -> None:
         name = self._replay_title or self.oracle_name()
         self.title.setText(f"<b style='color:{self.colour}'>■</b> <b>{name}</b>")
+
+
+def _has_exit_layer(oracle: str) -> bool:
+    return oracle in ORACLES and oracle_info(oracle).setting("exit_layer") is not None

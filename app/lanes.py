@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ..engines import events as ev
+from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
 from .lane import LaneWidget
@@ -109,7 +110,7 @@ class LaneBoard(QWidget):
 
     def update_baseline(self) -> None:
         """Speedups divide by the first plain-decoding lane."""
-        plain = [lid for lid, lane in self.lanes.items() if lane.oracle_name() == "none"]
+        plain = [lid for lid, lane in self.lanes.items() if is_plain(lane.oracle_name())]
         self.graphs.set_baseline(plain[0] if plain else None)
         self._show_figures()
 

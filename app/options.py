@@ -8,6 +8,7 @@ from pathlib import Path
 from ..engines.backends import BACKENDS, load_backend
 from ..engines.backends.base import Backend
 from ..engines.oracles import ORACLES
+from ..engines.oracles import info as oracle_info
 from ..engines.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
 from ..engines.session import K_MAX
 
@@ -83,13 +84,11 @@ def add_tree_args(g) -> None:
 
 
 def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
-    if name == "tree":
-        return {"split": args.split, "budget": args.budget}
-    if name == "lookahead":
-        return {"W": args.window, "N": args.ngram_size, "G": args.guesses}
-    if name == "medusa":
-        return {"budget": args.budget}
-    return {}
+    """The oracle's settings given on the command line (None: the oracle's default). The
+    n-gram sizes travel as their own fields of the lane spec."""
+    return {s.name: getattr(args, s.flag.replace("-", "_"), None)
+            for s in oracle_info(name).settings
+            if s.flag and s.name not in ("max_ngram", "min_ngram", "exit_layer")}
 
 
 def add_acceptance_args(p: argparse.ArgumentParser) -> None:

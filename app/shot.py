@@ -14,6 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from ..engines.errors import SpecvizError
+from ..engines.oracles import is_plain
 from . import exports, options
 from .cmd_gui import freeze_heap, make_app
 from .cmd_run import read_prompt
@@ -83,7 +84,7 @@ def lane_configs(args: argparse.Namespace) -> list[LaneConfig]:
     """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own; plain
     decoding has no K to choose)."""
     auto = args.k == options.AUTO
-    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto and name != "none")
+    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto and not is_plain(name))
             for name in (n.strip() for n in args.oracles.split(",")) if name]
 
 

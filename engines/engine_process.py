@@ -27,6 +27,7 @@ from . import protocol
 from . import run_spec as rs
 from .errors import SpecvizError
 from .model_pool import ModelPool
+from .oracles import is_plain
 from .run_builder import BuiltLane, build_lane, k_policy, model_keys
 from .session import warm_up
 
@@ -190,7 +191,7 @@ def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec 
                   model: rs.ModelChoice | None) -> str | None:
     """K, auto K or an oracle setting for a built lane; the reason if refused."""
     session = lane.session
-    if session.oracle.name == "none":
+    if is_plain(session.oracle.name):
         return None
     try:
         if message.kind == "set_k":

@@ -15,7 +15,7 @@ from . import profile as prof
 from .backends.base import Backend
 from .errors import SpecvizError
 from .model_pool import ModelPool
-from .oracles import DRAFT_ORACLES, Oracle, make_oracle
+from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
 from .session import K_MAX, RunSettings, Session
@@ -115,7 +115,7 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
     It needs the target's cost profile (and the draft's, for the draft oracle): the stored
     one, or measured now on the loaded model and stored for next time (slow, once).
     """
-    if not lane.auto_k or oracle.name == "none":
+    if not lane.auto_k or is_plain(oracle.name):
         return None
     from .auto_k import AutoK
 
@@ -152,7 +152,7 @@ def typical_rule(request: RunRequest):
 
 
 def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
-    k = 0 if lane.oracle == "none" else K_MAX if lane.auto_k else lane.k
+    k = 0 if is_plain(lane.oracle) else K_MAX if lane.auto_k else lane.k
     if not 0 <= k <= K_MAX:
         raise SpecvizError(f"K must be between 0 and {K_MAX}, got {k}")
     return RunSettings(prompt=request.prompt, chat=request.chat, system=request.system, k=k,

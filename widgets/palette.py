@@ -33,11 +33,16 @@ _SOURCE_KINDS = {"draft": KIND_DRAFT, "tree": KIND_DRAFT, "prompt": KIND_PROMPT,
                  "ngram": KIND_NGRAM}
 
 
+def source_kind(source: str) -> str:
+    """The colour kind of an accepted token from this source (events.SOURCES)."""
+    return _SOURCE_KINDS.get(source, KIND_OTHER)
+
+
 def proposal_kind(token: ProposedToken) -> str:
     """The colour kind of a proposed token: rejected, else by its source."""
     if not token.accepted:
         return KIND_REJECTED
-    return _SOURCE_KINDS.get(token.source, KIND_OTHER)
+    return source_kind(token.source)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,7 @@ from pathlib import Path
 
 from ..backends.base import Backend
 from .base import Oracle, Proposal, RunContext, SideBranch, TreeProposal
-
-ORACLES = ("none", "draft", "prompt-lookup", "ngram", "rules", "cross-draft", "early-exit",
-           "tree", "lookahead", "medusa")
-DRAFT_ORACLES = ("draft", "cross-draft", "tree")  # the oracles that need a draft model
+from .registry import DRAFT_ORACLES, ORACLE_INFO, ORACLES, PLAIN, OracleInfo, info, is_plain
 
 
 def make_oracle(
@@ -29,6 +26,13 @@ def make_oracle(
     and tree oracles, `exit_layer` the early-exit oracle's layer count (None: its default);
     `knobs` sets oracle settings (see `Oracle.knobs`), None values ignored;
     `heads` a Medusa heads folder (default: beside the target model)."""
+    described = info(name)  # an unknown name is refused here, with the known ones
+    if target is not None and target.name not in described.backends:
+        from ..errors import SpecvizError
+
+        raise SpecvizError(f"the {name} oracle runs on the {', '.join(described.backends)} "
+                           f"backend (it needs {', '.join(described.needs)}); this run uses "
+                           f"{target.name}: use --backend {described.backends[0]}")
     oracle = _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer,
                    heads)
     for knob, value in (knobs or {}).items():
@@ -92,5 +96,6 @@ def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, hea
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 
-__all__ = ["DRAFT_ORACLES", "ORACLES", "Oracle", "Proposal", "RunContext", "SideBranch",
-           "TreeProposal", "make_oracle"]
+__all__ = ["DRAFT_ORACLES", "ORACLES", "ORACLE_INFO", "PLAIN", "Oracle", "OracleInfo",
+           "Proposal", "RunContext", "SideBranch", "TreeProposal", "info", "is_plain",
+           "make_oracle"]
