@@ -1,29 +1,11 @@
 """`--k auto`: before every step, the draft length with the most expected tokens per second.
 
-The chooser combines the cost profile (what verifying K+1 tokens costs at this context
-length) with the acceptance observed so far in this run, per oracle:
-
-- oracles that copy (prompt lookup, the n-gram cache) report how long the verbatim repeat
-  their first guess extends is; the chance that copied token i is accepted is learnt per
-  length of the match it extends (a match that has run for 20 tokens tends to go on; a
-  1-token match seldom does), and a step with nothing to copy is a plain step (K = 0);
-- other oracles: the chance is learnt per draft position.
-
-Estimates are Beta posterior means. The prior for a copied token is Laplace's rule of
-succession on the match (the oracle's `match_prior`: for the copying oracles m/(m+2), fitted to
-how often copies held after m matching tokens), so long verbatim matches are tried at once and
-short ones only where batches are cheap; for other oracles it is 1/2, after a short, cheap
-exploration at K = 2 (without it, a pessimistic prior on a CPU would never try the oracle at
-all). (An optimism bonus for exploring was tried and dropped: on a CPU, exploring a long K costs
-as much as ten plain steps.) An oracle may have its evidence fade (`evidence_decay`), cap a
-draft by its match (`draft_limit`) and ask for a minimum expected gain (`min_gain`). Step costs
-in milliseconds: the profile for verification, scaled by how the live verification times
-compare with it (the machine may be busier than when it was profiled), once for single-token
-steps and once for batches (see `cost_regime`); drafting and the fixed
-per-step overhead as measured in this run. K = 0 (plain decoding) wins whenever the expected
-gain does not pay for the bigger batch. A tree oracle's step of depth K verifies a whole tree
-(and lookahead its Jacobi window besides): such a step is priced at the rows it was seen to
-send for that K, or at the oracle's node budget until seen, not at K+1.
+Expected tokens per step come from the acceptance observed so far in this run (a Beta posterior
+mean per key: for oracles that copy, the length of the verbatim match a proposal extends; for
+the others, the draft position); the step's cost from the cost profile, scaled by the live
+verification times, plus drafting and per-step overhead as measured. K = 0 (a plain step) wins
+whenever the expected gain does not pay for the bigger batch. How and why, and what was tried
+and dropped: docs/auto-k.md.
 """
 
 from __future__ import annotations
@@ -40,7 +22,9 @@ from .profile import Profile
 MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
 PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
 PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
-EXPLORE_K, EXPLORE_JUDGED = 2, 12  # oracles that do not copy: try K=2 until 12 tokens judged
+# Oracles that do not copy run at K=2 until 12 tokens are judged: from a pessimistic estimate
+# on a CPU, where batches are dear, they would never be tried.
+EXPLORE_K, EXPLORE_JUDGED = 2, 12
 EMA = 0.1  # weight of the newest step in the running timing estimates
 MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
 
@@ -191,9 +175,8 @@ class AutoK:
         predicted = self.profile.cost_ms(rows, event.position)
         if predicted > 0 and t.verify_ms > 0:
             ratio = t.verify_ms / predicted
-            # The overall scale learns as each regime's does: had it started as an average
-            # from 1.0, batches not yet seen would be priced at a scale that lags the
-            # single-token steps' for tens of steps (40 steps in: 0.062 against 0.048).
+            # The overall scale settles like each regime's (no start value lingers): it prices
+            # batches not yet seen, and a lagging one makes them look cheap or dear.
             self.scale = settle(self.scale, ratio, self.steps_timed)
             regime = cost_regime(rows)
             old, seen = self.scale_at.get(regime, (ratio, 0))
@@ -215,11 +198,8 @@ def settle(old: float, new: float, seen: int) -> float:
 def cost_regime(rows: int) -> int:
     """1: a single-token step, which mostly reads the weights (memory bound); 2: a batch,
     which mostly computes (compute bound on a CPU). Load and clock speed shift the two apart,
-    so each is scaled against the profile on its own. (Per batch size, the first version,
-    sizes seen less than MIN_SEEN times fell back to a scale set by the single-token steps:
-    in a Spec-Bench run those ran at 0.82 of the profile and batches at 0.9-1.3, so long
-    drafts looked cheap, and auto K sent 26 tokens after 5-token matches in the math
-    questions, losing 14% there.)"""
+    so each is scaled against the profile on its own. Two regimes, not one per batch size: a
+    batch size seldom seen would be priced at the single-token steps' scale."""
     return 1 if rows <= 1 else 2
 
 

@@ -44,8 +44,8 @@ def test_an_oracle_on_a_backend_it_cannot_run_on_is_one_clear_line(tmp_path):
     from specviz.engines.backends.llama import LlamaBackend
 
     llama = LlamaBackend(write_tiny_gguf(tmp_path / "t.gguf"), n_ctx=128, threads=1)
-    with pytest.raises(SpecvizError, match="runs on the transformers backend.*--backend "
-                                           "transformers"):
+    with pytest.raises(SpecvizError, match=r"runs on the transformers backend.*--backend "
+                                           r"transformers"):
         make_oracle("early-exit", target=llama)
     llama.close()
 
