@@ -55,7 +55,7 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
     if unknown:
         raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
     try:
-        ks = [bench.AUTO if k.strip() == options.AUTO else options.k_value(k)
+        ks = [bench.AUTO_K if k.strip() == options.AUTO else options.k_value(k)
               for k in args.k.split(",")]
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None

@@ -10,7 +10,7 @@ from ..engines.backends.base import Backend
 from ..engines.oracles import ORACLES
 from ..engines.oracles import info as oracle_info
 from ..engines.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
-from ..engines.session import K_MAX
+from ..engines.session import K_MAX, check_k
 
 DEFAULT_TARGET = "smollm2-135m"
 
@@ -117,10 +117,10 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
 
 
 def k_value(text: str) -> int:
-    k = int(text)
-    if not 0 <= k <= K_MAX:
-        raise argparse.ArgumentTypeError(f"K must be between 0 and {K_MAX}")
-    return k
+    try:
+        return check_k(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def k_or_auto(text: str) -> int | str:

@@ -16,9 +16,9 @@ from PySide6.QtCore import QSettings
 from ..engines.errors import SpecvizError
 from ..engines.oracles import is_plain
 from . import exports, options
-from .cmd_gui import freeze_heap, make_app
 from .cmd_run import read_prompt
 from .main_window import MainWindow
+from .qt_app import freeze_heap, make_app
 from .runs import LaneConfig, ModelChoice
 from .settings import AppSettings
 

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 
-from specviz.app.cmd_gui import freeze_heap, make_app
 from specviz.app.main_window import MainWindow
 from specviz.app.options import k_value
+from specviz.app.qt_app import freeze_heap, make_app
 from specviz.app.settings import AppSettings
 from specviz.app.shot import _live
 from specviz.engines.backends import BACKENDS

@@ -55,19 +55,19 @@ class Question:
         return GROUPS.get(self.category, self.category)
 
 
-AUTO = -1  # Config.k for the cost-aware K chosen every step (--k auto)
+AUTO_K = -1  # Config.k for the cost-aware K chosen every step (--k auto)
 
 
 @dataclass(frozen=True)
 class Config:
     oracle: str
-    k: int  # a fixed K, or AUTO
+    k: int  # a fixed K, or AUTO_K
 
     @property
     def label(self) -> str:
         if self.oracle == "none":
             return "none"
-        return f"{self.oracle} k={'auto' if self.k == AUTO else self.k}"
+        return f"{self.oracle} k={'auto' if self.k == AUTO_K else self.k}"
 
 
 @dataclass
@@ -78,7 +78,7 @@ class Record:
     category: str
     turn: int
     oracle: str
-    k: int  # AUTO (-1) for the cost-aware K
+    k: int  # AUTO_K (-1) for the cost-aware K
     tokens: int
     steps: int
     proposed: int
@@ -150,16 +150,16 @@ def run_bench(
     """Decode every turn of every question with every configuration (plain decoding first),
     `repeat` times.
 
-    Configurations with k=AUTO get a K policy from `make_policy`, one per configuration that
+    Configurations with k=AUTO_K get a K policy from `make_policy`, one per configuration that
     keeps learning across the questions, as it would in a long-running process.
     """
     if repeat < 1:
         raise SpecvizError(f"repeat must be at least 1, got {repeat}")
     configs = _plain_first(configs)
     oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
-    if any(c.k == AUTO for c in configs) and make_policy is None:
+    if any(c.k == AUTO_K for c in configs) and make_policy is None:
         raise SpecvizError("k=auto needs a K policy (a cost profile)")
-    policies = {c: make_policy(oracles[c.oracle]) for c in configs if c.k == AUTO}
+    policies = {c: make_policy(oracles[c.oracle]) for c in configs if c.k == AUTO_K}
     records: list[Record] = []
     warmed = False
     for q in questions:
@@ -172,7 +172,7 @@ def run_bench(
                     if config in policies and rep:
                         policies[config].restore(before[config])
                     settings = RunSettings(user, history=tuple(histories[config]),
-                                           k=K_MAX if config.k == AUTO else config.k,
+                                           k=K_MAX if config.k == AUTO_K else config.k,
                                            max_tokens=max_tokens, params=params)
                     session = Session(target, oracles[config.oracle], settings,
                                       k_policy=policies.get(config))
@@ -217,7 +217,7 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3),
                     by_detail=count_by_detail(steps))
-    if config.k == AUTO:
+    if config.k == AUTO_K:
         record.k_sum = sum(s.k for s in steps)
     if config.oracle != "none" and not comparable:
         record.divergence = {"note": "not compared: an earlier turn parted from plain "
@@ -272,7 +272,7 @@ def summarise(records: Sequence[Record]) -> list[Row]:
                 c = row.by_detail.setdefault(detail, [0, 0])
                 c[0] += proposed
                 c[1] += accepted
-        if config.k == AUTO and steps:
+        if config.k == AUTO_K and steps:
             row.mean_k = sum(r.k_sum or 0 for r in mine) / steps
         rows.append(row)
     return rows
@@ -340,7 +340,7 @@ def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
     return {
         **meta,
         "rows": [{"method": r.config.label, "oracle": r.config.oracle,
-                  "k": "auto" if r.config.k == AUTO else r.config.k, "mean_k": r.mean_k,
+                  "k": "auto" if r.config.k == AUTO_K else r.config.k, "mean_k": r.mean_k,
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
                   "identical": r.identical, "compared": r.compared,

@@ -18,7 +18,7 @@ from .model_pool import ModelPool
 from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
-from .session import K_MAX, RunSettings, Session
+from .session import K_MAX, RunSettings, Session, check_k
 
 Say = Callable[[str], None]
 
@@ -152,9 +152,10 @@ def typical_rule(request: RunRequest):
 
 
 def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
-    k = 0 if is_plain(lane.oracle) else K_MAX if lane.auto_k else lane.k
-    if not 0 <= k <= K_MAX:
-        raise SpecvizError(f"K must be between 0 and {K_MAX}, got {k}")
+    try:
+        k = check_k(0 if is_plain(lane.oracle) else K_MAX if lane.auto_k else lane.k)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
     return RunSettings(prompt=request.prompt, chat=request.chat, system=request.system, k=k,
                        max_tokens=request.max_tokens, params=sampling(request),
                        stop=tuple(request.stop), typical=typical_rule(request))

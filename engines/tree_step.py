@@ -8,7 +8,7 @@ keeps the accepted path in its cache and drops every other node.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -19,7 +19,17 @@ from .oracles.base import TreeProposal
 from .tree_verify import TreeVerdict, children_of, verify_tree
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .backends.base import Backend as _Backend
+    from .oracles.base import Oracle
+
+
+class Stepping(Protocol):
+    """What a tree step needs of the session it steps (engines.session.Session)."""
+
+    target: _Backend
+    oracle: Oracle
+    context: list[int]
+    settings: object  # RunSettings: its sampling params
 
 
 def forward_tree(target: Backend, pending: int,
@@ -56,7 +66,7 @@ def dfs_order(parents: list[int]) -> list[int]:
     return order
 
 
-def tree_step(session: Session, proposal: TreeProposal, k: int, totals: ev.Totals,
+def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Totals,
               stream: TextStream, rng: np.random.Generator, t0: float) -> ev.StepEvent:
     target, oracle = session.target, session.oracle
     t1 = time.perf_counter()

@@ -23,7 +23,7 @@ def _no_collection_off_the_main_thread():
     monitor) could free a cycle holding a Qt widget from an earlier test, and a Qt object
     deleted off its thread leaves a timer that crashes the event loop later (seen: a segfault
     in QTimerInfoList::activateTimers between tests). Collect on the main thread only, after
-    each test, as the app does (app.cmd_gui.make_app)."""
+    each test, as the app does (app.qt_app.make_app)."""
     gc.disable()
     yield
     gc.enable()

@@ -164,7 +164,7 @@ def _auto_bench(backend, questions_file, repeat):
     questions = [*bench.load_questions(questions_file)[:2],
                  bench.Question(8, "code_edit", (CODE_EDIT,))]
     records = bench.run_bench(backend, lambda name: make_oracle(name), questions,
-                              [bench.Config("prompt-lookup", bench.AUTO)], max_tokens=40,
+                              [bench.Config("prompt-lookup", bench.AUTO_K)], max_tokens=40,
                               make_policy=make_policy, repeat=repeat)
     return records, made[0]
 

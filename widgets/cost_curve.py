@@ -18,8 +18,8 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ..engines.cost import theoretical_speedup
-from .graphs import TEXT_PT, _plot, _theme_plot
 from .palette import DARK, Theme
+from .plot_style import TEXT_PT, make_plot, theme_plot
 
 K_LIMIT = 32
 
@@ -40,7 +40,7 @@ class CostCurve(QWidget):
 
     def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = _plot("Theoretical speedup by K (dot: where each lane runs)", "K",
+        self.plot = make_plot("Theoretical speedup by K (dot: where each lane runs)", "K",
                           "× plain decoding")
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0))
         self.plot.setToolTip(
@@ -98,7 +98,7 @@ class CostCurve(QWidget):
         return self._items[lane_id][1].getData()
 
     def set_theme(self, theme: Theme, points: int = TEXT_PT) -> None:
-        _theme_plot(self.plot, theme, points)
+        theme_plot(self.plot, theme, points)
 
     def _draw(self, lane_id: str) -> None:
         lane, (curve, dot) = self._lanes[lane_id], self._items[lane_id]

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtGui import QColor, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from ..engines.events import StepEvent, Totals
+from .cost_curve import CostCurve
 from .lane_key import LaneKey
 from .palette import DARK, Theme
+from .plot_style import TEXT_PT, make_plot, theme_plot
 
 WINDOW = 16  # steps in the rolling acceptance rate
-TEXT_PT = 9  # graph text size outside presentation mode
 
 # Columns of a lane's per-step buffer.
 STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
@@ -92,19 +93,18 @@ class LaneGraphs(QWidget):
         self._second = QTimer(self, singleShot=True, interval=PAINT_GAP_MS)
         self._second.timeout.connect(self._draw_second_half)
         self._text_pt = TEXT_PT
-        self.acceptance_plot = _plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
+        self.acceptance_plot = make_plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
                                      "step", "accepted / proposed")
-        self.histogram_plot = _plot("Accepted tokens per step that proposed any",
+        self.histogram_plot = make_plot("Accepted tokens per step that proposed any",
                                     "accepted tokens", "steps", whole_x=True)
-        self.position_plot = _plot("Acceptance by draft position", "draft position",
+        self.position_plot = make_plot("Acceptance by draft position", "draft position",
                                    "accepted / proposed", whole_x=True)
-        self.race_plot = _plot("The race: tokens over compute time", "compute time (s)",
+        self.race_plot = make_plot("The race: tokens over compute time", "compute time (s)",
                                "tokens")
-        self.speedup_plot = _plot("Speedup over plain decoding", "compute time (s)",
+        self.speedup_plot = make_plot("Speedup over plain decoding", "compute time (s)",
                                   "× baseline tok/s")
         self._unit_line = pg.InfiniteLine(pos=1.0, angle=0)
         self.speedup_plot.addItem(self._unit_line)
-        from .cost_curve import CostCurve  # it builds on this module's plot helpers
 
         self.cost_curve = CostCurve(theme)
         self.key = LaneKey(theme)  # one key for all six plots (see lane_key)
@@ -395,7 +395,7 @@ class LaneGraphs(QWidget):
         self.setPalette(palette)
         self.setAutoFillBackground(True)  # the gaps between plots match them
         for plot in self.plots.values():
-            _theme_plot(plot, theme, self._text_pt)
+            theme_plot(plot, theme, self._text_pt)
         self.key.set_theme(theme)
         self._unit_line.setPen(pg.mkPen(theme.grid, style=Qt.PenStyle.DashLine))
 
@@ -442,89 +442,6 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- styling
-
-
-class _GridAxis(pg.AxisItem):
-    """An axis whose grid lines are opaque, in the colour pyqtgraph's translucent lines show
-    on the plot's background, and lie beneath the curves.
-
-    Blending translucent lines across the plot was more than half of a plot's paint time.
-    """
-
-    def __init__(self, orientation: str) -> None:
-        super().__init__(orientation)
-        self._background = QColor(DARK.background)
-        self._pens: dict[tuple[int, int], QPen] = {}  # (colour, alpha) -> opaque pen
-
-    def set_background(self, colour: str) -> None:
-        self._background = QColor(colour)
-        self._pens.clear()
-        self.picture = None  # drawn again with the new colours
-        self.update()
-
-    def generateDrawSpecs(self, p: QPainter):
-        specs = super().generateDrawSpecs(p)
-        if specs is None or self.grid is False:
-            return specs
-        axis, ticks, texts = specs
-        return axis, [(self._opaque(pen), p1, p2) for pen, p1, p2 in ticks], texts
-
-    def _opaque(self, pen: QPen) -> QPen:
-        colour = pen.color()
-        key = (colour.rgb(), colour.alpha())
-        if key not in self._pens:
-            a, bg = colour.alphaF(), self._background
-            mixed = QColor.fromRgbF(*(a * c + (1 - a) * b for c, b in (
-                (colour.redF(), bg.redF()), (colour.greenF(), bg.greenF()),
-                (colour.blueF(), bg.blueF()))))
-            self._pens[key] = QPen(pen)
-            self._pens[key].setColor(mixed)
-        return self._pens[key]
-
-
-class _WholeAxis(_GridAxis):
-    """Ticks on whole numbers only: draft positions and token counts have no halves."""
-
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list:
-        return [(max(1.0, spacing), offset)
-                for spacing, offset in super().tickSpacing(minVal, maxVal, size)]
-
-
-def _plot(title: str, x_label: str, y_label: str, *, whole_x: bool = False) -> pg.PlotWidget:
-    axes = {"left": _GridAxis("left"),
-            "bottom": _WholeAxis("bottom") if whole_x else _GridAxis("bottom")}
-    plot = pg.PlotWidget(axisItems=axes)
-    for axis in axes.values():  # opaque grid lines beneath the curves, not across them
-        axis.setZValue(plot.getPlotItem().getViewBox().zValue() - 1)
-    plot.setTitle(title)
-    plot.setLabel("bottom", x_label)
-    plot.setLabel("left", y_label)
-    for name in ("left", "bottom"):
-        axis = plot.getAxis(name)
-        axis.enableAutoSIPrefix(False)  # no "(x0.001)" on ratios
-        axis.setStyle(maxTickLevel=1)  # the finest grid level cost half of every repaint
-    plot.showGrid(x=True, y=True, alpha=0.2)
-    # Curves have a point per step: thin them to a few per pixel and skip those out of view.
-    # (A plot imposes these on every item it holds, so they are set here, not per curve.)
-    plot.setDownsampling(auto=True, mode="peak")
-    plot.setClipToView(True)
-    plot.setMenuEnabled(False)
-    return plot
-
-
-def _theme_plot(plot: pg.PlotWidget, theme: Theme, points: int) -> None:
-    item = plot.getPlotItem()
-    plot.setBackground(theme.background)
-    item.setTitle(item.titleLabel.text, color=theme.foreground, size=f"{points + 2}pt")
-    font = QFont()
-    font.setPointSize(points)
-    for name in ("left", "bottom"):
-        axis = item.getAxis(name)
-        axis.setPen(theme.grid)
-        axis.setTextPen(theme.foreground)
-        axis.setTickFont(font)
-        axis.setLabel(axis.labelText, color=theme.foreground, **{"font-size": f"{points}pt"})
-        axis.set_background(theme.background)
 
 
 def _race_pen(colour: str, baseline: bool):
