@@ -12,6 +12,7 @@ from ..engines import profile as prof
 from ..engines.backends import load_backend
 from ..engines.backends.base import Backend
 from ..engines.errors import SpecvizError
+from ..engines.models import resolve
 from . import options
 
 
@@ -63,7 +64,7 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
             return stored
     own = backend is None
     if own:
-        backend = load_backend(args.backend, options.resolve_model(model), device=args.device,
+        backend = load_backend(args.backend, resolve(model), device=args.device,
                                threads=args.threads,
                                n_ctx=max(args.n_ctx, max(contexts) + max(batches)))
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..engines.errors import SpecvizError
+from ..engines.models import resolve
 from . import options
 
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     prompts = _prompts(args.corpus, args.seed)
-    path = options.resolve_model(args.target)
+    path = resolve(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
     folder = args.out or heads_dir(path)
     answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse)

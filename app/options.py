@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..engines.backends import BACKENDS, load_backend
 from ..engines.backends.base import Backend
+from ..engines.models import resolve
 from ..engines.oracles import ORACLES
 from ..engines.oracles import info as oracle_info
 from ..engines.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
@@ -157,12 +158,6 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
                     medusa_heads=str(heads) if heads else None)
 
 
-def resolve_model(name_or_path: str) -> Path:
-    from ..engines.models import resolve
-
-    return resolve(name_or_path)
-
-
 def load_target(args: argparse.Namespace) -> Backend:
-    return load_backend(args.backend, resolve_model(args.target), device=args.device,
+    return load_backend(args.backend, resolve(args.target), device=args.device,
                         threads=args.threads, n_ctx=args.n_ctx)

@@ -12,8 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import platformdirs
-
 from ..engines.run_spec import LaneSpec, ModelChoice, RunRequest
 
 LaneConfig = LaneSpec  # a lane's settings, as the lane widget edits them
@@ -23,9 +21,9 @@ __all__ = ["LaneConfig", "ModelChoice", "RunRequest", "gui_threads", "new_trace_
 
 
 def traces_dir() -> Path:
-    home = os.environ.get("SPECVIZ_HOME")
-    base = Path(home).expanduser() if home else Path(platformdirs.user_data_dir("specviz"))
-    return base / "traces"
+    from ..engines.models import home_dir
+
+    return home_dir("data") / "traces"
 
 
 def new_trace_path(oracle: str, lane_id: str) -> Path:

@@ -133,10 +133,18 @@ def get_spec(name: str) -> ModelSpec:
 # --- cache and presence -----------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
+def home_dir(kind: str = "cache") -> Path:
+    """Where specviz keeps its files: $SPECVIZ_HOME for everything when set, else the user's
+    cache folder (models, profiles) or data folder (traces)."""
     home = os.environ.get("SPECVIZ_HOME")
-    base = Path(home).expanduser() if home else Path(platformdirs.user_cache_dir("specviz"))
-    return base / "models"
+    if home:
+        return Path(home).expanduser()
+    folder = platformdirs.user_data_dir if kind == "data" else platformdirs.user_cache_dir
+    return Path(folder("specviz"))
+
+
+def cache_dir() -> Path:
+    return home_dir("cache") / "models"
 
 
 def model_path(spec: ModelSpec) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .backends.base import Backend, sync_device
 from .errors import SpecvizError
-from .models import cache_dir
+from .models import home_dir
 
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 CONTEXTS = (128, 512, 1024)
@@ -147,7 +147,7 @@ def _filler_tokens(backend: Backend, n: int) -> list[int]:
 
 def profiles_dir() -> Path:
     """`<cache>/profiles`, beside the models folder (SPECVIZ_HOME respected)."""
-    return cache_dir().parent / "profiles"
+    return home_dir("cache") / "profiles"
 
 
 def profile_path(model: str, backend: str, device: str, threads: int | None) -> Path:
