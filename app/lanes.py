@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ..engines import events as ev
-from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
+from .board_model import BoardModel
 from .lane import LaneWidget
 from .runs import LaneConfig
 
@@ -25,15 +25,6 @@ DRAIN_MS = 16
 # The graphs take tens of milliseconds to repaint on a small CPU; redrawn at most this often,
 # they keep the GUI thread free for the token views (measured: benchmarks/gui_responsiveness.py).
 GRAPHS_S = 0.2
-
-
-def k_changed(previous: ev.StepEvent | None, event: ev.StepEvent, max_tokens: int | None) -> bool:
-    """Did the person change K before this step? Near the end of a run the session cuts K to
-    the tokens left; that is no change of theirs."""
-    if previous is None or event.k == previous.k:
-        return False
-    room = None if max_tokens is None else max_tokens - previous.totals.tokens - 1
-    return not (event.k < previous.k and event.k == room)
 
 
 class LaneBoard(QWidget):
@@ -51,9 +42,8 @@ class LaneBoard(QWidget):
         self.graphs = graphs
         self.theme = theme
         self.recent_models = recent_models
-        self.lanes: dict[str, LaneWidget] = {}
-        self.max_tokens: dict[str, int | None] = {}  # for telling K changes from end cuts
-        self._next_id = 1
+        self.model = BoardModel()  # what the lanes are and have received
+        self.lanes: dict[str, LaneWidget] = {}  # their widgets, by the same ids
         self._pending: list[tuple[str, ev.Event]] = []
         self._splitter = QSplitter(Qt.Orientation.Horizontal)
         self._splitter.setChildrenCollapsible(False)
@@ -72,8 +62,7 @@ class LaneBoard(QWidget):
     def add_lane(self, config: LaneConfig) -> LaneWidget | None:
         if len(self.lanes) >= MAX_LANES:
             return None
-        lane_id = f"lane{self._next_id}"
-        self._next_id += 1
+        lane_id = self.model.add(config).lane_id
         colour = self._free_colour()
         lane = LaneWidget(lane_id, config, self.theme, colour, self.recent_models)
         self.lanes[lane_id] = lane
@@ -85,7 +74,7 @@ class LaneBoard(QWidget):
         lane.autoChanged.connect(self.autoChanged)
         lane.knobChanged.connect(self.knobChanged)
         lane.oracleChanged.connect(self._relabel)
-        lane.configChanged.connect(self.changed)
+        lane.configChanged.connect(lambda: self._reconfigured(lane_id))
         lane.removeRequested.connect(self.remove_lane)
         self.update_baseline()
         self.changed.emit()
@@ -93,6 +82,7 @@ class LaneBoard(QWidget):
 
     def remove_lane(self, lane_id: str) -> None:
         lane = self.lanes.pop(lane_id)
+        self.model.remove(lane_id)
         self.graphs.remove_lane(lane_id)
         lane.hide()
         lane.setParent(None)
@@ -106,13 +96,28 @@ class LaneBoard(QWidget):
             self.remove_lane(lane_id)
 
     def configs(self) -> list[LaneConfig]:
-        return [lane.config() for lane in self.lanes.values()]
+        return [state.config for state in self.model.lanes.values()]
+
+    def state(self, lane_id: str):
+        return self.model.lanes[lane_id]
+
+    def set_replay(self, lane_id: str, name: str, header: dict) -> None:
+        """A lane that plays a trace: its recorded oracle and budget, no controls."""
+        state = self.model.lanes[lane_id]
+        state.replay_oracle = header.get("oracle", "?")
+        state.max_tokens = header.get("settings", {}).get("max_tokens")
+        self.lanes[lane_id].set_replay(name, header)
 
     def update_baseline(self) -> None:
         """Speedups divide by the first plain-decoding lane."""
-        plain = [lid for lid, lane in self.lanes.items() if is_plain(lane.oracle_name())]
-        self.graphs.set_baseline(plain[0] if plain else None)
+        self.graphs.set_baseline(self.model.baseline())
         self._show_figures()
+
+    def _reconfigured(self, lane_id: str) -> None:
+        lane = self.lanes.get(lane_id)
+        if lane is not None:
+            self.model.lanes[lane_id].config = lane.config()
+        self.changed.emit()
 
     def set_theme(self, theme: Theme) -> None:
         self.theme = theme
@@ -138,6 +143,7 @@ class LaneBoard(QWidget):
         self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
         lane = self.lanes[lane_id]
         lane.clear()
+        self.model.lanes[lane_id].clear()
         self.graphs.remove_lane(lane_id)  # forgets the lane's data and K markers
         self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
         self.update_baseline()
@@ -146,6 +152,7 @@ class LaneBoard(QWidget):
     def reset(self) -> None:
         """Empty every lane and graph for a new run."""
         self._pending.clear()
+        self.model.clear()
         for lane in self.lanes.values():
             lane.clear()
         self.graphs.clear()
@@ -192,10 +199,9 @@ class LaneBoard(QWidget):
         self.refreshed.emit()
 
     def _append(self, lane: LaneWidget, event: ev.Event) -> None:
+        if self.model.lanes[lane.lane_id].append(event):
+            self.graphs.mark_k_change(lane.lane_id, event.step, event.k)
         if isinstance(event, ev.StepEvent):
-            previous = lane.view.events[-1] if lane.view.events else None
-            if k_changed(previous, event, self.max_tokens.get(lane.lane_id)):
-                self.graphs.mark_k_change(lane.lane_id, event.step, event.k)
             self.graphs.append(lane.lane_id, event)
         lane.append(event)
 
@@ -212,6 +218,7 @@ class LaneBoard(QWidget):
         """The graphs name lanes by oracle; a new oracle is a new lane to them."""
         lane = self.lanes.get(lane_id)
         if lane is not None:
+            self.model.lanes[lane_id].config = lane.config()
             self.graphs.remove_lane(lane_id)
             self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
             self.update_baseline()

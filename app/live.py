@@ -152,7 +152,7 @@ class LiveRunner(QObject):
             return
         self._lane_ids, self._ended, self._writers, self._received = list(lanes), set(), {}, {}
         for lane_id in lanes:
-            self.board.max_tokens[lane_id] = request.max_tokens
+            self.board.state(lane_id).max_tokens = request.max_tokens
         self._done = asyncio.get_event_loop().create_future()
         self.status.emit("starting the engine…", True)
         engine.send("run", spec=rs.to_dict(spec))

@@ -34,7 +34,8 @@ from .lanes import MAX_LANES, LaneBoard
 from .live import LiveRunner
 from .options import DEFAULT_TARGET
 from .prompt_panel import PromptPanel
-from .replay import ReplayPlayer, load_trace
+from .replay import ReplayPlayer
+from .replay_control import ReplayControl
 from .runs import LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
 from .settings import AppSettings
 from .theme import apply_theme
@@ -59,8 +60,7 @@ class MainWindow(QMainWindow):
         self.tree_view = TreeView(self.theme)
         self._tree_pinned = False  # a clicked step stays in the Tree dock; else it follows
         self.runner = LiveRunner(self.board, self, interactive)
-        self.player: ReplayPlayer | None = None
-        self.replaying = False  # lanes show traces, not the person's set-up
+        self.replay = ReplayControl(self.board, self)
         self.run_task: asyncio.Future | None = None
         self._build_layout()
         self._build_actions()
@@ -113,16 +113,16 @@ class MainWindow(QMainWindow):
                                   lambda: self.add_lane(LaneConfig("none")))
         self.open_action = a("Open trace…", self._ask_open_traces, QKeySequence.StandardKey.Open)
         self.live_action = a("Back to live lanes", self.leave_replay)
-        self.play_action = a("Play", self._toggle_play, "Space", checkable=True)
-        self.back_action = a("Step back", lambda: self._step(-1), "Left")
-        self.forward_action = a("Step forward", lambda: self._step(+1), "Right")
+        self.play_action = a("Play", self.replay.toggle, "Space", checkable=True)
+        self.back_action = a("Step back", lambda: self.replay.step(-1), "Left")
+        self.forward_action = a("Step forward", lambda: self.replay.step(+1), "Right")
         self.presentation_action = a("Presentation mode", self.set_presentation, "F11",
                                      checkable=True)
         self.rejected_action = a("Show rejected tokens", self._show_rejected, checkable=True)
         self.rejected_action.setChecked(True)
         self.speed = QDoubleSpinBox(minimum=0.1, maximum=1.0, singleStep=0.1, value=1.0,
                                     suffix="×", decimals=1, toolTip="replay speed")
-        self.speed.valueChanged.connect(lambda v: self.player and self.player.set_speed(v))
+        self.speed.valueChanged.connect(self.replay.set_speed)
         self.run_bar = self._toolbar("Run", [self.run_action, self.stop_action,
                                              self.pause_action, self.add_lane_action,
                                              self.add_plain_action])
@@ -183,6 +183,7 @@ class MainWindow(QMainWindow):
         self.board.changed.connect(self._on_lanes_changed)
         self.runner.status.connect(self.show_status)
         self.runner.finished.connect(self._set_mode)
+        self.replay.changed.connect(self._set_mode)
         self.prompt.model.browsed.connect(self._remember_model)
 
     def _restore(self) -> None:
@@ -244,8 +245,8 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         if self.runner.running:
             self.runner.stop()
-        elif self.player is not None:
-            self.player.pause()
+        elif self.replaying:
+            self.replay.pause()
         self._set_mode()
 
     def _on_pause(self, paused: bool) -> None:
@@ -254,60 +255,31 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ replay
 
+    @property
+    def replaying(self) -> bool:
+        return self.replay.replaying
+
+    @property
+    def player(self) -> ReplayPlayer | None:
+        return self.replay.player
+
     def open_replay(self, paths: list[Path], speed: float = 1.0) -> ReplayPlayer | None:
         if self.runner.running:
             self.show_status("stop the run before opening traces")
             return None
-        self._close_player()
-        self.replaying = True
-        self.board.remove_all()
-        lanes = {}
-        for trace in (load_trace(p) for p in paths[:MAX_LANES]):
-            header = trace.header
-            k = header.get("settings", {}).get("k", 1)
-            lane = self.board.add_lane(LaneConfig(header.get("oracle", "none"), k))
-            lane.set_replay(trace.path.name, header)
-            self._style_lane(lane)
-            lane.trace_path = trace.path
-            self.board.max_tokens[lane.lane_id] = header.get("settings", {}).get("max_tokens")
-            if trace.problem:
-                lane.show_message(trace.problem)
-            lanes[lane.lane_id] = trace.events
-        self.board.update_baseline()
-        self.prompt.set_prompt(next((lane.user_prompt for lane in self.board.lanes.values()), ""))
         self.speed.setValue(speed)
-        self.player = ReplayPlayer(lanes, self.speed.value(), self)
-        self.player.advanced.connect(self.board.push_many)
-        self.player.rewound.connect(self.board.rewind)
-        self.player.finished.connect(self._set_mode)
-        self.player.play()
-        self._set_mode()
-        return self.player
+        player = self.replay.open(paths, self.speed.value())
+        for lane in self.board.lanes.values():
+            self._style_lane(lane)
+        self.prompt.set_prompt(next((lane.user_prompt for lane in self.board.lanes.values()), ""))
+        return player
 
     def leave_replay(self) -> None:
         """Back to the lanes the person had set up, ready to run."""
-        self._close_player()
-        self.board.remove_all()
-        self.replaying = False
+        self.replay.leave()
         self.prompt.set_prompt(self.settings.prompt())
         self._add_lanes(self.settings.lanes())
         self._set_mode()
-
-    def _close_player(self) -> None:
-        if self.player is not None:
-            self.player.pause()
-            self.player.deleteLater()
-            self.player = None
-
-    def _toggle_play(self, play: bool) -> None:
-        if self.player is not None:
-            (self.player.play if play else self.player.pause)()
-        self._set_mode()
-
-    def _step(self, delta: int) -> None:
-        if self.player is not None:
-            self.player.step(delta)
-            self._set_mode()
 
     # ------------------------------------------------------------ view
 
@@ -377,7 +349,7 @@ class MainWindow(QMainWindow):
         self.add_plain_action.setEnabled(room)
         self.prompt.set_editable(not running and not replay)
         self.replay_bar.setVisible(replay and not self.presenting)
-        self.play_action.setChecked(self.player is not None and self.player.playing)
+        self.play_action.setChecked(self.replay.playing)
         for action in (self.play_action, self.back_action, self.forward_action,
                        self.live_action):
             action.setEnabled(replay)
@@ -397,20 +369,18 @@ class MainWindow(QMainWindow):
         self.runner.set_knob(lane_id, name, value)  # a refusal is shown in the lane
 
     def _on_click(self, lane: LaneWidget, step: int) -> None:
-        if 0 <= step < len(lane.view.events):
-            self.inspector.show_step(lane.view.events[step])
-            self.tree_view.show_step(lane.view.events[step])
+        steps = self.board.state(lane.lane_id).steps
+        if 0 <= step < len(steps):
+            self.inspector.show_step(steps[step])
+            self.tree_view.show_step(steps[step])
             self._tree_pinned = True  # the Tree dock keeps this step until the next run
 
     def _follow_tree(self) -> None:
         """Until a token is clicked, the Tree dock shows the newest tree step as lanes run."""
         if self._tree_pinned or not self.tree_dock.isVisible():
             return
-        for lane in self.board.lanes.values():
-            # The newest tree step, a few steps back at most (the last steps of a run, short
-            # of room, may be plain ones).
-            last = next((e for e in reversed(lane.view.events[-8:]) if e.tree or e.lookahead),
-                        None)
+        for state in self.board.model.lanes.values():
+            last = state.last_tree_step()
             if last is not None:
                 if last is not self.tree_view.event:
                     self.tree_view.show_step(last)
@@ -492,7 +462,7 @@ class MainWindow(QMainWindow):
             self._save_run_settings(self.request())
         self.settings.save_window(self)
         self.settings.sync()
-        self._close_player()
+        self.replay.close_player()
         for dialog in self.findChildren(FetchDialog):
             dialog.reject()  # cancels its download: the process would wait for it
         if not self.runner.shutdown(CLOSE_TIMEOUT_S):

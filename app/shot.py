@@ -52,7 +52,7 @@ def _replay(window: MainWindow, paths: list[Path]) -> int:
         return 2
     player.finish()
     window.board.drain()
-    unreadable = [lane for lane in window.board.lanes.values() if not lane.view.events]
+    unreadable = [s for s in window.board.model.lanes.values() if not s.steps]
     return 2 if unreadable else 0
 
 

@@ -115,7 +115,7 @@ def test_k_change_marks_the_graphs(window, monkeypatch):
     marks = []
     monkeypatch.setattr(window.graphs, "mark_k_change", lambda *a: marks.append(a))
     lane = window.board.add_lane(LaneConfig("prompt-lookup", 4))
-    window.board.max_tokens[lane.lane_id] = 100
+    window.board.state(lane.lane_id).max_tokens = 100
     target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
     for step, k in enumerate((4, 4, 9, 9)):
         totals = ev.Totals(step + 1, step + 1, 0, 0, 1.0, 1.0, 1.0)

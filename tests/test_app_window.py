@@ -188,7 +188,7 @@ def test_clicking_a_token_shows_its_step(window):
 
 
 def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
-    from specviz.app.lanes import k_changed
+    from specviz.app.board_model import k_changed
 
     def step(k: int, tokens: int) -> ev.StepEvent:
         totals = ev.Totals(tokens, 1, 0, 0, 0.0, 0.0, 0.0)

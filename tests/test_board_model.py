@@ -1,0 +1,39 @@
+"""The board as plain data, without Qt: lanes, what they received, the baseline."""
+
+from __future__ import annotations
+
+from specviz.app.board_model import BoardModel
+from specviz.app.runs import LaneConfig
+from specviz.engines import events as ev
+
+
+def step(i: int, k: int, tokens: int) -> ev.StepEvent:
+    target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
+    return ev.StepEvent(i, "prompt-lookup", k, i, (), target, "a", ev.Timing(1, 1, 1),
+                        ev.Totals(tokens, i + 1, 0, 0, 1.0, 1.0, 1.0))
+
+
+def test_the_baseline_is_the_first_plain_lane_replayed_or_live():
+    board = BoardModel()
+    lookup = board.add(LaneConfig("prompt-lookup"))
+    assert board.baseline() is None
+    plain = board.add(LaneConfig("none"))
+    board.add(LaneConfig("none"))
+    assert board.baseline() == plain.lane_id and lookup.lane_id != plain.lane_id
+    lookup.replay_oracle = "none"  # a replayed trace of plain decoding
+    assert board.baseline() == lookup.lane_id
+    board.remove(lookup.lane_id)
+    assert board.baseline() == plain.lane_id
+
+
+def test_a_lane_keeps_its_steps_and_tells_a_k_change_from_the_end_cut():
+    lane = BoardModel().add(LaneConfig("prompt-lookup", 4))
+    lane.max_tokens = 20
+    assert [lane.append(e) for e in (step(0, 4, 5), step(1, 8, 10), step(2, 8, 15),
+                                     step(3, 4, 19))] == [False, True, False, False]
+    summary = ev.SummaryEvent("prompt-lookup", "max-tokens", "aaaa", step(3, 4, 19).totals,
+                              1.0, 2.0)
+    assert lane.append(summary) is False and lane.summary is summary
+    assert len(lane.steps) == 4 and lane.last_tree_step() is None
+    lane.clear()
+    assert lane.steps == [] and lane.summary is None
