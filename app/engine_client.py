@@ -21,7 +21,7 @@ STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 
 
 class EngineClient(QObject):
-    message = Signal(object)  # protocol.Message
+    received = Signal(object)  # a protocol.Message from the engine
     died = Signal(str)  # one line: what ended the process
 
     def __init__(self, device: str, parent: QObject | None = None) -> None:
@@ -95,7 +95,7 @@ class EngineClient(QObject):
                 continue
             if message.kind == "started":
                 self.build = message.fields.get("build", self.build)
-            self.message.emit(message)
+            self.received.emit(message)
 
     def _read_stderr(self) -> None:
         text = bytes(self._proc.readAllStandardError().data()).decode("utf-8", "replace")

@@ -22,16 +22,16 @@ from ..engines import run_spec as rs
 from ..engines.errors import SpecvizError
 from ..engines.protocol import Message
 from ..engines.trace import TraceWriter
+from .board import LaneBoard
 from .engine_client import EngineClient
 from .fetch import fetch
-from .lanes import LaneBoard
 from .runs import RunRequest, gui_threads, new_trace_path
 
 CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
 
 
 class LiveRunner(QObject):
-    status = Signal(str, bool)  # message, busy
+    statusChanged = Signal(str, bool)  # message, busy
     finished = Signal()
 
     def __init__(self, board: LaneBoard, window: QWidget, interactive: bool = True) -> None:
@@ -78,7 +78,7 @@ class LiveRunner(QObject):
             for lane in lanes.values():
                 lane.set_running(False)
             self.running = False
-            self.status.emit("stopped" if self._stopping else "ready", False)
+            self.statusChanged.emit("stopped" if self._stopping else "ready", False)
             self.finished.emit()
             self.board.drain()  # the last events, already queued
 
@@ -126,15 +126,15 @@ class LiveRunner(QObject):
         wanted = {request.model.target, *(lane.config().draft for lane in lanes.values())}
         loop = asyncio.get_event_loop()
         for name in sorted(n for n in wanted if n in registry):
-            self.status.emit(f"checking {name}…", True)
+            self.statusChanged.emit(f"checking {name}…", True)
             if await loop.run_in_executor(self._executor, models.is_present, registry[name]):
                 continue
-            self.status.emit(f"fetching {name}…", True)
+            self.statusChanged.emit(f"fetching {name}…", True)
             try:
                 if await fetch(self.window, name, self._executor) is None:
                     return False
             except SpecvizError as exc:
-                self.status.emit(str(exc), False)
+                self.statusChanged.emit(str(exc), False)
                 return False
         return True
 
@@ -154,7 +154,7 @@ class LiveRunner(QObject):
         for lane_id in lanes:
             self.board.state(lane_id).max_tokens = request.max_tokens
         self._done = asyncio.get_event_loop().create_future()
-        self.status.emit("starting the engine…", True)
+        self.statusChanged.emit("starting the engine…", True)
         engine.send("run", spec=rs.to_dict(spec))
         if self._paused:
             engine.send("pause")
@@ -170,7 +170,7 @@ class LiveRunner(QObject):
         engine = self.engines.get(device)
         if engine is None:
             engine = self.engines[device] = EngineClient(device, self)
-            engine.message.connect(self._on_message)
+            engine.received.connect(self._on_message)
             engine.died.connect(self._on_died)
         engine.ensure_started()
         self.engine = engine
@@ -190,7 +190,7 @@ class LiveRunner(QObject):
             if kind == "failed":
                 self._end_lane(lane_id)
         elif kind == "status":
-            self.status.emit(message["text"], True)
+            self.statusChanged.emit(message["text"], True)
         elif kind == "done":
             self.stats = {k: message.fields.get(k) for k in ("loads", "idle")}
             self._finish()
@@ -206,7 +206,7 @@ class LiveRunner(QObject):
             writer.write(event)
         if isinstance(event, ev.StepEvent):
             if not self._received:
-                self.status.emit("running", True)  # every lane is built: stepping begins
+                self.statusChanged.emit("running", True)  # every lane is built: stepping begins
             self._received.setdefault(lane_id, []).append(event)
         self.board.push(lane_id, event)
         if isinstance(event, ev.SummaryEvent):

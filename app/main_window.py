@@ -23,14 +23,15 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.errors import SpecvizError
-from ..widgets.graphs import TEXT_PT, LaneGraphs
+from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
 from ..widgets.palette import DARK, THEMES, Theme, high_contrast
+from ..widgets.plot_style import TEXT_PT
 from ..widgets.tree_view import TreeView
 from . import exports
+from .board import MAX_LANES, LaneBoard
 from .fetch import FetchDialog
 from .lane import LaneWidget, editor_range
-from .lanes import MAX_LANES, LaneBoard
 from .live import LiveRunner
 from .options import DEFAULT_TARGET
 from .prompt_panel import PromptPanel
@@ -181,7 +182,7 @@ class MainWindow(QMainWindow):
         self.board.autoChanged.connect(self.runner.set_auto)
         self.board.knobChanged.connect(self._on_knob)
         self.board.changed.connect(self._on_lanes_changed)
-        self.runner.status.connect(self.show_status)
+        self.runner.statusChanged.connect(self.show_status)
         self.runner.finished.connect(self._set_mode)
         self.replay.changed.connect(self._set_mode)
         self.prompt.model.browsed.connect(self._remember_model)

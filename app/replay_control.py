@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from .lanes import MAX_LANES, LaneBoard
+from .board import MAX_LANES, LaneBoard
 from .replay import ReplayPlayer, load_trace
 from .runs import LaneConfig
 

@@ -109,7 +109,7 @@ class Probe(QObject):
         self._heartbeat.timeout.connect(self._tick)
         self._sampler = QTimer(self, interval=RSS_SAMPLE_MS)
         self._sampler.timeout.connect(self._sample_rss)
-        window.runner.status.connect(self._on_status)
+        window.runner.statusChanged.connect(self._on_status)
 
     def _on_status(self, message: str, _busy: bool) -> None:
         if message == "running" and not self.started:  # models loaded, lanes start stepping

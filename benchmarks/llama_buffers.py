@@ -58,7 +58,7 @@ def main() -> None:
         for name, b in backends.items():
             for n in (1, BATCH):
                 times.setdefault((name, n), []).append(forward_ms(b, n))
-    print(f"{args.model}, {args.threads} threads; CPU {read_cpu().describe()}")
+    print(f"{args.model}, {args.threads} threads; CPU {read_cpu().one_line()}")
     print(f"llama.cpp: {system_info()}")
     med = {key: statistics.median(v) for key, v in times.items()}
     for name, b in backends.items():

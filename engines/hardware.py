@@ -40,7 +40,7 @@ class CpuFacts:
         text = "|".join((self.model, self.arch, *sorted(self.flags)))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def describe(self) -> str:
+    def one_line(self) -> str:
         features = ", ".join(self.features) or "no AVX2/AVX-512/AMX"
         return f"{self.model} ({self.arch}; {features})"
 

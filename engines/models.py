@@ -215,7 +215,7 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Path:
     return _cached(get_spec(name))  # raises: lists the known names
 
 
-def describe(name_or_path: str | os.PathLike[str]) -> dict[str, str | int | None]:
+def identify(name_or_path: str | os.PathLike[str]) -> dict[str, str | int | None]:
     """What a trace records about a model: name, path, and for registry models size and sha256."""
     path = resolve(name_or_path)
     spec = load_registry().get(os.fspath(name_or_path))

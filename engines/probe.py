@@ -228,7 +228,7 @@ def crash_message(result: ProbeResult, cpu: CpuFacts) -> str:
              "batch": "a batched forward", "agree": "decoding token by token"}
     where = stage.get(result.stage, result.stage)
     return (f"the {result.backend} backend crashed on this machine ({result.detail or 'killed'}"
-            f" in {where}; {result.build}; CPU {cpu.describe()}): {advice(result, cpu)}")
+            f" in {where}; {result.build}; CPU {cpu.one_line()}): {advice(result, cpu)}")
 
 
 def advice(result: ProbeResult, cpu: CpuFacts) -> str:

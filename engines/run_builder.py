@@ -163,7 +163,7 @@ def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
 
 def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
     """Line 1 of a lane's trace: models with checksums, settings, machine, prompt."""
-    from .models import describe
+    from .models import identify
     from .trace import machine_info
 
     target = session.target
@@ -171,8 +171,8 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
     if request.typical is not None:
         typical = {"epsilon": request.typical[0], "alpha": request.typical[1], "lossy": True}
     return {
-        "target": describe(request.model.target),
-        "draft": describe(lane.draft_model) if lane.draft_model else None,
+        "target": identify(request.model.target),
+        "draft": identify(lane.draft_model) if lane.draft_model else None,
         "backend": target.name,
         "device": target.device,
         "oracle": lane.oracle,

@@ -203,7 +203,7 @@ class Session:
         position = len(self.context)
         self.context += [*proposal.tokens[: verdict.n_accepted], verdict.token]
         self.oracle.observe(self.context)
-        proposed, target, text = _describe(proposal, verdict, stream)
+        proposed, target, text = _event_tokens(proposal, verdict, stream)
         other_ms = _ms_since(t2)
         timing = ev.Timing(_ms(t1 - t0), _ms(t2 - t1), other_ms)
         totals = totals.after_step(len(proposal), verdict.n_accepted, timing)
@@ -222,7 +222,7 @@ class Session:
 # ---------------------------------------------------------------- helpers
 
 
-def _describe(proposal: Proposal, verdict: Verdict, stream: TextStream):
+def _event_tokens(proposal: Proposal, verdict: Verdict, stream: TextStream):
     """Build the event's token records; push emitted tokens through the text stream."""
     n = verdict.n_accepted
     pieces = [stream.push(t) for t in proposal.tokens[:n]]

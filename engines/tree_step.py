@@ -82,7 +82,7 @@ def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Tota
     position = len(session.context)
     session.context += [*(proposal.tokens[i] for i in verdict.path), verdict.token]
     oracle.observe(session.context)
-    nodes, proposed, target_token, text = describe_tree(proposal, verdict, stream)
+    nodes, proposed, target_token, text = tree_event_tokens(proposal, verdict, stream)
     timing = ev.Timing((t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
     totals = totals.after_step(n, verdict.n_accepted, timing)
     return ev.StepEvent(totals.steps - 1, oracle.name, k, position, proposed, target_token,
@@ -90,7 +90,7 @@ def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Tota
                         lookahead=oracle.lookahead_state())
 
 
-def describe_tree(proposal: TreeProposal, verdict: TreeVerdict, stream: TextStream):
+def tree_event_tokens(proposal: TreeProposal, verdict: TreeVerdict, stream: TextStream):
     """Tree nodes, the linear `proposed` view (path, then its last node's refused
     children), the target token, and the emitted text; emitted tokens go through `stream`."""
     base = stream.fork()

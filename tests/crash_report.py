@@ -24,7 +24,7 @@ def machine_line() -> str:
         llama = f"{build_id('llama')}: {system_info().strip(' |')}"
     except Exception as exc:  # the header must not fail where llama.cpp is missing
         llama = f"llama.cpp unavailable ({exc})"
-    return f"CPU {read_cpu().describe()}; {llama}; {build_id('transformers')}"
+    return f"CPU {read_cpu().one_line()}; {llama}; {build_id('transformers')}"
 
 
 def pytest_report_header(config) -> list[str]:

@@ -395,7 +395,7 @@ def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
 
 
 def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window, qtbot):
-    from specviz.app.lanes import GRAPHS_S
+    from specviz.app.board import GRAPHS_S
 
     steps = [e for e in read_trace(DATA / "small_trace.jsonl").events
              if isinstance(e, ev.StepEvent)]

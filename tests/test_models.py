@@ -26,7 +26,7 @@ from specviz.engines.models import (
     ModelSpec,
     PypiPart,
     cache_dir,
-    describe,
+    identify,
     is_present,
     load_registry,
     model_path,
@@ -344,9 +344,9 @@ def test_resolve_explains_what_is_wrong(home: Path, tmp_path: Path) -> None:
         resolve(tmp_path)
 
 
-def test_describe_records_what_a_trace_needs(tiny: ModelSpec, tmp_path: Path) -> None:
+def test_identify_records_what_a_trace_needs(tiny: ModelSpec, tmp_path: Path) -> None:
     path = pull_tiny(FakeIndex(tiny))
-    assert describe("tiny") == {
+    assert identify("tiny") == {
         "name": "tiny",
         "path": str(path),
         "size": len(WHOLE),
@@ -354,7 +354,7 @@ def test_describe_records_what_a_trace_needs(tiny: ModelSpec, tmp_path: Path) ->
     }
     local = tmp_path / "mine.gguf"
     local.write_bytes(b"GGUF")
-    assert describe(local) == {"name": "mine.gguf", "path": str(local), "size": 4, "sha256": None}
+    assert identify(local) == {"name": "mine.gguf", "path": str(local), "size": 4, "sha256": None}
 
 
 # --- command line -----------------------------------------------------------------------------
