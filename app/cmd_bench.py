@@ -14,7 +14,7 @@ from ..engines.errors import SpecvizError
 from ..engines.model_pool import ModelPool
 from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ..engines.trace import machine_info
-from . import options
+from . import bench_tables, options
 
 
 def register(sub) -> None:
@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
                                   make_policy=policy_maker(args, target),
                                   repeat=args.repeat)
     rows = bench.summarise(records)
-    table = bench.markdown_table(rows)
-    details = bench.detail_table(rows)
+    table = bench_tables.markdown_table(rows)
+    details = bench_tables.detail_table(rows)
     if details:
         table += "\n\nAcceptance per proposal detail:\n\n" + details
     print(table)

@@ -27,6 +27,7 @@ from .backends.base import Backend
 from .compare import check_against_plain
 from .errors import SpecvizError
 from .oracles.base import Oracle
+from .oracles.registry import PLAIN, is_plain
 from .sampling import GREEDY, SamplingParams
 from .session import K_MAX, KPolicy, RunSettings, Session, warm_up
 
@@ -65,7 +66,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        if self.oracle == "none":
+        if is_plain(self.oracle):
             return "none"
         return f"{self.oracle} k={'auto' if self.k == AUTO_K else self.k}"
 
@@ -192,7 +193,7 @@ def run_bench(
                 record = _record(q, turn, config, summary, steps, plain_steps, target,
                                  session.prompt_ids, comparable)
                 _set_times(record, [s.summary.totals.compute_ms for s, _ in runs[config]])
-                if config.oracle == "none":
+                if is_plain(config.oracle):
                     plain_steps = steps
                 records.append(record)
                 if on_record:
@@ -206,8 +207,8 @@ def _set_times(record: Record, times: list[float]) -> None:
 
 
 def _plain_first(configs: Sequence[Config]) -> list[Config]:
-    plain = [c for c in configs if c.oracle == "none"] or [Config("none", 0)]
-    return plain[:1] + [c for c in configs if c.oracle != "none"]
+    plain = [c for c in configs if is_plain(c.oracle)] or [Config(PLAIN, 0)]
+    return plain[:1] + [c for c in configs if not is_plain(c.oracle)]
 
 
 def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
@@ -219,10 +220,10 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
                     by_detail=count_by_detail(steps))
     if config.k == AUTO_K:
         record.k_sum = sum(s.k for s in steps)
-    if config.oracle != "none" and not comparable:
+    if not is_plain(config.oracle) and not comparable:
         record.divergence = {"note": "not compared: an earlier turn parted from plain "
                                      "decoding, so this turn's prompt differs"}
-    elif config.oracle != "none":
+    elif not is_plain(config.oracle):
         result = check_against_plain(target, prompt_ids, steps, plain_steps)
         same_length = t.tokens == sum(len(s.emitted_ids) for s in plain_steps)
         record.identical = result.identical and same_length
@@ -252,7 +253,7 @@ def count_by_detail(steps: Sequence[ev.StepEvent]) -> dict[str, list[int]]:
 def summarise(records: Sequence[Record]) -> list[Row]:
     """One row per configuration, in the order first seen."""
     configs = list(dict.fromkeys(Config(r.oracle, r.k) for r in records))
-    base = _speeds([r for r in records if r.oracle == "none"])
+    base = _speeds([r for r in records if is_plain(r.oracle)])
     rows = []
     for config in configs:
         mine = [r for r in records if (r.oracle, r.k) == (config.oracle, config.k)]
@@ -294,46 +295,6 @@ def _speeds(records: Sequence[Record]) -> dict[str, float]:
             t[0] += r.tokens
             t[1] += r.compute_ms / 1000
     return {k: tok / s for k, (tok, s) in totals.items() if s > 0}
-
-
-def markdown_table(rows: Sequence[Row]) -> str:
-    groups = [g for g in GROUP_ORDER if any(g in r.speedup for r in rows)]
-    head = ["Method", *groups, "Overall", "#Mean accepted tokens", "Acceptance", "Tokens/s",
-            "Identical"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        label = r.config.label + ("" if r.mean_k is None else f" (mean K {r.mean_k:.1f})")
-        cells = [label, *(_x(r.speedup.get(g)) for g in groups),
-                 _x(r.speedup.get("Overall")), f"{r.mean_accepted_tokens:.2f}",
-                 "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.0%}",
-                 f"{r.tok_per_s:.1f}",
-                 "-" if r.config.oracle == "none" else _identical(r)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def detail_table(rows: Sequence[Row]) -> str:
-    """Acceptance per proposal detail (each rule, n-gram size...), so useless ones show up;
-    empty when no oracle labels its proposals."""
-    lines = []
-    for r in rows:
-        for detail, (proposed, accepted) in sorted(r.by_detail.items(),
-                                                   key=lambda kv: -kv[1][0]):
-            lines.append(f"| {r.config.label} | {detail} | {proposed} | {accepted} | "
-                         f"{accepted / proposed:.0%} |")
-    if not lines:
-        return ""
-    head = "| Method | Proposed by | Proposed | Accepted | Acceptance |\n|---|---|---|---|---|"
-    return head + "\n" + "\n".join(lines)
-
-
-def _identical(row: Row) -> str:
-    text = f"{row.identical}/{row.compared}"
-    return text + (f" ({row.unexplained} unexplained)" if row.unexplained else "")
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
 
 
 def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:

@@ -7,6 +7,7 @@ import json
 import pytest
 from test_session import CODE_EDIT
 
+from specviz.app.bench_tables import detail_table
 from specviz.app.cli import main
 from specviz.engines import bench
 
@@ -87,7 +88,7 @@ def test_acceptance_per_detail_adds_up_and_is_tabled():
     ]
     (row,) = bench.summarise(records)
     assert row.by_detail == {"indent": [6, 4], "close-brackets": [4, 1], "repeat-line": [1, 1]}
-    table = bench.detail_table([row])
+    table = detail_table([row])
     assert "| rules k=4 | indent | 6 | 4 | 67% |" in table
     assert "| rules k=4 | close-brackets | 4 | 1 | 25% |" in table
     rows = bench.to_json(records, [row], {})["rows"]
