@@ -11,10 +11,10 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+from step_factory import make_step
 from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
 
 from specviz.app.runs import LaneConfig, ModelChoice, gui_threads, profile_costs, traces_dir
-from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
 
 pytestmark = pytest.mark.gui
@@ -116,11 +116,8 @@ def test_k_change_marks_the_graphs(window, monkeypatch):
     monkeypatch.setattr(window.graphs, "mark_k_change", lambda *a: marks.append(a))
     lane = window.board.add_lane(LaneConfig("prompt-lookup", 4))
     window.board.state(lane.lane_id).max_tokens = 100
-    target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
     for step, k in enumerate((4, 4, 9, 9)):
-        totals = ev.Totals(step + 1, step + 1, 0, 0, 1.0, 1.0, 1.0)
-        window.board.push(lane.lane_id, ev.StepEvent(step, "prompt-lookup", k, step, (), target,
-                                                     "a", ev.Timing(1, 1, 1), totals))
+        window.board.push(lane.lane_id, make_step(step, k))
     window.board.drain()
     assert marks == [(lane.lane_id, 2, 9)]
 

@@ -188,12 +188,12 @@ def test_clicking_a_token_shows_its_step(window):
 
 
 def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
+    from step_factory import make_step
+
     from specviz.app.board_model import k_changed
 
     def step(k: int, tokens: int) -> ev.StepEvent:
-        totals = ev.Totals(tokens, 1, 0, 0, 0.0, 0.0, 0.0)
-        target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
-        return ev.StepEvent(0, "prompt-lookup", k, 0, (), target, "a", ev.Timing(0, 0, 0), totals)
+        return make_step(k=k, tokens=tokens)
 
     assert not k_changed(None, step(4, 1), 100)
     assert k_changed(step(4, 10), step(8, 15), 100)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from step_factory import make_step
+
 from specviz.app.board_model import BoardModel
 from specviz.app.runs import LaneConfig
 from specviz.engines import events as ev
 
 
 def step(i: int, k: int, tokens: int) -> ev.StepEvent:
-    target = ev.TargetToken(1, "a", ev.TARGET_BONUS, 1.0, 1.0)
-    return ev.StepEvent(i, "prompt-lookup", k, i, (), target, "a", ev.Timing(1, 1, 1),
-                        ev.Totals(tokens, i + 1, 0, 0, 1.0, 1.0, 1.0))
+    return make_step(i, k, tokens)
 
 
 def test_the_baseline_is_the_first_plain_lane_replayed_or_live():

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from step_factory import make_step
 
 from specviz.engines import events as ev
 from specviz.engines import protocol
@@ -35,9 +36,7 @@ def test_a_newer_senders_extra_fields_are_ignored():
 
 
 def test_messages_round_trip_events_included():
-    target = ev.TargetToken(5, "a", ev.TARGET_BONUS, 1.0, 1.0)
-    step = ev.StepEvent(0, "ngram", 4, 10, (), target, "a", ev.Timing(1.0, 2.0, 0.5),
-                        ev.Totals(1, 1, 0, 0, 1.0, 2.0, 0.5))
+    step = make_step(oracle="ngram", timing=ev.Timing(1.0, 2.0, 0.5))
     message = protocol.decode(protocol.encode("event", lane="lane2", event=step))
     assert message.kind == "event" and message["lane"] == "lane2" and message["event"] == step
     control = protocol.decode(protocol.encode("set_k", lane="lane2", k=9))
