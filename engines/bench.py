@@ -29,7 +29,7 @@ from .errors import SpecvizError
 from .oracles.base import Oracle
 from .oracles.registry import PLAIN, is_plain
 from .sampling import GREEDY, SamplingParams
-from .session import K_MAX, KPolicy, RunSettings, Session, warm_up
+from .session import KPolicy, RunSettings, Session, starting_k, warm_up
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")
@@ -173,7 +173,8 @@ def run_bench(
                     if config in policies and rep:
                         policies[config].restore(before[config])
                     settings = RunSettings(user, history=tuple(histories[config]),
-                                           k=K_MAX if config.k == AUTO_K else config.k,
+                                           k=starting_k(config.oracle, config.k,
+                                                        config.k == AUTO_K),
                                            max_tokens=max_tokens, params=params)
                     session = Session(target, oracles[config.oracle], settings,
                                       k_policy=policies.get(config))

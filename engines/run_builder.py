@@ -18,7 +18,7 @@ from .model_pool import ModelPool
 from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
-from .session import K_MAX, RunSettings, Session, check_k
+from .session import RunSettings, Session, starting_k
 
 Say = Callable[[str], None]
 
@@ -153,7 +153,7 @@ def typical_rule(request: RunRequest):
 
 def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
     try:
-        k = check_k(0 if is_plain(lane.oracle) else K_MAX if lane.auto_k else lane.k)
+        k = starting_k(lane.oracle, lane.k, lane.auto_k)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
     return RunSettings(prompt=request.prompt, chat=request.chat, system=request.system, k=k,

@@ -25,6 +25,7 @@ from .backends.base import Backend, sync_device
 from .detokenize import TextStream
 from .errors import ContextOverflow
 from .oracles.base import Oracle, Proposal, RunContext, TreeProposal
+from .oracles.registry import is_plain
 from .sampling import GREEDY, SamplingParams
 from .typical import TypicalAcceptance, verify_typical
 from .verify import Verdict, verify
@@ -63,6 +64,12 @@ def check_k(k: int) -> int:
     if not 0 <= int(k) <= K_MAX:
         raise ValueError(f"K must be between 0 and {K_MAX}, got {k}")
     return int(k)
+
+
+def starting_k(oracle: str, k: int, auto: bool) -> int:
+    """The K a session is set to: none for plain decoding; with auto K the most there is (the
+    policy chooses below it every step); else the lane's own, checked."""
+    return 0 if is_plain(oracle) else K_MAX if auto else check_k(k)
 
 
 class Session:
