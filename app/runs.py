@@ -7,11 +7,11 @@ same run spec the command line uses (engines.run_spec).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 
+from ..engines.hardware import compute_threads
 from ..engines.run_spec import LaneSpec, ModelChoice, RunRequest
 
 LaneConfig = LaneSpec  # a lane's settings, as the lane widget edits them
@@ -50,6 +50,5 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
 
 
 def gui_threads() -> int:
-    """All cores but one: the GUI thread needs a core of its own, or llama.cpp's worker
-    threads, which spin while they wait for each other, slow down several times over."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    """Compute threads for a run in the window: all cores but the GUI thread's."""
+    return compute_threads(beside_a_window=True)

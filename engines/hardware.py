@@ -58,6 +58,14 @@ def parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
     return model, frozenset(flags)
 
 
+def compute_threads(beside_a_window: bool = False) -> int:
+    """Threads for a model's compute: every core, or all but one beside a window, whose GUI
+    thread needs a core of its own (llama.cpp's worker threads spin while they wait for each
+    other, and one without a core of its own slows them all down several times over)."""
+    cores = os.cpu_count() or 1
+    return max(1, cores - 1 if beside_a_window else cores)
+
+
 @lru_cache(maxsize=1)
 def read_cpu() -> CpuFacts:
     """This machine's facts (read once per process)."""

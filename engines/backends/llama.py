@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import re
 import threading
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from ..hardware import read_cpu
+from ..hardware import compute_threads, read_cpu
 from . import llama_buffers
 from .base import Backend
 
@@ -64,10 +63,6 @@ def _quiet_logs(llama_cpp) -> None:
 def system_info() -> str:
     """llama.cpp's own line of what it was built with and uses (AVX2, AMX_INT8, CUDA...)."""
     return _llama().llama_print_system_info().decode("utf-8", "replace").strip()
-
-
-def default_threads() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 class _Weights:
@@ -127,7 +122,7 @@ class LlamaBackend(Backend):
         self._model = weights.model
         self.device = weights.device
         self.weight_buffers = weights.buffers  # buffer type -> MiB of weights in it
-        self.threads = threads or default_threads()
+        self.threads = threads or compute_threads()
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self._n_batch = n_batch
