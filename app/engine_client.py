@@ -104,7 +104,7 @@ class EngineClient(QObject):
 
     def _finished(self, code: int, status: QProcess.ExitStatus) -> None:
         self._read()
-        if self._closing and status == QProcess.ExitStatus.NormalExit:
+        if self._closing:  # asked to end, or killed by us when it did not in time
             return
         self.died.emit(death_line(code, status == QProcess.ExitStatus.CrashExit, self.build,
                                   list(self._stderr)))

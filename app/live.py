@@ -112,7 +112,7 @@ class LiveRunner(QObject):
         """Stop everything and end the engine processes, at most `timeout` seconds."""
         self.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        done = all(engine.shutdown(timeout) for engine in self.engines.values())
+        done = all([engine.shutdown(timeout) for engine in self.engines.values()])
         self._close_traces()
         return done
 

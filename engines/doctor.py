@@ -110,7 +110,7 @@ def probe_backends(facts: dict, say: Callable[[str], None]) -> list[dict]:
         say(f"probing {backend} on {PROBE_MODEL} in a child process...")
         result = probe.run_child(backend, present["path"], "auto")
         if result.outcome in ("ok", "crash"):
-            probe.store(probe._current_key(backend, None), result)
+            probe.store(probe._current_key(backend, None), result, forget_backend=True)
         results.append(asdict(result))
     return results
 
@@ -145,7 +145,7 @@ def advice(facts: dict) -> list[str]:
         r = probe.from_dict(result)
         if r.outcome == "crash":
             out.append(probe.crash_message(r, cpu))
-        elif r.outcome in ("error", "timeout"):
+        elif r.outcome in ("error", "timeout", "killed"):
             out.append(f"{r.backend} backend failed its probe ({r.outcome}: {r.detail})")
         elif r.batch_agrees is False:
             out.append(f"{r.backend}: a batch's greedy tokens differ from one-by-one decoding "

@@ -75,33 +75,40 @@ class Engine:
             self._control(message)
 
     def _all(self, kind: str) -> None:
-        with self._lock:
+        with self._lock:  # with the lanes held, a lane being published cannot miss it
             self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
             self.stopping = self.stopping or kind == "stop"
-            sessions = [lane.session for lane in self.lanes.values()]
-        for session in sessions:
-            getattr(session, kind)()
-        if kind == "stop":
-            for session in sessions:
-                session.resume()  # a paused session must wake to end
+            for lane in self.lanes.values():
+                getattr(lane.session, kind)()
+                if kind == "stop":
+                    lane.session.resume()  # a paused session must wake to end
 
-    def _control(self, message: protocol.Message, stepping: bool = False) -> None:
+    def _control(self, message: protocol.Message) -> None:
+        """On the reader thread: applied now, in the order sent, unless it runs a model."""
         lane_id = message["lane"]
         with self._lock:
             lane = self.lanes.get(lane_id)
             if lane is None:
                 self._pending.setdefault(lane_id, []).append(message)
                 return
-        if message.kind == "set_auto" and not stepping:
-            self._deferred.put(message)
-            return
-        problem = apply_control(lane, message, self.specs.get(lane_id), self.model)
+            if runs_a_model(message):
+                self._deferred.put(message)
+                return
+            problem = apply_control(lane, message, self.specs.get(lane_id), self.model)
         if problem:
             self.send("refused", lane=lane_id, message=problem)
 
     def _apply_deferred(self) -> None:
+        """On the stepping thread, between steps: controls that run the lane's models."""
         while not self._deferred.empty():
-            self._control(self._deferred.get(), stepping=True)
+            message = self._deferred.get()
+            lane = self.lanes.get(message["lane"])
+            if lane is None:
+                continue
+            problem = apply_control(lane, message, self.specs.get(lane.lane_id), self.model,
+                                    say=lambda text: self.send("status", text=text))
+            if problem:
+                self.send("refused", lane=lane.lane_id, message=problem)
 
     # ------------------------------------------------------------ runs
 
@@ -133,6 +140,8 @@ class Engine:
             self.lanes.clear()
             self.specs.clear()
             self._pending.clear()
+            while not self._deferred.empty():  # lane ids are reused by the next run
+                self._deferred.get()
 
     def _build(self, lane_id: str, lane: rs.LaneSpec, request: rs.RunRequest) -> BuiltLane | None:
         self.send("status", text=f"loading {request.model.target} for {lane.oracle}…")
@@ -148,17 +157,16 @@ class Engine:
             return None
         self.send("started", lane=lane_id, header=ready.header,
                   build=backend_build(ready.session.target.name))
-        with self._lock:
+        with self._lock:  # published with the run's state and the controls sent meanwhile
             self.lanes[lane_id] = ready
             self.specs[lane_id] = lane
+            if self.paused:
+                ready.session.pause()
+            if self.stopping:
+                ready.session.stop()
             waiting = self._pending.pop(lane_id, [])
-            paused, stopping = self.paused, self.stopping
-        if paused:
-            ready.session.pause()
-        if stopping:
-            ready.session.stop()
         for message in waiting:
-            self._control(message, stepping=True)  # on the stepping thread, before any step
+            self._control(message)
         return ready
 
     def _advance(self, lane: BuiltLane, steps: Iterator[ev.Event]) -> bool:
@@ -187,8 +195,13 @@ def _steps(lane: BuiltLane) -> Iterator[ev.Event]:
     yield from lane.session
 
 
+def runs_a_model(message: protocol.Message) -> bool:
+    """Auto K switched on may measure a cost profile on the lane's own backends."""
+    return message.kind == "set_auto" and bool(message.fields.get("on"))
+
+
 def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec | None,
-                  model: rs.ModelChoice | None) -> str | None:
+                  model: rs.ModelChoice | None, say=lambda _text: None) -> str | None:
     """K, auto K or an oracle setting for a built lane; the reason if refused."""
     session = lane.session
     if is_plain(session.oracle.name):
@@ -205,7 +218,11 @@ def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec 
                 session.set_k(int(message["k"]))
             elif session.k_policy is None:
                 session.k_policy = k_policy(replace(spec, auto_k=True), model, session.oracle,
-                                            session.target, getattr(session.oracle, "draft", None))
+                                            session.target, getattr(session.oracle, "draft", None),
+                                            say)
+                # Measuring a missing profile used the target's cache: put the run back in it.
+                if session.context and session.target.tokens != session.context[:-1]:
+                    session.target.sync(session.context[:-1])
     except SpecvizError as exc:
         return str(exc)
     except (KeyError, TypeError, ValueError) as exc:
@@ -232,6 +249,8 @@ def _read(engine: Engine, stdin: BinaryIO) -> None:
             engine.receive(protocol.decode(line))
         except SpecvizError as exc:
             print(f"specviz engine: {exc}", file=sys.stderr)
+        except (KeyError, TypeError, ValueError) as exc:  # a well-formed line of the wrong shape
+            print(f"specviz engine: bad message ({exc!r})", file=sys.stderr)
     engine.receive(protocol.Message("shutdown"))  # the window is gone
 
 

@@ -47,7 +47,8 @@ REBUILD_NO_AMX = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -D
 class ProbeResult:
     backend: str
     device: str
-    outcome: str  # "ok", "crash" (a signal), "error" (a Python error), "timeout"
+    outcome: str  # "ok", "crash" (died of a fault), "killed" (from outside or out of
+    # memory: not the machine's fault), "error" (a Python error), "timeout"
     model: str = ""
     stage: str = ""  # the last stage reached: load, one, batch, agree
     detail: str = ""  # the signal's name or the error's line
@@ -70,18 +71,18 @@ def build_id(backend: str) -> str:
     """The backend's library version and its compiled file (a rebuild changes it), read
     without importing the library."""
     if backend == "llama":
-        return _package_build("llama-cpp-python", "llama_cpp", "lib/libllama")
-    return (_package_build("torch", "torch", "lib/libtorch_cpu") + "; transformers "
-            + _version("transformers"))
+        return _package_build("llama-cpp-python", "llama_cpp", ("lib/libllama", "lib/llama"))
+    return (_package_build("torch", "torch", ("lib/libtorch_cpu", "lib/torch_cpu"))
+            + "; transformers " + _version("transformers"))
 
 
-def _package_build(dist: str, module: str, lib_stem: str) -> str:
+def _package_build(dist: str, module: str, lib_stems: tuple[str, ...]) -> str:
     version = _version(dist)
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
         return f"{dist} {version}"
     folder = Path(spec.origin).parent
-    libs = sorted(folder.glob(lib_stem + ".*"))
+    libs = sorted(p for stem in lib_stems for p in folder.glob(stem + ".*"))
     stamp = ",".join(f"{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in libs[:1])
     return f"{dist} {version} ({stamp or 'no library file'})"
 
@@ -123,8 +124,12 @@ def load_cache() -> dict[str, dict]:
     return data if isinstance(data, dict) else {}
 
 
-def store(key: str, result: ProbeResult) -> None:
+def store(key: str, result: ProbeResult, forget_backend: bool = False) -> None:
+    """Remember `result`; `forget_backend` first drops every earlier result of its backend
+    (any device or setting): what `specviz doctor` finds replaces what was known."""
     data = load_cache()
+    if forget_backend:
+        data = {k: v for k, v in data.items() if v.get("backend") != result.backend}
     data[key] = asdict(result)
     path = cache_path()
     try:
@@ -159,8 +164,12 @@ def ensure_works(backend: str, model: str | os.PathLike, device: str | None = No
     if result.outcome == "crash":
         raise BackendCrashed(crash_message(result, read_cpu()))
     if result.outcome == "timeout":
-        raise BackendError(f"the {backend} backend did not finish a first forward in "
-                           f"{TIMEOUT_S} s on this machine; `specviz doctor` shows why")
+        raise BackendError(f"the {backend} backend did not load the model and run a first "
+                           f"forward in {TIMEOUT_S} s on this machine; `specviz doctor` shows why")
+    if result.outcome == "killed":
+        raise BackendError(f"the first try of the {backend} backend here was killed "
+                           f"({result.detail}: out of memory, or from outside); nothing is "
+                           "remembered, the next run tries again")
     return result
 
 
@@ -179,7 +188,8 @@ def run_child(backend: str, model: str, device: str, timeout: float = TIMEOUT_S,
         out = done.stdout
         if done.returncode != 0 and not _last_json(out).get("outcome"):
             result.detail = _died_of(done.returncode, done.stderr)
-            result.outcome = "crash" if _is_signal(done.returncode) else "error"
+            result.outcome = ("killed" if -done.returncode in KILLED else
+                              "crash" if _is_signal(done.returncode) else "error")
     for line in out.splitlines():
         record = _json(line)
         if "stage" in record:
@@ -187,6 +197,12 @@ def run_child(backend: str, model: str, device: str, timeout: float = TIMEOUT_S,
         if "outcome" in record:
             result = from_dict({**asdict(result), **record})
     return result
+
+
+# Signals that end a process from outside (or the kernel's out-of-memory killer): they say
+# nothing about whether the backend's code runs on this CPU, so they are never remembered.
+KILLED = {getattr(signal, name) for name in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+          if hasattr(signal, name)}
 
 
 def from_dict(data: dict) -> ProbeResult:

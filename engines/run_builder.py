@@ -47,6 +47,7 @@ class BuiltLane:
 def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
                say: Say = lambda _: None) -> BuiltLane:
     """Load (or take from `pool`) the lane's models and build its session (slow)."""
+    run_settings = settings(lane, request)  # bad settings fail before anything is loaded
     backends: list[Backend] = []
     try:
         target = acquire(pool, request.model, request.model.target)
@@ -60,7 +61,7 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
             backends.append(draft)
         oracle = build_oracle(lane, target, draft)
         policy = k_policy(lane, request.model, oracle, target, draft, say)
-        session = Session(target, oracle, settings(lane, request), k_policy=policy)
+        session = Session(target, oracle, run_settings, k_policy=policy)
     except BaseException:
         for backend in backends:
             pool.release(backend, reusable=True)

@@ -261,3 +261,25 @@ def test_auto_k_switched_off_mid_run_falls_back_to_the_lanes_k(window, app_env, 
     window.board.drain()
     steps = lane.view.events
     assert {e.k for e in steps[1:] if e.totals.tokens + 3 < 40} == {3}
+
+
+def test_auto_k_switched_on_mid_run_measures_a_profile_and_stays_lossless(
+        window, app_env, qtbot, tiny_model_dir):
+    """No profile is stored (a fresh SPECVIZ_HOME): switching auto K on measures one on the
+    lane's own target between two steps, which must leave the run's cache as it was."""
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 3)], 60)
+    window.start_run()
+    plain, lookup = window.board.lanes.values()
+
+    def a_few_steps() -> bool:
+        window.board.drain()
+        return len(window.board.state(lookup.lane_id).steps) >= 3
+
+    qtbot.waitUntil(a_few_steps, timeout=60_000)
+    window.pause_action.trigger()
+    lookup.k.set_auto(True)
+    window.pause_action.trigger()
+    finish(app_env, window.run_task)
+    window.board.drain()
+    assert lane_texts(window)[0] == lane_texts(window)[1]
+    assert plain.view.token_count == lookup.view.token_count == 60

@@ -173,5 +173,23 @@ def test_a_timeout_is_an_error_not_a_hang(probe_cache, tiny_gguf):
     slow = [sys.executable, "-c", "import time; time.sleep(30)", "--"]
     result = probe.run_child("llama", str(tiny_gguf), "auto", timeout=1, command=slow)
     assert result.outcome == "timeout"
-    with pytest.raises(BackendError, match="did not finish"):
+    with pytest.raises(BackendError, match="did not load the model"):
         probe.ensure_works("llama", tiny_gguf, runner=lambda *a: result)
+
+
+def test_a_probe_killed_from_outside_is_not_taken_for_a_crash(probe_cache, tiny_gguf):
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+              "--"]
+    result = probe.run_child("llama", str(tiny_gguf), "auto", command=killed)
+    assert result.outcome == "killed" and result.detail == "SIGKILL"
+    with pytest.raises(BackendError, match="out of memory, or from outside"):
+        probe.ensure_works("llama", tiny_gguf, runner=lambda *a: result)
+    assert not probe_cache.exists()  # nothing remembered: the next run tries again
+
+
+def test_doctor_replaces_what_was_known_of_a_backend_on_any_device(probe_cache):
+    crash = probe.ProbeResult("llama", "cpu", "crash", detail="SIGSEGV")
+    probe.store("llama-cpu", crash)
+    probe.store("torch", probe.ProbeResult("transformers", "auto", "ok"))
+    probe.store("llama-auto", probe.ProbeResult("llama", "auto", "ok"), forget_backend=True)
+    assert set(json.loads(probe_cache.read_text())) == {"torch", "llama-auto"}

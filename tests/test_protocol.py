@@ -85,3 +85,34 @@ def test_the_engine_process_runs_a_spec_and_takes_controls(tiny_model_dir):
     assert all(isinstance(s[-1], ev.SummaryEvent) for s in steps.values())
     assert steps["a"][-1].text == steps["b"][-1].text  # lossless, as in-process
     assert {e.k for e in steps["b"][:-1] if e.totals.tokens + 2 < 16} == {2}
+
+
+def test_controls_reach_a_lane_in_the_order_they_were_sent(tiny_model_dir, tmp_path):
+    """Auto K off (back to K = 3), then K = 6, sent to a built lane held before its first
+    step: the lane runs at 6."""
+    import os
+
+    spec = rs.RunSpec(rs.RunRequest("def add(a, b):\n    return a + b\n\ndef add(",
+                                    rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1),
+                                    max_tokens=24, chat=False),
+                      {"b": rs.LaneSpec("prompt-lookup", 3, auto_k=True)})
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL,
+                              env={**os.environ, "SPECVIZ_HOME": str(tmp_path)})
+    engine.stdin.write(protocol.encode("run", spec=rs.to_dict(spec)) + protocol.encode("pause"))
+    engine.stdin.flush()
+    steps = []
+    for line in engine.stdout:
+        message = protocol.decode(line)
+        if message.kind == "started":
+            engine.stdin.write(protocol.encode("set_auto", lane="b", on=False, k=3)
+                               + protocol.encode("set_k", lane="b", k=6)
+                               + protocol.encode("resume"))
+            engine.stdin.flush()
+        if message.kind == "event" and isinstance(message["event"], ev.StepEvent):
+            steps.append(message["event"])
+        if message.kind == "done":
+            break
+    engine.communicate(protocol.encode("shutdown"), timeout=60)
+    assert {e.k for e in steps if e.totals.tokens + 6 < 24} == {6}

@@ -419,4 +419,8 @@ def _choose_extra_buffers(lib, params) -> None:
     if extra is not None:
         extra.use(llama_buffers.allowed_buffers(extra.available, allow))
     elif llama_buffers.fallback_without_list(read_cpu().has_amx, system_info(), allow):
+        if not any(name == "use_extra_bufts" for name, _ in type(params)._fields_):
+            raise BackendError("this llama-cpp-python cannot keep llama.cpp off its AMX path "
+                               "(it crashes on many machines): upgrade llama-cpp-python, or "
+                               "set SPECVIZ_LLAMA_AMX=1 to try AMX")
         params.use_extra_bufts = False
