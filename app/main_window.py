@@ -76,7 +76,7 @@ class MainWindow(QMainWindow):
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.board)
         self.splitter.addWidget(self.graphs)
-        self.splitter.setSizes([550, 450])
+        self.splitter.setSizes([450, 550])  # the six plots need the height more than text
         self.setCentralWidget(self.splitter)
         self.prompt_dock = self._dock("Prompt", self.prompt, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.inspector_dock = self._dock("Step", self.inspector,

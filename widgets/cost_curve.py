@@ -40,8 +40,7 @@ class CostCurve(QWidget):
 
     def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = make_plot("Theoretical speedup by K (dot: where each lane runs)", "K",
-                          "× plain decoding")
+        self.plot = make_plot("Theoretical speedup by K (dot: each lane)", "K", "× plain")
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0))
         self.plot.setToolTip(
             "Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"

@@ -93,16 +93,18 @@ class LaneGraphs(QWidget):
         self._second = QTimer(self, singleShot=True, interval=PAINT_GAP_MS)
         self._second.timeout.connect(self._draw_second_half)
         self._text_pt = TEXT_PT
-        self.acceptance_plot = make_plot("Acceptance rate (solid: last 16 steps, dashed: overall)",
-                                     "step", "accepted / proposed")
-        self.histogram_plot = make_plot("Accepted tokens per step that proposed any",
-                                    "accepted tokens", "steps", whole_x=True)
+        # Short titles and axis labels: a plot keeps its text whole at a third of a laptop's
+        # width, with the docks open.
+        self.acceptance_plot = make_plot("Acceptance (solid: last 16, dashed: all)",
+                                         "step", "acceptance")
+        self.histogram_plot = make_plot("Accepted tokens per drafting step",
+                                        "accepted tokens", "steps", whole_x=True)
         self.position_plot = make_plot("Acceptance by draft position", "draft position",
-                                   "accepted / proposed", whole_x=True)
+                                       "acceptance", whole_x=True)
         self.race_plot = make_plot("The race: tokens over compute time", "compute time (s)",
-                               "tokens")
+                                   "tokens")
         self.speedup_plot = make_plot("Speedup over plain decoding", "compute time (s)",
-                                  "× baseline tok/s")
+                                      "× plain")
         self._unit_line = pg.InfiniteLine(pos=1.0, angle=0)
         self.speedup_plot.addItem(self._unit_line)
 
