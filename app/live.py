@@ -59,6 +59,7 @@ class LiveRunner(QObject):
             raise RuntimeError("a run is already going")
         self.running, self._stopping, self._paused = True, False, False
         self.crash = None
+        self._ended, self._writers = set(), {}  # `started` speaks of this run only
         return asyncio.ensure_future(self._run(request))
 
     def started(self, lane_id: str) -> bool:

@@ -61,7 +61,7 @@ def llama_facts() -> dict:
     allow = llama_buffers.amx_allowed()
     return {
         "installed": True,
-        "version": probe._version("llama-cpp-python"),
+        "version": probe.package_version("llama-cpp-python"),
         "system_info": system_info(),
         "gpu_offload": bool(lib.llama_supports_gpu_offload()),
         "extra_buffers": available,
@@ -80,7 +80,7 @@ def torch_facts() -> dict:
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
     return {"installed": True, "version": torch.__version__, "cuda": cuda,
             "cuda_build": torch.version.cuda, "mps": mps,
-            "transformers": probe._version("transformers")}
+            "transformers": probe.package_version("transformers")}
 
 
 def model_facts() -> list[dict]:
@@ -110,7 +110,7 @@ def probe_backends(facts: dict, say: Callable[[str], None]) -> list[dict]:
         say(f"probing {backend} on {PROBE_MODEL} in a child process...")
         result = probe.run_child(backend, present["path"], "auto")
         if result.outcome in ("ok", "crash"):
-            probe.store(probe._current_key(backend, None), result, forget_backend=True)
+            probe.store(probe.current_key(backend, None), result, forget_backend=True)
         results.append(asdict(result))
     return results
 

@@ -148,12 +148,8 @@ class Engine:
         try:
             ready = build_lane(lane_id, lane, request, self.pool,
                                say=lambda text: self.send("status", text=text))
-        except SpecvizError as exc:
-            self.send("failed", lane=lane_id, message=str(exc))
-            return None
-        except Exception as exc:  # a bug: keep the traceback, keep the other lanes going
-            traceback.print_exc(file=sys.stderr)
-            self.send("failed", lane=lane_id, message=f"internal error: {exc!r}")
+        except Exception as exc:
+            self._failed(lane_id, exc)
             return None
         self.send("started", lane=lane_id, header=ready.header,
                   build=backend_build(ready.session.target.name))
@@ -169,24 +165,31 @@ class Engine:
             self._control(message)
         return ready
 
+    def _failed(self, lane_id: str, exc: Exception) -> None:
+        """The lane ends with this error; the other lanes go on."""
+        self.send("failed", lane=lane_id, message=_describe_failure(exc))
+
     def _advance(self, lane: BuiltLane, steps: Iterator[ev.Event]) -> bool:
         """One step of one lane; False once the lane is over (summary or error)."""
         try:
             event = next(steps)  # a session ends with its summary, never StopIteration
-        except SpecvizError as exc:
-            self.send("failed", lane=lane.lane_id, message=str(exc))
-            lane.close(reusable=False)
-            return False
         except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            self.send("failed", lane=lane.lane_id, message=f"internal error: {exc!r}")
-            lane.close(reusable=False)
+            self._failed(lane.lane_id, exc)
+            lane.close(reusable=False)  # its cache may not hold what it says
             return False
         self.send("event", lane=lane.lane_id, event=event)
         if isinstance(event, ev.SummaryEvent):
             lane.close()
             return False
         return True
+
+
+def _describe_failure(exc: Exception) -> str:
+    """A user's error is its own line; anything else is a bug: its traceback goes to stderr."""
+    if isinstance(exc, SpecvizError):
+        return str(exc)
+    traceback.print_exception(exc, file=sys.stderr)
+    return f"internal error: {exc!r}"
 
 
 def _steps(lane: BuiltLane) -> Iterator[ev.Event]:

@@ -73,11 +73,11 @@ def build_id(backend: str) -> str:
     if backend == "llama":
         return _package_build("llama-cpp-python", "llama_cpp", ("lib/libllama", "lib/llama"))
     return (_package_build("torch", "torch", ("lib/libtorch_cpu", "lib/torch_cpu"))
-            + "; transformers " + _version("transformers"))
+            + "; transformers " + package_version("transformers"))
 
 
 def _package_build(dist: str, module: str, lib_stems: tuple[str, ...]) -> str:
-    version = _version(dist)
+    version = package_version(dist)
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
         return f"{dist} {version}"
@@ -87,7 +87,7 @@ def _package_build(dist: str, module: str, lib_stems: tuple[str, ...]) -> str:
     return f"{dist} {version} ({stamp or 'no library file'})"
 
 
-def _version(dist: str) -> str:
+def package_version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -100,7 +100,7 @@ def probe_key(backend: str, device: str, cpu: CpuFacts, build: str, allow_amx: b
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _current_key(backend: str, device: str | None) -> str:
+def current_key(backend: str, device: str | None) -> str:
     from .backends.llama_buffers import amx_allowed
 
     return probe_key(backend, device or "auto", read_cpu(), build_id(backend),
@@ -152,7 +152,7 @@ def ensure_works(backend: str, model: str | os.PathLike, device: str | None = No
 
     Returns the fresh result, or None when a stored success made probing unnecessary.
     """
-    key = _current_key(backend, device)
+    key = current_key(backend, device)
     stored = load_cache().get(key)
     if stored and stored.get("outcome") == "ok":
         return None

@@ -159,7 +159,7 @@ def test_an_error_in_the_child_is_not_taken_for_a_crash(probe_cache, tmp_path):
 def test_a_stored_crash_stops_the_command_line_with_exit_2(probe_cache, tiny_gguf, capsys):
     from specviz.app.cli import main
 
-    key = probe._current_key("llama", "auto")
+    key = probe.current_key("llama", "auto")
     probe.store(key, probe.ProbeResult("llama", "auto", "crash", detail="SIGSEGV",
                                        stage="one", build="llama-cpp-python test"))
     code = main(["run", "--target", str(tiny_gguf), "--no-chat", "--prompt", "def x",
