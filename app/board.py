@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ..engines import events as ev
+from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
 from .board_model import BoardModel
@@ -207,7 +208,11 @@ class LaneBoard(QWidget):
 
     def _show_figures(self) -> None:
         for lane_id, lane in self.lanes.items():
-            lane.set_figures(self.graphs.figures(lane_id))
+            state = self.model.lanes[lane_id]
+            figures = self.graphs.figures(lane_id)
+            if not is_plain(state.oracle):
+                figures["declined"] = state.declined
+            lane.set_figures(figures)
 
     def _free_colour(self) -> str:
         used = {lane.colour for lane in self.lanes.values()}

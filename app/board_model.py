@@ -22,13 +22,14 @@ class LaneState:
     summary: ev.SummaryEvent | None = None
     max_tokens: int | None = None  # the run's budget: tells a K cut at the end from a change
     replay_oracle: str | None = None  # a replayed lane's oracle, from its trace
+    declined: dict[str, int] = field(default_factory=dict)  # steps with nothing proposed, by why
 
     @property
     def oracle(self) -> str:
         return self.replay_oracle or self.config.oracle
 
     def clear(self) -> None:
-        self.steps, self.summary = [], None
+        self.steps, self.summary, self.declined = [], None, {}
 
     def append(self, event: ev.Event) -> bool:
         """Keep `event`; True when it is a step whose K the person changed."""
@@ -37,6 +38,8 @@ class LaneState:
             return False
         previous = self.steps[-1] if self.steps else None
         self.steps.append(event)
+        if event.declined:
+            self.declined[event.declined] = self.declined.get(event.declined, 0) + 1
         return k_changed(previous, event, self.max_tokens)
 
     def last_tree_step(self) -> ev.StepEvent | None:

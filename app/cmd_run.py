@@ -69,6 +69,9 @@ def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
     steps = _drive(session, None if args.json else printer, args.trace, lane.header)
     summary = session.summary
     result = _result(args, target, summary)
+    if not is_plain(args.oracle):
+        result["decline_rate"] = round(summary.totals.decline_rate, 4)
+        result["declined"] = ev.decline_reasons(steps)
     if session.k_policy and steps:
         result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
     if args.baseline:

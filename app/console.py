@@ -64,4 +64,6 @@ def summary_line(summary: ev.SummaryEvent) -> str:
     if t.proposed:
         line += (f"; {t.steps} steps, acceptance {t.acceptance_rate:.0%}, "
                  f"{t.mean_accepted_tokens:.2f} tokens/step")
+    if t.declined:
+        line += f", nothing proposed in {t.decline_rate:.0%} of steps"
     return line

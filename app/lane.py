@@ -63,8 +63,19 @@ def figures_text(figures: dict) -> str:
         f"{figures.get('tok_per_s', 0.0):.1f} tok/s",
         f"acceptance {'-' if rate is None else f'{rate:.0%}'}",
         f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
+        *([f"declined {figures.get('decline_rate') or 0.0:.0%}"] if "declined" in figures else []),
         f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}",
     ])
+
+
+def declined_tip(figures: dict) -> str:
+    """Why the oracle proposed nothing, reason by reason (the figures line's tooltip)."""
+    reasons = figures.get("declined")
+    if not reasons:
+        return "" if reasons is None else "the oracle proposed something at every step"
+    lines = [f"{n} step{'s' if n != 1 else ''}: {ev.DECLINE_WORDS.get(r, r)}"
+             for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return "Steps with nothing proposed:\n" + "\n".join(lines)
 
 
 def exit_layer_box() -> QSpinBox:
@@ -211,6 +222,7 @@ class LaneWidget(QFrame):
 
     def set_figures(self, figures: dict) -> None:
         self.figures.setText(figures_text(figures))
+        self.figures.setToolTip(declined_tip(figures))
 
     def show_message(self, text: str, error: bool = True) -> None:
         colour = "#e5534b" if error else "palette(mid)"

@@ -145,6 +145,11 @@ class AutoK:
             return position
         return -match_bucket(self._match + position - 1)  # negative: apart from positions
 
+    @property
+    def zero_reason(self) -> str:
+        """Why the last K chosen was 0: nothing to copy, or no draft length paid."""
+        return ev.DECLINE_NO_MATCH if self._match == 0 else ev.DECLINE_AUTO_K
+
     # ------------------------------------------------------------ learnt state
 
     _FIXED = ("oracle", "profile", "draft_profile", "k_max")  # set up, not learnt

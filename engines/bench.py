@@ -90,6 +90,7 @@ class Record:
     # Per oracle detail (a rule's name, an n-gram size): [proposed, accepted].
     by_detail: dict[str, list[int]] = field(default_factory=dict)
     k_sum: int | None = None  # auto K: the Ks chosen, summed over the steps
+    declined: dict[str, int] = field(default_factory=dict)  # declined steps per reason
     compute_ms_runs: list[float] = field(default_factory=list)  # every repeat's time
 
 
@@ -107,6 +108,15 @@ class Row:
     unexplained: int = 0  # divergences not explained by the backend's batch noise
     by_detail: dict[str, list[int]] = field(default_factory=dict)  # [proposed, accepted]
     mean_k: float | None = None  # auto K: the average K chosen per step
+    declined: dict[str, int] = field(default_factory=dict)  # declined steps per reason
+    steps: int = 0
+
+    @property
+    def decline_rate(self) -> float | None:
+        """Steps that proposed nothing over all steps (None for plain decoding)."""
+        if is_plain(self.config.oracle) or not self.steps:
+            return None
+        return sum(self.declined.values()) / self.steps
 
 
 def load_questions(path: str | Path, categories: Sequence[str] | None = None,
@@ -218,7 +228,7 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
     t = summary.totals
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3),
-                    by_detail=count_by_detail(steps))
+                    by_detail=count_by_detail(steps), declined=ev.decline_reasons(steps))
     if config.k == AUTO_K:
         record.k_sum = sum(s.k for s in steps)
     if not is_plain(config.oracle) and not comparable:
@@ -269,7 +279,10 @@ def summarise(records: Sequence[Record]) -> list[Row]:
         judged = [r for r in mine if r.identical is not None]
         row.compared, row.identical = len(judged), sum(1 for r in judged if r.identical)
         row.unexplained = sum(1 for r in judged if _unexplained(r.divergence))
+        row.steps = steps
         for r in mine:
+            for reason, n in r.declined.items():
+                row.declined[reason] = row.declined.get(reason, 0) + n
             for detail, (proposed, accepted) in r.by_detail.items():
                 c = row.by_detail.setdefault(detail, [0, 0])
                 c[0] += proposed
@@ -305,6 +318,7 @@ def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
                   "k": "auto" if r.config.k == AUTO_K else r.config.k, "mean_k": r.mean_k,
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
+                  "decline_rate": r.decline_rate, "declined": r.declined,
                   "identical": r.identical, "compared": r.compared,
                   "unexplained_divergences": r.unexplained,
                   "by_detail": {d: {"proposed": p, "accepted": a,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,23 @@ NODE_ACCEPTED = "accepted"  # on the accepted path
 NODE_REJECTED = "rejected"  # judged and refused (a child of an accepted node or of the root)
 NODE_UNREACHED = "unreached"  # below a refused node: scored by the target, never judged
 REJECT_TYPICAL = "below-typical-threshold"  # LOSSY typical acceptance: p_target too low
+
+# Why a step proposed nothing although its oracle speculates (a "declined" step). llama.cpp's
+# n-gram drafters were found to decline on most steps of real code; the share is worth seeing.
+DECLINE_NO_MATCH = "no-match"  # the oracle found nothing to propose (no match, no rule fits)
+DECLINE_AUTO_K = "auto-k"  # auto K priced every draft length below a plain step
+DECLINE_RULE = "oracle-rule"  # the oracle declined by a rule of its own
+DECLINE_K_ZERO = "k-0"  # the lane's K was set to 0
+DECLINE_END = "end"  # no room: the run's last token, or the context is full
+DECLINE_END_TOKEN = "end-token"  # the guess began with an end-of-text token
+DECLINE_WORDS = {
+    DECLINE_NO_MATCH: "no match",
+    DECLINE_AUTO_K: "auto K chose 0",
+    DECLINE_RULE: "the oracle's own rule",
+    DECLINE_K_ZERO: "K set to 0",
+    DECLINE_END: "no room left",
+    DECLINE_END_TOKEN: "an end token guessed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +152,10 @@ class Totals:
     draft_ms: float
     verify_ms: float
     other_ms: float
+    declined: int = 0  # steps in which a speculating oracle proposed nothing
 
-    def after_step(self, proposed: int, accepted: int, timing: Timing) -> Totals:
+    def after_step(self, proposed: int, accepted: int, timing: Timing,
+                   declined: bool = False) -> Totals:
         """These totals plus one step that judged `proposed` tokens, kept `accepted` of them
         and added the target's own token."""
         return Totals(
@@ -145,6 +166,7 @@ class Totals:
             draft_ms=self.draft_ms + timing.draft_ms,
             verify_ms=self.verify_ms + timing.verify_ms,
             other_ms=self.other_ms + timing.other_ms,
+            declined=self.declined + declined,
         )
 
     @property
@@ -155,6 +177,11 @@ class Totals:
     def acceptance_rate(self) -> float | None:
         """Accepted / proposed (None when nothing was proposed)."""
         return self.accepted / self.proposed if self.proposed else None
+
+    @property
+    def decline_rate(self) -> float:
+        """Declined steps over all steps (0 for plain decoding, which never speculates)."""
+        return self.declined / self.steps if self.steps else 0.0
 
     @property
     def mean_accepted_tokens(self) -> float:
@@ -186,6 +213,7 @@ class StepEvent:
     path: tuple[int, ...] | None = None
     lookahead: Lookahead | None = None
     lossy: bool = False  # accepted by typical acceptance: not the target's exact distribution
+    declined: str | None = None  # DECLINE_*: why a speculating oracle proposed nothing
     kind: str = field(default="step", init=False)
 
     @property
@@ -203,6 +231,17 @@ class StepEvent:
     @property
     def emitted_ids(self) -> list[int]:
         return [t.id for t in self.accepted] + [self.target.id]
+
+    def marked_declined(self, reason: str) -> StepEvent:
+        """This step, recorded as one where the oracle proposed nothing, and why."""
+        totals = dataclasses.replace(self.totals, declined=self.totals.declined + 1)
+        return dataclasses.replace(self, declined=reason, totals=totals)
+
+
+def decline_reasons(steps: Iterable[StepEvent]) -> dict[str, int]:
+    """How many declined steps each reason accounts for, most frequent first."""
+    counts = Counter(e.declined for e in steps if e.declined)
+    return dict(counts.most_common())
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +320,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         path=tuple(d["path"]) if d.get("path") is not None else None,
         lookahead=_lookahead_from_dict(d["lookahead"]) if d.get("lookahead") else None,
         lossy=bool(d.get("lossy", False)),
+        declined=d.get("declined"),
     )
 
 

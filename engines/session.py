@@ -181,7 +181,8 @@ class Session:
         t0 = time.perf_counter()
         room = min(self.settings.max_tokens - totals.tokens,
                    self.target.n_ctx - len(self.context)) - 1
-        k = max(0, min(self.k_policy.choose(self.context) if self.k_policy else self.k, room))
+        chosen = self.k_policy.choose(self.context) if self.k_policy else self.k
+        k = max(0, min(chosen, room))
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step
@@ -190,9 +191,22 @@ class Session:
             event = tree_step(self, tree, k, totals, stream, rng, t0)
         else:
             event = self._linear_step(proposal, k, totals, stream, rng, t0)
+        if not event.proposed and not event.tree and not is_plain(self.oracle.name):
+            event = event.marked_declined(self._why_declined(chosen, k, proposal))
         if self.k_policy:
             self.k_policy.observe(event)
         return event
+
+    def _why_declined(self, chosen: int, k: int, proposal: Proposal | TreeProposal) -> str:
+        if chosen <= 0:
+            if self.k_policy is None:
+                return ev.DECLINE_K_ZERO
+            return getattr(self.k_policy, "zero_reason", ev.DECLINE_AUTO_K)
+        if k == 0:
+            return ev.DECLINE_END
+        if len(proposal) == 0:
+            return proposal.declined or ev.DECLINE_NO_MATCH
+        return ev.DECLINE_END_TOKEN  # what was guessed was cut at an end token
 
     def _linear_step(self, proposal: Proposal, k: int, totals: ev.Totals, stream: TextStream,
                      rng, t0: float) -> ev.StepEvent:

@@ -7,6 +7,7 @@ import json
 import pytest
 from test_session import CODE_EDIT
 
+from specviz.app import bench_tables
 from specviz.app.bench_tables import detail_table
 from specviz.app.cli import main
 from specviz.engines import bench
@@ -65,6 +66,21 @@ def test_summary_figures_add_up():
     assert ngram.acceptance_rate == pytest.approx(16 / 32)
     assert (ngram.identical, ngram.compared) == (1, 2)
     assert none.acceptance_rate is None
+
+
+def test_declined_steps_add_up_per_reason_and_show_in_the_table():
+    records = [
+        bench.Record(1, "qa", 0, "none", 0, 10, 10, 0, 0, 1000.0),
+        bench.Record(1, "qa", 0, "ngram", 4, 10, 4, 12, 6, 500.0, declined={"no-match": 1}),
+        bench.Record(2, "qa", 0, "ngram", 4, 20, 6, 20, 10, 500.0,
+                     declined={"no-match": 2, "end": 1}),
+    ]
+    none, ngram = bench.summarise(records)
+    assert ngram.declined == {"no-match": 3, "end": 1}
+    assert ngram.decline_rate == pytest.approx(4 / 10)
+    assert none.decline_rate is None
+    table = bench_tables.markdown_table([none, ngram])
+    assert "| Declined |" in table and "40% (no match)" in table
 
 
 def test_limit_applies_per_group(questions_file):

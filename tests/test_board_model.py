@@ -37,3 +37,14 @@ def test_a_lane_keeps_its_steps_and_tells_a_k_change_from_the_end_cut():
     assert len(lane.steps) == 4 and lane.last_tree_step() is None
     lane.clear()
     assert lane.steps == [] and lane.summary is None
+
+
+def test_a_lane_counts_its_declined_steps_by_reason_and_forgets_them_on_clear():
+    lane = BoardModel().add(LaneConfig("ngram", 4))
+    lane.append(step(0, 4, 1).marked_declined(ev.DECLINE_NO_MATCH))
+    lane.append(step(1, 4, 2))
+    lane.append(step(2, 4, 3).marked_declined(ev.DECLINE_NO_MATCH))
+    lane.append(step(3, 0, 4).marked_declined(ev.DECLINE_AUTO_K))
+    assert lane.declined == {ev.DECLINE_NO_MATCH: 2, ev.DECLINE_AUTO_K: 1}
+    lane.clear()
+    assert lane.declined == {} and lane.steps == []

@@ -34,6 +34,8 @@ def test_run_json_reports_the_speculative_figures(capsys, tiny_model_dir):
     assert result["tokens"] == 24 and result["backend"] == "transformers"
     assert result["identical_to_baseline"] is True
     assert result["mean_accepted_tokens"] == pytest.approx(result["tokens"] / result["steps"])
+    declined = sum(result["declined"].values())
+    assert result["decline_rate"] == pytest.approx(declined / result["steps"], abs=1e-4)
 
 
 def test_run_streams_text_then_a_summary_line(capsys, tiny_model_dir):

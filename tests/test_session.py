@@ -187,3 +187,52 @@ def test_a_divergence_is_reported_with_its_margin(tiny_backend):
         assert "not explained by rounding" in result.note
     noisy = compare(tampered, plain_steps, noise=result.margin + 1)
     assert "near-tie" in noisy.note
+
+
+def test_declined_steps_are_counted_with_their_reason(tiny_backend):
+    """A prompt with nothing to copy: prompt lookup declines; K=0 and the last step say why."""
+    prompt = "abcdefghij klmnopqrst"
+    steps, summary = run(tiny_backend, make_oracle("prompt-lookup"), prompt=prompt, n=24)
+    declined = [s for s in steps if s.declined]
+    assert summary.totals.declined == len(declined)
+    assert all(not s.proposed for s in declined)
+    assert all(s.declined in ev.DECLINE_WORDS for s in declined)
+    assert summary.totals.decline_rate == len(declined) / len(steps)
+    assert steps[-1].declined in (None, ev.DECLINE_END, ev.DECLINE_NO_MATCH)
+    if len(steps) == 24:  # the last step has no room to draft
+        assert steps[-1].declined == ev.DECLINE_END
+
+    steps, summary = run(tiny_backend, make_oracle("prompt-lookup"), k=0, n=6)
+    assert [s.declined for s in steps] == [ev.DECLINE_K_ZERO] * len(steps)
+    assert summary.totals.decline_rate == 1.0
+
+    steps, summary = run(tiny_backend, make_oracle("none"), k=0, n=6)
+    assert summary.totals.declined == 0 and not any(s.declined for s in steps)
+
+
+def test_a_declined_step_survives_a_trace_round_trip(tiny_backend):
+    steps, _ = run(tiny_backend, make_oracle("prompt-lookup"), k=0, n=3)
+    back = ev.from_dict(ev.to_dict(steps[-1]))
+    assert back == steps[-1] and back.declined == ev.DECLINE_K_ZERO
+    old = ev.to_dict(steps[-1])
+    del old["declined"], old["totals"]["declined"]  # a trace written before the field
+    assert ev.from_dict(old).totals.declined == 0
+
+
+def test_auto_k_says_whether_it_had_nothing_to_copy_or_found_no_k_worth_it(tiny_backend):
+    from specviz.engines.auto_k import AutoK
+    from specviz.engines.profile import Profile
+
+    oracle = make_oracle("prompt-lookup")
+    dear = Profile("m", "b", "cpu", 1, [512], [1, 2, 4, 8, 16, 32],
+                   [[1.0, 10.0, 20.0, 40.0, 80.0, 160.0]])
+    policy = AutoK(oracle, dear)
+    session = Session(tiny_backend, oracle, RunSettings("abcdefghij klmnopqrst", chat=False,
+                                                        k=32, max_tokens=12), k_policy=policy)
+    steps = [e for e in session if isinstance(e, ev.StepEvent)]
+    assert {s.declined for s in steps} <= {ev.DECLINE_NO_MATCH, ev.DECLINE_END}
+    ids = tiny_backend.tokenize(CODE_EDIT, add_special=False)
+    context = ids + ids[10:16]  # its end repeats the prompt: something to copy
+    assert oracle.match_length(context) > 0
+    assert policy.choose(context) == 0  # a batch of 2 costs ten tokens: never worth it
+    assert policy.zero_reason == ev.DECLINE_AUTO_K

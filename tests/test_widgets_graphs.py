@@ -237,7 +237,8 @@ def test_k_change_markers(graphs):
 def test_figures_lanes_and_clear(graphs):
     graphs.add_lane("a", "a", DARK.lanes[0])
     assert graphs.figures("a") == {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
-                                   "mean_accepted_tokens": 0.0, "speedup": None}
+                                   "mean_accepted_tokens": 0.0, "speedup": None,
+                                   "decline_rate": None}
     feed(graphs, "a", run([(4, 3), (4, 1)], ms=200.0))
     figures = graphs.figures("a")
     assert figures["tokens"] == 6

@@ -149,3 +149,22 @@ def test_k_control_auto_rests_the_slider(qtbot):
     assert control.is_auto() and not control.slider.isEnabled() and not control.spin_box.isEnabled()
     control.auto.setChecked(False)
     assert control.slider.isEnabled() and seen == [True, False]
+
+
+def test_a_declined_step_says_why_nothing_was_proposed(inspector):
+    from step_factory import make_step
+
+    from specviz.engines.events import DECLINE_NO_MATCH
+
+    inspector.show_step(make_step(3).marked_declined(DECLINE_NO_MATCH))
+    assert "nothing proposed: no match" in inspector.header.text()
+
+
+def test_lane_figures_show_the_decline_rate_and_its_reasons():
+    from specviz.app.lane import declined_tip, figures_text
+
+    figures = {"tokens": 10, "decline_rate": 0.25, "declined": {"no-match": 2, "auto-k": 1}}
+    assert "declined 25%" in figures_text(figures)
+    assert "declined" not in figures_text({"tokens": 10, "decline_rate": 0.0})  # plain lane
+    tip = declined_tip(figures)
+    assert tip.index("2 steps: no match") < tip.index("1 step: auto K chose 0")

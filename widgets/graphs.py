@@ -225,9 +225,10 @@ class LaneGraphs(QWidget):
         totals = self._lanes[lane_id].totals
         if totals is None:
             return {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
-                    "mean_accepted_tokens": 0.0, "speedup": None}
+                    "mean_accepted_tokens": 0.0, "speedup": None, "decline_rate": None}
         return {"tokens": totals.tokens, "tok_per_s": totals.tok_per_s,
                 "acceptance_rate": totals.acceptance_rate,
+                "decline_rate": totals.decline_rate,
                 "mean_accepted_tokens": totals.mean_accepted_tokens,
                 "speedup": self._speedup(totals)}
 

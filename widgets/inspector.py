@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.events import ProposedToken, StepEvent
+from ..engines.events import DECLINE_WORDS, ProposedToken, StepEvent
 from .describe import prob, visible, why
 from .palette import DARK, KIND_REJECTED, KIND_TARGET, Theme, proposal_kind
 
@@ -52,9 +52,11 @@ class StepInspector(QWidget):
 
     def show_step(self, event: StepEvent) -> None:
         self._event = event
+        judged = (f"nothing proposed: {DECLINE_WORDS.get(event.declined, event.declined)}"
+                  if event.declined else f"{event.n_accepted}/{len(event.proposed)} accepted")
         self.header.setText(
             f"step {event.step} · {event.oracle} · K={event.k} · context position "
-            f"{event.position} · {event.n_accepted}/{len(event.proposed)} accepted"
+            f"{event.position} · {judged}"
         )
         rows = [_proposal_row(event, i, t) for i, t in enumerate(event.proposed)]
         rows.append(_target_row(event))

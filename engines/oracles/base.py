@@ -47,6 +47,7 @@ class Proposal:
     p_draft: list[float] | None = None
     spans: list[Span | None] | None = None
     details: list[str | None] | None = None
+    declined: str | None = None  # events.DECLINE_*: why nothing was proposed, if so
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -91,6 +92,7 @@ class TreeProposal:
     p_draft: list[float | None] | None = None
     details: list[str | None] | None = None
     side: SideBranch | None = None
+    declined: str | None = None  # events.DECLINE_*: why no node was proposed, if so
 
     def __len__(self) -> int:
         return len(self.tokens)

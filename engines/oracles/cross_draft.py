@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..backends.base import Backend
+from ..events import DECLINE_RULE
 from .base import Oracle, Proposal, RunContext
 from .retokenize import (
     LOOKBEHIND,
@@ -56,8 +57,8 @@ class CrossDraftOracle(Oracle):
         self._extend(complete)
         pending = generated[len(complete) :]  # a character the target has not finished
         drafted, ended = self._draft_text(k + 1)
-        if not drafted.startswith(pending):
-            return Proposal(source=self.source)
+        if not drafted.startswith(pending):  # the draft would not finish the target's character
+            return Proposal(source=self.source, declined=DECLINE_RULE)
         cont = continue_tokens(self.target, context, drafted[len(pending) :])
         n = len(cont.tokens) if ended else len(cont.tokens) - 1
         tokens = cont.tokens[: max(0, min(n, k))]
@@ -73,7 +74,7 @@ class CrossDraftOracle(Oracle):
         ids = self._ids[self._n_prompt :]
         start = window_start(self.draft, ids, self.lookbehind)
         window = b"".join(self.draft.token_bytes(t) for t in ids[start:])
-        encoded = _encode_exactly(self.draft, window + new)
+        encoded = encode_exactly(self.draft, window + new)
         if encoded is None:  # the tokenizer adds something (a prefix space): append instead
             encoded = ids[start:] + continue_tokens(self.draft, self._ids, new, probe="").tokens
         self._ids = self._ids[: self._n_prompt + start] + encoded
@@ -99,7 +100,7 @@ class CrossDraftOracle(Oracle):
         self.draft.close()
 
 
-def _encode_exactly(vocab: Backend, data: bytes) -> list[int] | None:
+def encode_exactly(vocab: Backend, data: bytes) -> list[int] | None:
     """`data`'s tokens, if they spell exactly `data` (None if not text, or not spelled so)."""
     try:
         text = data.decode("utf-8")

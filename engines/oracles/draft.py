@@ -16,6 +16,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..errors import IncompatibleModels
+from ..events import DECLINE_END_TOKEN
 from ..sampling import distribution, prob_of, sample
 from .base import Oracle, Proposal, RunContext
 
@@ -66,7 +67,8 @@ class DraftModelOracle(Oracle):
                 q_rows.append(q)
             if i + 1 < k:
                 logits = self.draft.forward([token])[-1]
-        return Proposal(tokens, self.source, q_rows or None, p_draft)
+        declined = DECLINE_END_TOKEN if not tokens and k else None
+        return Proposal(tokens, self.source, q_rows or None, p_draft, declined=declined)
 
     def close(self) -> None:
         self.draft.close()

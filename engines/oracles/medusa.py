@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..errors import SpecvizError
+from ..events import DECLINE_RULE
 from ..medusa.tree import CandidateTree, build_tree
 from ..sampling import distribution, prob_of, sample, softmax
 from .base import Oracle, Proposal, TreeProposal
@@ -68,8 +69,8 @@ class MedusaOracle(Oracle):
         if self.budget > 0:
             return self._tree_proposal(context, k)
         rows = self.head_logits(context, k)
-        if rows is None:
-            return Proposal(source=self.source)
+        if rows is None:  # no hidden state to read yet
+            return Proposal(source=self.source, declined=DECLINE_RULE)
         params, rng = self.run.params, self.run.rng
         tokens, p_draft, q_rows, details = [], [], [], []
         for i, row in enumerate(rows):

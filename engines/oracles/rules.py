@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..backends.base import Backend
 from ..errors import SpecvizError
+from ..events import DECLINE_RULE
 from .base import Oracle, Proposal, RunContext
 from .retokenize import ContextText, complete_prefix, continue_tokens
 from .text_rules import guess, guess_language
@@ -38,7 +39,8 @@ class RulesOracle(Oracle):
         data = self._text.update(context)
         head = complete_prefix(data)
         if len(head) < len(data):
-            return Proposal(source=self.source)  # the context ends inside a character
+            # The context ends inside a character: rules read whole characters.
+            return Proposal(source=self.source, declined=DECLINE_RULE)
         found = guess(head.decode("utf-8", errors="replace"), self.language)
         if not found.pieces:
             return Proposal(source=self.source)
