@@ -29,7 +29,7 @@ def _register_optional(sub) -> None:
     """Commands whose modules may pull in heavier dependencies register only if present."""
     import importlib
 
-    for name in ("cmd_bench", "cmd_profile", "cmd_train_heads", "cmd_gui"):
+    for name in ("cmd_bench", "cmd_pair", "cmd_profile", "cmd_train_heads", "cmd_gui"):
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:

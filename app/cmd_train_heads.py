@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from importlib.resources import files
 from pathlib import Path
 
 from tqdm import tqdm
@@ -128,12 +127,12 @@ def _settings(args: argparse.Namespace):
 def _prompts(corpus: list[Path], seed: int) -> list[str]:
     import numpy as np
 
-    from ..engines.medusa.train import read_prompts
+    from ..engines.corpus import bundled_prompts, read_prompts
 
     for path in corpus:
         if not path.exists():
             raise SpecvizError(f"corpus not found: {path}")
-    prompts = read_prompts(corpus or [Path(str(files("specviz").joinpath("assets/prompts")))])
+    prompts = read_prompts(corpus or [bundled_prompts()])
     if len(prompts) < 2:
         raise SpecvizError(f"the corpus holds {len(prompts)} prompt(s); need at least two")
     order = np.random.default_rng(seed).permutation(len(prompts))

@@ -15,6 +15,7 @@ import torch
 from specviz.app.cli import main
 from specviz.engines import events as ev
 from specviz.engines.compare import compare
+from specviz.engines.corpus import read_prompts
 from specviz.engines.errors import SpecvizError
 from specviz.engines.medusa import train as tr
 from specviz.engines.medusa.heads import (
@@ -187,10 +188,10 @@ def test_heads_live_beside_the_model(tmp_path):
 def test_corpus_reads_spec_bench_jsonl_and_text(tmp_path):
     (tmp_path / "q.jsonl").write_text('{"turns": ["first", "second"]}\n\n{"prompt": "p"}\n')
     (tmp_path / "a.txt").write_text("a text prompt\n")
-    assert tr.read_prompts([tmp_path]) == ["a text prompt", "first", "p"]
+    assert read_prompts([tmp_path]) == ["a text prompt", "first", "p"]
     (tmp_path / "bad.jsonl").write_text('{"nothing": 1}\n')
     with pytest.raises(SpecvizError, match="line 1"):
-        tr.read_prompts([tmp_path / "bad.jsonl"])
+        read_prompts([tmp_path / "bad.jsonl"])
 
 
 # ---------------------------------------------------------------- the oracle

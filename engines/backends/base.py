@@ -78,6 +78,16 @@ class Backend(ABC):
     def token_text_raw(self, token_id: int) -> str:
         """The token as the vocabulary spells it (for comparing vocabularies)."""
 
+    @property
+    def vocab_type(self) -> str:
+        """The tokenizer's algorithm as the runtime names it (BPE, SPM, Unigram, ...)."""
+        return "unknown"
+
+    @property
+    def tokenizer_size(self) -> int:
+        """Tokens the tokenizer really has; n_vocab may add padding rows to the logits."""
+        return self.n_vocab
+
     def detokenize(self, ids: Sequence[int]) -> str:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 

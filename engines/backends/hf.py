@@ -86,6 +86,17 @@ class TransformersBackend(Backend):
         return int(self._model.config.vocab_size)
 
     @property
+    def vocab_type(self) -> str:
+        try:
+            return str(json.loads(self._tok.backend_tokenizer.to_str())["model"]["type"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return type(self._tok).__name__  # a slow tokenizer: no backend to ask
+
+    @property
+    def tokenizer_size(self) -> int:
+        return len(self._tok)
+
+    @property
     def bos_id(self) -> int | None:
         return self._tok.bos_token_id
 

@@ -184,6 +184,13 @@ class LlamaBackend(Backend):
         return self._eos
 
     @property
+    def vocab_type(self) -> str:
+        code = int(self._lib.llama_vocab_type(self._vocab))
+        names = {getattr(self._lib, f"LLAMA_VOCAB_TYPE_{n}", -1): n
+                 for n in ("NONE", "SPM", "BPE", "WPM", "UGM", "RWKV", "PLAMO2")}
+        return names.get(code, f"type {code}")
+
+    @property
     def chat_template(self) -> str | None:
         raw = self._lib.llama_model_chat_template(self._model, None)
         return raw.decode("utf-8") if raw else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,51 +62,6 @@ class TrainResult:
 
 
 # ---------------------------------------------------------------- corpus
-
-
-def read_prompts(paths: Iterable[Path]) -> list[str]:
-    """Prompts from .jsonl files (Spec-Bench: each question's first turn; or a "prompt" or
-    "text" field), text files (one prompt each) and folders of those."""
-    prompts: list[str] = []
-    for path in paths:
-        path = Path(path)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in (".txt", ".md", ".jsonl"))
-            prompts += read_prompts(files)
-        elif path.suffix == ".jsonl":
-            prompts += _jsonl_prompts(path)
-        else:
-            text = _read(path).strip()
-            if text:
-                prompts.append(text)
-    return prompts
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecvizError(f"cannot read corpus file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecvizError(f"corpus file {path} is not UTF-8 text") from None
-
-
-def _jsonl_prompts(path: Path) -> list[str]:
-    out = []
-    for n, line in enumerate(_read(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecvizError(f"{path}, line {n}: not JSON ({exc.msg})") from None
-        turns = record.get("turns") if isinstance(record, dict) else None
-        text = turns[0] if turns else (record.get("prompt") or record.get("text")
-                                       if isinstance(record, dict) else None)
-        if not isinstance(text, str):
-            raise SpecvizError(f"{path}, line {n}: no \"turns\", \"prompt\" or \"text\" field")
-        out.append(text)
-    return out
 
 
 # ---------------------------------------------------------------- self-distillation

@@ -1,0 +1,45 @@
+"""A pair check from start to end, the same for `specviz pair` and the window: the target's
+answers, the vocabularies compared, the cost profile found (or measured), the estimate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from . import profile as prof
+from .backends.base import Backend
+from .errors import SpecvizError
+from .pair import K_MAX, PairReport, estimate
+from .pair_estimate import target_answers
+from .pair_vocab import VERDICT_UNUSABLE, compare_vocabularies
+
+# (stage, done, total): "answers", "profile", "estimate"
+Progress = Callable[[str, int, int], None]
+
+
+def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, target_name: str,
+               draft_name: str, threads: int | None, max_tokens: int = 96,
+               temperature: float = 1.0, chat: bool = True, k_max: int = K_MAX,
+               measure_profile: bool = True, progress: Progress | None = None) -> PairReport:
+    if not prompts:
+        raise SpecvizError("no prompts to estimate acceptance on")
+
+    def stage(name: str) -> Callable[[int, int], None] | None:
+        return (lambda done, total: progress(name, done, total)) if progress else None
+
+    answers = target_answers(target, prompts, max_tokens, chat, stage("answers"))
+    sample = b"".join(a.text for a in answers).decode("utf-8", errors="replace")
+    vocab = compare_vocabularies(target, draft, sample)
+    report = PairReport(target_name, draft_name, vocab)
+    if vocab.verdict == VERDICT_UNUSABLE:
+        return report
+    profile = prof.load(target_name, target.name, target.device, threads)
+    if profile is None:
+        if not measure_profile:
+            raise SpecvizError(f"no cost profile of {target_name} on this machine yet: "
+                               f"`specviz profile --target {target_name}` measures it "
+                               "(once, a minute or two)")
+        profile = prof.measure(target, target_name, threads, repeats=3,
+                               on_progress=stage("profile"))
+        prof.save(profile)
+    return estimate(target, draft, answers, vocab, profile, temperature, k_max, report,
+                    stage("estimate"))
