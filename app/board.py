@@ -210,7 +210,9 @@ class LaneBoard(QWidget):
         for lane_id, lane in self.lanes.items():
             state = self.model.lanes[lane_id]
             figures = self.graphs.figures(lane_id)
-            if not is_plain(state.oracle):
+            # A trace recorded before declined steps were marked would read as 0%: say
+            # nothing until a step says it declined.
+            if not is_plain(state.oracle) and (state.declined or state.replay_oracle is None):
                 figures["declined"] = state.declined
             lane.set_figures(figures)
 

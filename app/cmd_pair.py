@@ -104,8 +104,10 @@ def render(report: PairReport) -> str:
             even = "never pays" if p.break_even is None else f"{p.break_even:.2f}"
             best = "  <- best" if p.k == report.best_k else ""
             lines.append(f"{p.k:<2} {p.tokens_per_step:11.2f}  {p.speedup:6.2f}x  {even}{best}")
-        lines.append(f"(costs: {report.costs.get('profile')}, scaled x{report.costs.get('scale')}"
-                     f" to now; a draft token {report.costs.get('draft_ms')} ms; {report.note})")
+        costs = report.costs
+        lines.append(f"(costs: the {costs.get('profile')} profile, scaled to forwards timed "
+                     f"now; a plain step {costs.get('plain_step_ms')} ms, a draft token "
+                     f"{costs.get('draft_ms')} ms; {report.note})")
     lines += ["", f"verdict: {report.verdict}"]
     return "\n".join(lines)
 

@@ -116,6 +116,7 @@ class LaneWidget(QFrame):
         self.k = KControl()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
         self.figures = QLabel(figures_text({}), wordWrap=True)
+        self._text_pt, self._message_colour = 10, ""
         self.message = QLabel(wordWrap=True, visible=False)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.legend = Legend(theme)
@@ -224,9 +225,17 @@ class LaneWidget(QFrame):
         self.figures.setText(figures_text(figures))
         self.figures.setToolTip(declined_tip(figures))
 
+    def set_text_size(self, points: int) -> None:
+        """The size of the lane's lines: title, figures, message and legend (presenting)."""
+        self._text_pt = points
+        for widget in (self.title, self.figures):
+            widget.setStyleSheet(f"font-size: {points}pt;")
+        self.legend.set_point_size(points)
+        self.message.setStyleSheet(f"{self._message_colour} font-size: {points}pt;")
+
     def show_message(self, text: str, error: bool = True) -> None:
-        colour = "#e5534b" if error else "palette(mid)"
-        self.message.setStyleSheet(f"color: {colour};")
+        self._message_colour = "color: #e5534b;" if error else "color: palette(mid);"
+        self.message.setStyleSheet(f"{self._message_colour} font-size: {self._text_pt}pt;")
         self.message.setText(text)
         self.message.show()
 

@@ -146,7 +146,7 @@ class LiveRunner(QObject):
         spec = rs.RunSpec(replace(request, model=model),
                           {lane_id: lane.config() for lane_id, lane in lanes.items()})
         try:
-            engine = self._engine_for(model.device or "auto")
+            engine = self.engine = self.engine_for(model.device or "auto")
         except SpecvizError as exc:
             for lane in lanes.values():
                 lane.show_message(str(exc))
@@ -161,7 +161,7 @@ class LiveRunner(QObject):
             engine.send("pause")
         await self._done
 
-    def _engine_for(self, device: str) -> EngineClient:
+    def engine_for(self, device: str) -> EngineClient:
         """The device's engine process, started if need be. The others end: their models
         are not this run's (lanes of a run share its device)."""
         for other, engine in list(self.engines.items()):
@@ -174,7 +174,6 @@ class LiveRunner(QObject):
             engine.received.connect(self._on_message)
             engine.died.connect(self._on_died)
         engine.ensure_started()
-        self.engine = engine
         return engine
 
     # ------------------------------------------------------------ from the engine

@@ -30,6 +30,7 @@ from ..widgets.plot_style import TEXT_PT
 from ..widgets.tree_view import TreeView
 from . import exports
 from .board import MAX_LANES, LaneBoard
+from .checks import Checks
 from .fetch import FetchDialog
 from .lane import LaneWidget, editor_range
 from .live import LiveRunner
@@ -64,6 +65,8 @@ class MainWindow(QMainWindow):
         self.replay = ReplayControl(self.board, self)
         self.run_task: asyncio.Future | None = None
         self._build_layout()
+        self.checks = Checks(self.runner, self.board, self.busy, self.prompt.model_choice,
+                             self.show_status, self._show_costs)
         self._build_actions()
         self._build_menus()
         self._connect()
@@ -186,6 +189,8 @@ class MainWindow(QMainWindow):
         self.runner.finished.connect(self._set_mode)
         self.replay.changed.connect(self._set_mode)
         self.prompt.model.browsed.connect(self._remember_model)
+        self.prompt.model.currentIndexChanged.connect(self._show_costs)
+        self.graphs.cost_curve.profileRequested.connect(self.checks.profile_machine)
 
     def _restore(self) -> None:
         s = self.settings
@@ -197,6 +202,7 @@ class MainWindow(QMainWindow):
         if not s.restore_window(self):
             self.resize(1500, 950)
         apply_theme(self.theme)
+        self._show_costs()
 
     # ------------------------------------------------------------ lanes and runs
 
@@ -207,6 +213,7 @@ class MainWindow(QMainWindow):
         else:
             self._style_lane(lane)
             lane.draft.browsed.connect(self._remember_model)
+            lane.draft.picked.connect(lambda _name, lane=lane: self.checks.check_pair(lane))
         self._set_mode()
         return lane
 
@@ -228,7 +235,7 @@ class MainWindow(QMainWindow):
             self.show_status("type a prompt first")
             return None
         self._save_run_settings(request)
-        self.graphs.set_costs(*profile_costs(request.model))
+        self._show_costs()
         self._tree_pinned = False
         self.run_task = self.runner.start(request)
         self.run_task.add_done_callback(lambda task: self._run_ended(task, request.model))
@@ -237,11 +244,17 @@ class MainWindow(QMainWindow):
 
     def _run_ended(self, task: asyncio.Future, model: ModelChoice) -> None:
         # An auto-K lane measures a missing profile during the run: price the curves with it.
-        self.graphs.set_costs(*profile_costs(model))
+        self._show_costs(model)
         if not task.cancelled() and task.exception() is not None:  # a bug: say so, keep going
             error = task.exception()
             traceback.print_exception(error, file=sys.stderr)
             self.show_status(f"internal error: {error!r}")
+
+    def _show_costs(self, model: ModelChoice | None = None) -> None:
+        """Price the theoretical curves with the target's stored profile, if there is one."""
+        if not isinstance(model, ModelChoice):  # a signal's index
+            model = self.prompt.model_choice()
+        self.graphs.set_costs(*profile_costs(model))
 
     def stop(self) -> None:
         if self.runner.running:
@@ -299,6 +312,7 @@ class MainWindow(QMainWindow):
             widget.setVisible(not on)
         for name, plot in self.graphs.plots.items():
             plot.setVisible(not on or name == "race")
+        self.graphs.cost_curve.setVisible(not on)  # its what-if row too
         self._show_theme()
         if on and fullscreen:
             self.showFullScreen()
@@ -325,9 +339,7 @@ class MainWindow(QMainWindow):
     def _style_lane(self, lane: LaneWidget) -> None:
         lane.set_controls_visible(not self.presenting)
         lane.view.set_font_size(PRESENTATION_FONT_PT if self.presenting else NORMAL_FONT_PT)
-        size = "15pt" if self.presenting else "10pt"
-        for label in (lane.title, lane.figures):
-            label.setStyleSheet(f"font-size: {size};")
+        lane.set_text_size(15 if self.presenting else 10)
 
     def _show_rejected(self, show: bool) -> None:
         for lane in self.board.lanes.values():

@@ -20,6 +20,7 @@ class ModelCombo(QComboBox):
     """`model()` is the choice as a string: a registry name or a path."""
 
     browsed = Signal(str)  # a path picked with Browse…, for the recent list
+    picked = Signal(str)  # the person chose a model (from the list or by browsing)
 
     def __init__(self, recent: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,11 +55,13 @@ class ModelCombo(QComboBox):
     def _on_activated(self, index: int) -> None:
         if self.itemData(index) is not None:
             self._last = index
+            self.picked.emit(self.model())
             return
         path = self._ask_path()
         if path:
             self.set_model(path)
             self.browsed.emit(path)
+            self.picked.emit(path)
         else:
             self.setCurrentIndex(self._last)
 

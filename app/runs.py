@@ -34,19 +34,20 @@ def new_trace_path(oracle: str, lane_id: str) -> Path:
     return folder / f"{stamp}-{lane_id}-{re.sub(r'[^a-z0-9-]', '', oracle)}.jsonl"
 
 
-def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] | None, str]:
+def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] | None, str, bool]:
     """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
-    and a label; (None, why) when there is none (the curves then assume free batches)."""
+    a label, and whether there is one: (None, why, False) when there is none (the curves are
+    then not drawn: free batches would promise what a CPU cannot keep)."""
     from ..engines import profile as prof
 
     device = model.device or ("cpu" if model.backend == "llama" else None)
     stored = prof.load(model.target, model.backend, device or "cpu",
                        model.threads or gui_threads())
     if stored is None:
-        return None, "no profile: batches free"  # the plot's tooltip says how to make one
+        return None, "no profile of this machine yet", False
     costs = [stored.relative(n, context) for n in range(1, 34)]
     threads = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
-    return costs, f"{stored.backend}/{stored.device}, {threads}, context {context}"
+    return costs, f"{stored.backend}/{stored.device}, {threads}, context {context}", True
 
 
 def gui_threads() -> int:

@@ -25,6 +25,7 @@ from typing import BinaryIO
 from . import events as ev
 from . import protocol
 from . import run_spec as rs
+from .engine_tasks import Task, run_task
 from .errors import SpecvizError
 from .model_pool import ModelPool
 from .oracles import is_plain
@@ -46,7 +47,7 @@ class Engine:
         self._pending: dict[str, list[protocol.Message]] = {}  # controls for unbuilt lanes
         self.paused = False
         self.stopping = False
-        self.runs: Queue[rs.RunSpec | None] = Queue()
+        self.runs: Queue[rs.RunSpec | Task | None] = Queue()  # runs and tasks, in turn
         # Controls that run a model (auto K may measure a profile): applied between steps
         # on the stepping thread, never beside a step on the same backend.
         self._deferred: Queue[protocol.Message] = Queue()
@@ -66,6 +67,8 @@ class Engine:
             with self._lock:
                 self.stopping = self.paused = False
             self.runs.put(rs.from_dict(message["spec"]))
+        elif kind in ("profile", "pair"):
+            self.runs.put(Task(kind, str(message["task"]), message.fields))
         elif kind == "shutdown":
             self._all("stop")
             self.runs.put(None)
@@ -113,9 +116,12 @@ class Engine:
     # ------------------------------------------------------------ runs
 
     def serve(self) -> None:
-        while (spec := self.runs.get()) is not None:
+        while (job := self.runs.get()) is not None:
+            if isinstance(job, Task):
+                run_task(job, self.pool, self.send)
+                continue
             try:
-                self.run(spec)
+                self.run(job)
             finally:
                 self.send("done", loads=self.pool.loads, idle=self.pool.idle_count)
         self.pool.close()

@@ -4,8 +4,11 @@ Three answers: whether the tokenizers let the draft draft at all (pair_vocab), h
 guesses would be accepted (pair_estimate: one teacher-forced pass of each model over the
 target's own greedy answers), and what that buys at each K here. The speedup replays greedy
 speculative decoding of those answers step by step and prices every step with what this
-machine costs now: the target's stored profile scaled to its plain steps just timed, the
-draft's one-token forward timed, the verifier's work on K+1 rows timed. A K pays when its
+machine costs now: the target's stored profile for how cost grows with the context, scaled
+batch size by batch size to forwards timed now (a shared machine is seldom as idle as when the
+profile was taken, and a single token, which mostly reads weights, and a batch, which mostly
+computes, drift apart), the draft's one-token forward timed, the verifier's work on K+1 rows
+timed. A K pays when its
 speedup exceeds 1; its break-even acceptance is the constant rate at which it would just pay.
 """
 
@@ -27,7 +30,7 @@ from .pair_estimate import (
     cross_agreement,
     same_vocab_agreement,
     simulate,
-    time_single_forward,
+    time_forwards,
 )
 from .pair_vocab import VERDICT_CROSS, VERDICT_DRAFT, VERDICT_UNUSABLE, VocabReport
 from .profile import Profile
@@ -42,7 +45,7 @@ class StepCosts:
     """What one step costs here now, in milliseconds, by draft length."""
 
     profile: Profile
-    scale: float  # live plain forward / profiled forward
+    scales: Sequence[float]  # per batch size (index: tokens - 1): forward now / profiled
     other_ms: Sequence[float]  # per step besides the forward; index: draft length (K+1 rows)
     draft_ms: float  # one draft token: its forward and picking it
     cross: bool = False  # a cross-draft drafts K+1 of its own tokens
@@ -50,7 +53,8 @@ class StepCosts:
     def step_ms(self, drafted: int, context: int) -> float:
         forwards = 0 if drafted == 0 else drafted + 1 if self.cross else drafted
         other = self.other_ms[min(drafted, len(self.other_ms) - 1)]
-        return (self.scale * self.profile.cost_ms(drafted + 1, context) + other
+        scale = self.scales[min(drafted, len(self.scales) - 1)]
+        return (scale * self.profile.cost_ms(drafted + 1, context) + other
                 + forwards * self.draft_ms)
 
 
@@ -119,7 +123,9 @@ def estimate(target: Backend, draft: Backend, answers: Sequence[Answer], vocab: 
         report.alpha = float(np.mean(alphas)) if alphas else None
     report.by_position = acceptance_by_position(agreements, k_max)
     costs = measure_costs(target, draft, answers, profile, cross, k_max)
-    report.costs = {"scale": round(costs.scale, 3), "draft_ms": round(costs.draft_ms, 3),
+    report.costs = {"scales": [round(s, 3) for s in costs.scales],
+                    "draft_ms": round(costs.draft_ms, 3),
+                    "plain_step_ms": round(costs.step_ms(0, agreements[0].prompt_len), 3),
                     "other_ms": [round(x, 3) for x in costs.other_ms],
                     "profile": f"{profile.backend}/{profile.device}, "
                                f"{profile.threads or 'default'} threads"}
@@ -161,18 +167,18 @@ def break_even(costs: StepCosts, k: int, context: int) -> float | None:
 
 def measure_costs(target: Backend, draft: Backend, answers: Sequence[Answer],
                   profile: Profile, cross: bool, k_max: int = K_MAX) -> StepCosts:
-    """This machine's step costs now: the profile scaled to the plain steps just run (a shared
-    machine is seldom as idle as when the profile was taken), the draft's forward timed."""
-    ratios = [ms / profile.cost_ms(1, len(a.prompt_ids) + i) for a in answers
-              for i, ms in enumerate(a.verify_ms) if profile.cost_ms(1, len(a.prompt_ids)) > 0]
-    scale = statistics.median(ratios) if ratios else 1.0
+    """This machine's step costs now: the target's forwards of 1..k_max+1 tokens and the
+    draft's of one token timed after the first prompt, the verifier's work timed."""
+    prompt = answers[0].prompt_ids
+    live = time_forwards(target, prompt, k_max + 1)
+    context = len(prompt)
+    scales = [ms / max(profile.cost_ms(n, context), 1e-9) for n, ms in enumerate(live, 1)]
     other = statistics.median([ms for a in answers for ms in a.other_ms] or [0.0])
     verify_ms = _verify_ms(target, k_max)
     other_by_k = [other + verify_ms[k] - verify_ms[0] for k in range(k_max + 1)]
-    prefix = draft.encode_prompt(answers[0].prompt_text, chat=True) if cross \
-        else answers[0].prompt_ids
-    draft_ms = time_single_forward(draft, prefix) + _pick_ms(draft.n_vocab)
-    return StepCosts(profile, scale, other_by_k, draft_ms, cross)
+    prefix = draft.encode_prompt(answers[0].prompt_text, chat=True) if cross else prompt
+    draft_ms = time_forwards(draft, prefix, 1)[0] + _pick_ms(draft.n_vocab)
+    return StepCosts(profile, scales, other_by_k, draft_ms, cross)
 
 
 def _verify_ms(target: Backend, k_max: int, repeats: int = 5) -> list[float]:

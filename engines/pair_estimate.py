@@ -172,16 +172,21 @@ def acceptance_by_position(agreements: Sequence[Agreement], k_max: int) -> list[
     return [kept[i] / reached[i] if reached[i] else None for i in range(k_max)]
 
 
-def time_single_forward(backend: Backend, prefix: Sequence[int], repeats: int = 8) -> float:
-    """Median milliseconds of a one-token forward after `prefix` (the draft's cost now)."""
+def time_forwards(backend: Backend, prefix: Sequence[int], largest: int,
+                  repeats: int = 5) -> list[float]:
+    """Median milliseconds of a verification-like forward (every row's logits) of 1..largest
+    tokens after `prefix`; sizes interleaved so machine noise hits them all alike."""
     backend.reset()
-    backend.forward(list(prefix[:-1]))  # a prompt has two tokens at least (template, text)
-    times = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        backend.forward([prefix[-1]])
-        sync_device(backend)
-        times.append((time.perf_counter() - t0) * 1000.0)
-        backend.truncate(len(prefix) - 1)
+    backend.forward(list(prefix))
+    filler = (list(prefix) * (largest // len(prefix) + 1))[:largest]
+    times: list[list[float]] = [[] for _ in range(largest)]
+    for r in range(repeats + 1):
+        for n in range(1, largest + 1):
+            t0 = time.perf_counter()
+            backend.forward(filler[:n], "all")
+            sync_device(backend)
+            if r:  # the first round pays for setting each shape up
+                times[n - 1].append((time.perf_counter() - t0) * 1000.0)
+            backend.truncate(len(prefix))
     backend.reset()
-    return float(np.median(times[1:]))  # the first pays for setting the shape up
+    return [float(np.median(t)) for t in times]

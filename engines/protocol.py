@@ -11,6 +11,10 @@ To the engine:
                                         off, back to the fixed K `k`
   set_knob {lane, name, value}          an oracle setting, from its next proposal
   pause {} | resume {} | stop {}        every lane of the run
+  profile  {task, model}                measure the target's cost profile (stored), after
+                                        any run in progress
+  pair     {task, model, draft,         check a draft for the target (engines.pair_check),
+            prompts, max_tokens}        after any run in progress
   shutdown {}                           stop and exit
 
 From the engine:
@@ -23,6 +27,9 @@ From the engine:
   status   {text}                       what the engine is doing (loading, measuring)
   done     {loads, idle}                every lane of the run has ended; models loaded so
                                         far and kept idle for the next run
+  progress {task, stage, done, total}   a profile or pair task is this far
+  finished {task, result}               a task's result (a pair report; the stored profile)
+  task_failed {task, message}           a task ended with this one-line error
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ from . import events as ev
 from .errors import SpecvizError
 
 VERSION = 1
-TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "shutdown")
-FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done")
+TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
+             "pair", "shutdown")
+FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done", "progress",
+               "finished", "task_failed")
 
 
 class ProtocolError(SpecvizError):

@@ -283,3 +283,25 @@ def test_auto_k_switched_on_mid_run_measures_a_profile_and_stays_lossless(
     window.board.drain()
     assert lane_texts(window)[0] == lane_texts(window)[1]
     assert plain.view.token_count == lookup.view.token_count == 60
+
+
+def test_profile_this_machine_and_a_picked_draft_is_checked(window, app_env, qtbot,
+                                                            tiny_model_dir):
+    """No profile: no curves, one click measures it in the engine with progress, the curves
+    come back priced by it. Picking a draft model for a draft lane checks the pair."""
+    set_up(window, tiny(tiny_model_dir), [LaneConfig("draft", 3, draft=str(tiny_model_dir))], 8)
+    window._show_costs()
+    curve = window.graphs.cost_curve
+    assert not curve.profile_button.isHidden()
+    seen = []
+    window.checks.tasks.progress.connect(lambda *args: seen.append(args))
+    with qtbot.waitSignal(window.checks.tasks.finished, timeout=120_000):
+        curve.profile_button.click()
+    assert seen and seen[-1][2] == seen[-1][3]  # progress to the end
+    assert curve.profile_button.isHidden()
+    assert "transformers/cpu" in curve.plot.getPlotItem().titleLabel.text
+    lane = next(iter(window.board.lanes.values()))
+    with qtbot.waitSignal(window.checks.tasks.finished, timeout=120_000):
+        lane.draft.picked.emit(str(tiny_model_dir))
+    assert "tokenizers: draft" in lane.message.text()
+    assert "guesses right 100%" in lane.message.text()

@@ -390,7 +390,14 @@ def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
     lane = next(iter(window.board.lanes.values()))
     assert window.board.theme is DARK_CONTRAST and lane.view._theme is DARK_CONTRAST
     assert "font-size:16pt" in window.graphs.key.text()
+    lane.show_message("a line the audience must read")
+    for widget in (lane.title, lane.figures, lane.message):
+        assert "font-size: 15pt" in widget.styleSheet()
+    assert "font-size: 15pt" in lane.legend.label("target").styleSheet()
+    assert window.graphs.cost_curve.isHidden()
+    assert "#e5534b" in lane.message.styleSheet()
     window.set_presentation(False)
+    assert "font-size: 10pt" in lane.legend.label("target").styleSheet()
     assert window.board.theme.name == "dark" and window.settings.theme() == "dark"
 
 

@@ -82,21 +82,21 @@ def test_acceptance_by_position_is_conditional_on_the_positions_before():
 
 
 def test_break_even_acceptance_follows_the_cost_of_a_batch():
-    free = StepCosts(flat_profile([10.0] * 8), 1.0, [0.0] * 8, 0.0)
+    free = StepCosts(flat_profile([10.0] * 8), [1.0], [0.0] * 8, 0.0)
     assert break_even(free, 3, 128) == pytest.approx(0.0, abs=1e-6)
-    dear = StepCosts(flat_profile([10.0 * n for n in range(1, 9)]), 1.0, [0.0] * 8, 0.0)
+    dear = StepCosts(flat_profile([10.0 * n for n in range(1, 9)]), [1.0], [0.0] * 8, 0.0)
     assert break_even(dear, 3, 128) is None  # 4 tokens cost 4 plain steps: never pays
-    half = StepCosts(flat_profile([10.0, 15.0, 20.0, 25.0]), 1.0, [0.0] * 4, 0.0)
+    half = StepCosts(flat_profile([10.0, 15.0, 20.0, 25.0]), [1.0], [0.0] * 4, 0.0)
     assert break_even(half, 1, 128) == pytest.approx(0.5, abs=1e-3)  # 1 + a = 1.5
 
 
 def test_predicted_speedup_is_tokens_per_step_over_the_step_cost():
     everything = Agreement([True] * 40, None, 16)
-    free = StepCosts(flat_profile([10.0] * 8), 1.0, [0.0] * 8, 0.0)
+    free = StepCosts(flat_profile([10.0] * 8), [1.0], [0.0] * 8, 0.0)
     by_k = {p.k: p for p in predict([everything], free, k_max=4)}
     assert by_k[4].tokens_per_step == pytest.approx(40 / 8)  # 5 tokens a step, 8 steps
     assert by_k[4].speedup == pytest.approx(by_k[4].tokens_per_step)
-    drafty = StepCosts(flat_profile([10.0] * 8), 1.0, [0.0] * 8, 5.0)  # half a step per token
+    drafty = StepCosts(flat_profile([10.0] * 8), [1.0], [0.0] * 8, 5.0)  # half a step per token
     assert predict([everything], drafty, k_max=4)[3].speedup == pytest.approx(5 / 3)
 
 

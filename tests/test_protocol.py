@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -116,3 +117,38 @@ def test_controls_reach_a_lane_in_the_order_they_were_sent(tiny_model_dir, tmp_p
             break
     engine.communicate(protocol.encode("shutdown"), timeout=60)
     assert {e.k for e in steps if e.totals.tokens + 6 < 24} == {6}
+
+
+def test_the_engine_measures_a_profile_and_checks_a_pair_between_runs(tiny_model_dir, tmp_path):
+    """The window's two tasks: progress, then the result; a bad draft is one line and the
+    engine goes on."""
+    import os
+
+    model = dataclasses.asdict(rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1))
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL,
+                              env={**os.environ, "SPECVIZ_HOME": str(tmp_path)})
+    engine.stdin.write(
+        protocol.encode("profile", task="p1", model=model)
+        + protocol.encode("pair", task="q1", model=model, draft="/nowhere/draft.gguf")
+        + protocol.encode("pair", task="q2", model=model, draft=str(tiny_model_dir),
+                          prompts=["def add(a, b):\n    return a + b\n"], max_tokens=10))
+    engine.stdin.flush()
+    messages, ended = [], set()
+    for line in engine.stdout:
+        message = protocol.decode(line)
+        messages.append(message)
+        if message.kind in ("finished", "task_failed"):
+            ended.add(message["task"])
+        if ended == {"p1", "q1", "q2"}:
+            break
+    engine.communicate(protocol.encode("shutdown"), timeout=60)
+    progress = [m for m in messages if m.kind == "progress" and m["task"] == "p1"]
+    assert progress and progress[-1]["done"] == progress[-1]["total"]
+    results = {m["task"]: m for m in messages if m.kind in ("finished", "task_failed")}
+    assert results["p1"].kind == "finished" and os.path.exists(results["p1"]["result"]["path"])
+    assert results["q1"].kind == "task_failed" and "/nowhere/draft.gguf" in results["q1"]["message"]
+    report = results["q2"]["result"]
+    assert results["q2"].kind == "finished" and report["vocab"]["verdict"] == "draft"
+    assert report["greedy_agreement"] == 1.0 and report["verdict"]

@@ -47,3 +47,47 @@ def test_lane_colour_reaches_curve_and_dot(qtbot):
         assert curve.opts["pen"].color().name() == colour
         brushes = {b.color().name() for b in dot.data["brush"] if b is not None}
         assert dot.opts["brush"].color().name() == colour and brushes <= {colour}
+
+
+def test_the_what_if_curve_follows_its_acceptance_and_draft_cost(qtbot):
+    widget = CostCurve()
+    qtbot.addWidget(widget)
+    widget.set_costs(CPU)
+    widget.alpha_box.setValue(0.95)
+    ys = widget.what_if_data()[1]
+    assert ys[4] == pytest.approx(expected_tokens_iid(0.95, 4) / 3.7)
+    assert "best K=" in widget.verdict.text()
+    widget.draft_box.setValue(0.5)  # half a target token per drafted token
+    assert widget.what_if_data()[1][4] == pytest.approx(expected_tokens_iid(0.95, 4) / (3.7 + 2))
+    assert widget.verdict.text().startswith("plain decoding is faster")
+    widget.set_lane("a", "ngram", "#e69f00", 0.6, 3.0, 0.8)
+    index = widget.from_lane.findData("a")
+    assert "ngram: 60%" in widget.from_lane.itemText(index)
+    widget.from_lane.activated.emit(index)  # a lane's live acceptance as the starting point
+    assert widget.alpha_box.value() == pytest.approx(0.6)
+    widget.remove_lane("a")
+    assert widget.from_lane.findData("a") < 0
+
+
+def test_break_even_acceptance_matches_the_curve():
+    from specviz.widgets.cost_curve import break_even_alpha
+
+    alpha = break_even_alpha(3, CPU, 0.0)
+    assert theory_curve(alpha, CPU, 3)[3] == pytest.approx(1.0, abs=1e-6)
+    assert break_even_alpha(3, [1, 2, 3, 4], 0.0) is None  # 4 tokens cost 4: never pays
+    assert break_even_alpha(3, None, 0.0) == pytest.approx(0.0, abs=1e-6)  # free batches
+
+
+def test_without_a_profile_nothing_is_promised_and_one_click_asks_for_one(qtbot):
+    widget = CostCurve()
+    qtbot.addWidget(widget)
+    widget.show()
+    widget.set_lane("a", "draft", "#e69f00", 0.8, 4.0, 1.1)
+    widget.set_costs(None, profiled=False)
+    assert len(widget.curve_data("a")[0] or []) == 0 and len(widget.what_if_data()[0] or []) == 0
+    assert widget.profile_button.isVisible()
+    assert "no profile" in widget.plot.getPlotItem().titleLabel.text
+    with qtbot.waitSignal(widget.profileRequested, timeout=1000):
+        widget.profile_button.click()
+    widget.set_costs(CPU)
+    assert not widget.profile_button.isVisible() and len(widget.curve_data("a")[0]) == 33

@@ -15,7 +15,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..engines.cost import theoretical_speedup
 from .palette import DARK, Theme
@@ -24,50 +34,117 @@ from .plot_style import TEXT_PT, make_plot, theme_plot
 K_LIMIT = 32
 
 
-def theory_curve(alpha: float, relative: Sequence[float] | None,
-                 k_max: int = K_LIMIT) -> np.ndarray:
-    """Speedup for K = 0..k_max; relative[n-1] is the cost of n tokens over one token."""
+def theory_curve(alpha: float, relative: Sequence[float] | None, k_max: int = K_LIMIT,
+                 draft_cost: float = 0.0) -> np.ndarray:
+    """Speedup for K = 0..k_max; relative[n-1] is the cost of n tokens over one token;
+    draft_cost is one drafted token's cost over one target token's."""
     if relative:
         def verify(n: int) -> float:
             return float(relative[min(n, len(relative)) - 1])
     else:
         verify = None
-    return np.array([theoretical_speedup(alpha, k, verify) for k in range(k_max + 1)])
+    return np.array([theoretical_speedup(alpha, k, verify, draft_cost)
+                     for k in range(k_max + 1)])
+
+
+def break_even_alpha(k: int, relative: Sequence[float] | None, draft_cost: float = 0.0,
+                     ) -> float | None:
+    """The acceptance rate at which draft length k just matches plain decoding (None: it
+    never does, even if every guess holds)."""
+    lo, hi = 0.0, 1.0
+    if theory_curve(1.0, relative, k, draft_cost)[k] <= 1.0 + 1e-9:  # not even if all hold
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if theory_curve(mid, relative, k, draft_cost)[k] < 1.0 else (lo, mid)
+    return hi
 
 
 class CostCurve(QWidget):
-    """One plot: a theoretical curve and a live dot per lane."""
+    """One plot: a theoretical curve and a live dot per lane, and a what-if curve whose
+    acceptance and draft cost the person sets (or takes from a lane)."""
+
+    profileRequested = Signal()  # "profile this machine" was clicked
 
     def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.plot = make_plot("Theoretical speedup by K (dot: each lane)", "K", "× plain")
-        self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0))
+        self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, label="break-even",
+                                          labelOpts={"position": 0.92}))
         self.plot.setToolTip(
             "Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"
-            "over the cost of verifying K+1 tokens; the dot is where the lane runs. Batch\n"
-            "costs come from `specviz profile --target MODEL`; without a stored profile\n"
-            "every batch costs as much as one token.")
+            "over the cost of verifying K+1 tokens on this machine (its cost profile) and of\n"
+            "drafting; the dot is where the lane runs. Dashed: the what-if curve below.")
         self._relative: list[float] | None = None
+        self._profiled = True  # False: no profile yet, nothing is drawn
         self._lanes: dict[str, dict] = {}
         self._items: dict[str, tuple[pg.PlotDataItem, pg.ScatterPlotItem]] = {}
+        self.what_if = self.plot.plot(name="what if")
+        self.what_if.setZValue(-1)
+        self.profile_button = QPushButton("Profile this machine", visible=False)
+        self.profile_button.setToolTip("Measure what verifying 1..32 tokens costs here (the "
+                                       "target's cost profile); a minute or two, once")
+        self.profile_button.clicked.connect(self.profileRequested)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        layout.setSpacing(2)
+        layout.addWidget(self.plot, 1)
+        layout.addLayout(self._what_if_row())
         self.set_theme(theme)
 
-    def set_costs(self, relative: Sequence[float] | None, label: str = "") -> None:
-        """Batch costs relative to one token (n = 1, 2, ...), or None for free batches."""
+    def _what_if_row(self) -> QHBoxLayout:
+        # Leviathan et al.'s symbols, spelled out in the tooltips: the row must stay narrow
+        # enough for half a small window.
+        self.alpha_box = QDoubleSpinBox(minimum=0.0, maximum=0.99, singleStep=0.05, value=0.7,
+                                        decimals=2, prefix="α ")
+        self.alpha_box.setToolTip("What if: the acceptance rate α, the chance that a guessed "
+                                  "token is accepted")
+        self.draft_box = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.05, value=0.0,
+                                        decimals=2, prefix="c ", suffix="×")
+        self.draft_box.setToolTip("What if: the draft's cost c, drafting one token over one "
+                                  "plain step of the target (0 for prompt lookup; about "
+                                  "0.3-0.7 for a small draft model on a CPU)")
+        self.from_lane = QComboBox()
+        self.from_lane.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.from_lane.setMinimumContentsLength(5)
+        self.from_lane.addItem("α of a lane…", None)
+        self.from_lane.setToolTip("Take a lane's live acceptance as α")
+        self.from_lane.activated.connect(self._take_lane)
+        self.verdict = QLabel()
+        self.verdict.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        for box in (self.alpha_box, self.draft_box):
+            box.valueChanged.connect(self._draw_what_if)
+        self._controls = (QLabel("what if"), self.alpha_box, self.draft_box, self.from_lane)
+        row = QHBoxLayout()
+        row.setContentsMargins(4, 0, 4, 0)
+        for widget in (*self._controls, self.profile_button):
+            row.addWidget(widget)
+        row.addWidget(self.verdict, 1)
+        return row
+
+    def set_costs(self, relative: Sequence[float] | None, label: str = "",
+                  profiled: bool = True) -> None:
+        """Batch costs relative to one token (n = 1, 2, ...); None with `profiled` for free
+        batches, None without it when this machine has no profile yet (nothing is drawn)."""
         self._relative = list(relative) if relative else None
+        self._profiled = profiled or relative is not None
         where = label or ("batches free" if relative is None else "profiled batch costs")
-        self.plot.setTitle(f"Theoretical speedup by K ({where})")  # dots: where lanes run
+        title = f"Theoretical speedup by K ({where})"  # dots: where lanes run
+        self.plot.setTitle(title if self._profiled else "Speedup by K: no profile yet")
+        self.profile_button.setVisible(not self._profiled)
+        for widget in self._controls:  # nothing to ask "what if" of without a profile
+            widget.setVisible(self._profiled)
         for lane_id in self._lanes:
             self._draw(lane_id)
+        self._draw_what_if()
 
     def set_lane(self, lane_id: str, label: str, colour: str, acceptance: float | None,
                  k: float, speedup: float | None) -> None:
         previous = self._lanes.get(lane_id)
         self._lanes[lane_id] = {"label": label, "colour": colour, "alpha": acceptance,
                                 "k": k, "speedup": speedup}
+        self._list_lane(lane_id, label, acceptance)
         if lane_id not in self._items:
             curve = self.plot.plot(name=label)
             dot = pg.ScatterPlotItem(size=11)
@@ -85,6 +162,9 @@ class CostCurve(QWidget):
 
     def remove_lane(self, lane_id: str) -> None:
         self._lanes.pop(lane_id, None)
+        index = self.from_lane.findData(lane_id)
+        if index >= 0:
+            self.from_lane.removeItem(index)
         items = self._items.pop(lane_id, None)
         if items:
             for item in items:
@@ -98,10 +178,40 @@ class CostCurve(QWidget):
 
     def set_theme(self, theme: Theme, points: int = TEXT_PT) -> None:
         theme_plot(self.plot, theme, points)
+        self.what_if.setPen(pg.mkPen(theme.foreground, width=2, style=Qt.PenStyle.DashLine))
+
+    def what_if_data(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.what_if.getData()
+
+    def _list_lane(self, lane_id: str, label: str, acceptance: float | None) -> None:
+        """Keep the lane in the "from a lane" list, with its acceptance so far."""
+        text = f"{label}: {'-' if acceptance is None else f'{acceptance:.0%}'}"
+        index = self.from_lane.findData(lane_id)
+        if index < 0:
+            self.from_lane.addItem(text, lane_id)
+        elif self.from_lane.itemText(index) != text:
+            self.from_lane.setItemText(index, text)
+
+    def _take_lane(self, index: int) -> None:
+        lane = self._lanes.get(self.from_lane.itemData(index))
+        if lane is not None and lane["alpha"] is not None:
+            self.alpha_box.setValue(min(lane["alpha"], self.alpha_box.maximum()))
+        self.from_lane.setCurrentIndex(0)
+
+    def _draw_what_if(self) -> None:
+        if not self._profiled:
+            self.what_if.setData([], [])
+            self.verdict.setText("")
+            return
+        alpha, cost = self.alpha_box.value(), self.draft_box.value()
+        ys = theory_curve(alpha, self._relative, K_LIMIT, cost)
+        self.what_if.setData(np.arange(len(ys)), ys)
+        self.verdict.setText(what_if_verdict(ys, self._relative, cost))
+        self.verdict.setToolTip(self.verdict.text())
 
     def _draw(self, lane_id: str) -> None:
         lane, (curve, dot) = self._lanes[lane_id], self._items[lane_id]
-        if lane["alpha"] is None:
+        if lane["alpha"] is None or not self._profiled:
             curve.setData([], [])
         else:
             ys = theory_curve(lane["alpha"], self._relative)
@@ -110,3 +220,16 @@ class CostCurve(QWidget):
             dot.setData([], [])
         else:
             dot.setData([lane["k"]], [lane["speedup"]])
+
+
+def what_if_verdict(speedups: np.ndarray, relative: Sequence[float] | None,
+                    draft_cost: float) -> str:
+    """The best K of a what-if curve and what acceptance it needs to pay at all."""
+    best = int(np.argmax(speedups))
+    if best == 0 or speedups[best] <= 1.0:
+        even = break_even_alpha(1, relative, draft_cost)
+        need = "never" if even is None else f"needs acceptance ≥ {even:.2f} at K=1"
+        return f"plain decoding is faster ({need})"
+    even = break_even_alpha(best, relative, draft_cost)
+    return (f"best K={best}: {speedups[best]:.2f}×; K={best} breaks even at acceptance "
+            f"{even:.2f}")

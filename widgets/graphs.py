@@ -285,9 +285,11 @@ class LaneGraphs(QWidget):
         for plot in plots:
             plot.getPlotItem().getViewBox().prepareForPaint()
 
-    def set_costs(self, relative: list[float] | None, label: str = "") -> None:
-        """The cost profile the theoretical curves are priced with (None: free batches)."""
-        self.cost_curve.set_costs(relative, label)
+    def set_costs(self, relative: list[float] | None, label: str = "",
+                  profiled: bool = True) -> None:
+        """The cost profile the theoretical curves are priced with (None: free batches, or
+        nothing drawn when the machine has no profile yet: `profiled` False)."""
+        self.cost_curve.set_costs(relative, label, profiled)
 
     def _draw_operating_point(self, lane_id: str) -> None:
         """The lane's theoretical curve and where it runs: tokens proposed per step (the K

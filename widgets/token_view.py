@@ -246,6 +246,7 @@ class Legend(QWidget):
         self._theme = theme
         self._kinds = tuple(kinds)
         self._labels: dict[str, QLabel] = {}
+        self._points: int | None = None
         self._build()
 
     @property
@@ -260,15 +261,24 @@ class Legend(QWidget):
         self._theme = theme
         self._build()
 
+    def set_point_size(self, points: int) -> None:
+        """Text size of the swatches' names (a style sheet: the application's overrides a
+        font)."""
+        self._points = points
+        self._build()
+
     def label(self, kind: str) -> QLabel:
         return self._labels[kind]
 
     def _build(self) -> None:
         while (item := self._layout.takeAt(0)) is not None:
             if item.widget() is not None:
+                item.widget().hide()  # deleted later: until then it must not paint
                 item.widget().deleteLater()
         self._labels = {kind: QLabel(_legend_html(self._theme, kind)) for kind in self._kinds}
         for label in self._labels.values():
+            if self._points:
+                label.setStyleSheet(f"font-size: {self._points}pt;")
             self._layout.addWidget(label)
         self._layout.addStretch(1)
         palette = self.palette()

@@ -1,0 +1,82 @@
+"""Work the window asks of an engine process besides runs: measuring this machine's cost
+profile, checking a draft model for the target. Sent to the engine of the run's device (the
+models loaded for runs serve here too); progress and results come back as signals.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict
+
+from PySide6.QtCore import QObject, Signal
+
+from ..engines.errors import SpecvizError
+from ..engines.protocol import Message
+from .engine_client import EngineClient
+from .live import LiveRunner
+from .runs import ModelChoice, gui_threads
+
+
+class EngineTasks(QObject):
+    progress = Signal(str, str, int, int)  # task, stage, done, total
+    finished = Signal(str, dict)  # task, result
+    failed = Signal(str, str)  # task, one line
+
+    def __init__(self, runner: LiveRunner) -> None:
+        super().__init__(runner)
+        self.runner = runner
+        self.pending: dict[str, str] = {}  # task -> kind
+        self._names = itertools.count(1)
+        self._heard: set[int] = set()  # engine clients whose messages reach us
+
+    def profile(self, model: ModelChoice) -> str | None:
+        """Measure the target's cost profile; the task's name, or None if it cannot start."""
+        return self._send("profile", model)
+
+    def pair(self, model: ModelChoice, draft: str, max_tokens: int = 48) -> str | None:
+        """Check `draft` against the target (tokenizers, acceptance, speedup by K)."""
+        return self._send("pair", model, draft=draft, max_tokens=max_tokens)
+
+    def busy(self, kind: str) -> bool:
+        return kind in self.pending.values()
+
+    def _send(self, kind: str, model: ModelChoice, **fields) -> str | None:
+        model = ModelChoice(model.target, model.backend, model.device,
+                            model.threads or gui_threads(), model.n_ctx)
+        device, current = model.device or "auto", self.runner.engine
+        try:
+            if self.runner.running and current is not None and current.device != device:
+                raise SpecvizError(f"a run on {current.device} is going; try when it ends")
+            engine = self.runner.engine_for(device)
+        except SpecvizError as exc:
+            self.failed.emit(kind, str(exc))
+            return None
+        self._listen(engine)
+        task = f"{kind}-{next(self._names)}"
+        self.pending[task] = kind
+        engine.send(kind, task=task, model=asdict(model), **fields)
+        return task
+
+    def _listen(self, engine: EngineClient) -> None:
+        if id(engine) not in self._heard:
+            self._heard.add(id(engine))
+            engine.received.connect(self._on_message)
+            engine.died.connect(self._on_died)
+
+    def _on_message(self, message: Message) -> None:
+        task = message.fields.get("task")
+        if task not in self.pending:
+            return
+        if message.kind == "progress":
+            self.progress.emit(task, message["stage"], message["done"], message["total"])
+        elif message.kind == "finished":
+            del self.pending[task]
+            self.finished.emit(task, message["result"])
+        elif message.kind == "task_failed":
+            del self.pending[task]
+            self.failed.emit(task, message["message"])
+
+    def _on_died(self, line: str) -> None:
+        for task in list(self.pending):
+            del self.pending[task]
+            self.failed.emit(task, line)
