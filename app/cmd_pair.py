@@ -10,14 +10,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..engines.backends import load_backend
-from ..engines.corpus import bundled_prompts, read_prompts
+from ..engines.corpus import pair_prompts, read_prompts
 from ..engines.errors import SpecvizError
 from ..engines.models import resolve
 from ..engines.pair import K_MAX, PairReport
 from ..engines.pair_check import check_pair
 from . import options
-
-DEFAULT_PROMPTS = ("code-edit-scale.txt", "summarise-article.txt", "chat-explain.txt")
 
 
 def register(sub) -> None:
@@ -83,7 +81,7 @@ def _prompts(paths: list[Path] | None) -> list[str]:
             if not path.exists():
                 raise SpecvizError(f"prompts not found: {path}")
         return read_prompts(paths)
-    return read_prompts([bundled_prompts() / name for name in DEFAULT_PROMPTS])
+    return pair_prompts()
 
 
 def render(report: PairReport) -> str:

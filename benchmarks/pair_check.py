@@ -17,8 +17,7 @@ import json
 import subprocess
 import sys
 
-from specviz.app.cmd_pair import DEFAULT_PROMPTS
-from specviz.engines.corpus import bundled_prompts
+from specviz.engines.corpus import PAIR_PROMPTS, bundled_prompts
 
 
 def specviz(*args: str) -> dict:
@@ -48,7 +47,7 @@ def main() -> None:
     for k in ks:
         tokens = steps = 0
         spec_s = plain_s = 0.0
-        for name in DEFAULT_PROMPTS:
+        for name in PAIR_PROMPTS:
             r = specviz("run", *common, "--oracle", a.oracle, draft_flag, a.draft, "--k", str(k),
                         "--baseline", "--json", "--prompt-file",
                         str(bundled_prompts() / name))

@@ -11,6 +11,13 @@ from pathlib import Path
 
 from .errors import SpecvizError
 
+PAIR_PROMPTS = ("code-edit-scale.txt", "summarise-article.txt", "chat-explain.txt")
+
+
+def pair_prompts() -> list[str]:
+    """What a pair check asks the target by default: a code edit, a summary, a chat answer."""
+    return read_prompts([bundled_prompts() / name for name in PAIR_PROMPTS])
+
 
 def bundled_prompts() -> Path:
     """The prompts that ship with specviz (code edits, summaries, chat, translation)."""

@@ -51,6 +51,18 @@ def theoretical_speedup(
     return expected_tokens_iid(alpha, k) / (verify + k * draft_cost)
 
 
+def break_even_acceptance(k: int, step_cost: float) -> float | None:
+    """The constant acceptance rate at which draft length k just pays for a step costing
+    `step_cost` plain steps: E(k) = step_cost. None when even alpha = 1 does not pay."""
+    if step_cost >= k + 1 - 1e-9:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_iid(mid, k) < step_cost else (lo, mid)
+    return hi
+
+
 def speedup_curve(
     alpha: float,
     ks: Sequence[int],

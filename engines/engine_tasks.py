@@ -12,12 +12,10 @@ from dataclasses import dataclass
 
 from . import profile as prof
 from . import run_spec as rs
-from .corpus import bundled_prompts, read_prompts
+from .corpus import pair_prompts
 from .errors import SpecvizError
 from .model_pool import ModelPool
 from .run_builder import acquire
-
-PAIR_PROMPTS = ("code-edit-scale.txt", "summarise-article.txt", "chat-explain.txt")
 
 Send = Callable[..., None]
 
@@ -65,8 +63,7 @@ def _profile(pool: ModelPool, model: rs.ModelChoice, progress) -> dict:
 def _pair(pool: ModelPool, model: rs.ModelChoice, fields: dict, progress) -> dict:
     from .pair_check import check_pair
 
-    prompts = list(fields.get("prompts") or []) or read_prompts(
-        [bundled_prompts() / name for name in PAIR_PROMPTS])
+    prompts = list(fields.get("prompts") or []) or pair_prompts()
     target = acquire(pool, model, model.target)
     try:
         draft = acquire(pool, model, fields["draft"])

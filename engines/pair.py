@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .backends.base import Backend
-from .cost import expected_tokens_iid
+from .cost import break_even_acceptance
 from .pair_estimate import (
     Agreement,
     Answer,
@@ -155,14 +155,8 @@ def predict(agreements: Sequence[Agreement], costs: StepCosts,
 
 def break_even(costs: StepCosts, k: int, context: int) -> float | None:
     """The constant acceptance rate at which draft length k just matches plain decoding."""
-    need = costs.step_ms(k, context) / costs.step_ms(0, context)  # tokens a step must bring
-    if need >= k + 1:
-        return None
-    lo, hi = 0.0, 1.0
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_tokens_iid(mid, k) < need else (lo, mid)
-    return round(hi, 4)
+    alpha = break_even_acceptance(k, costs.step_ms(k, context) / costs.step_ms(0, context))
+    return None if alpha is None else round(alpha, 4)
 
 
 def measure_costs(target: Backend, draft: Backend, answers: Sequence[Answer],

@@ -16,15 +16,15 @@ argmax. That is an estimate (the oracle re-tokenizes at the seam), and says so.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import events as ev
-from .backends.base import Backend, sync_device
+from .backends.base import Backend
 from .oracles import make_oracle
+from .profile import time_forward
 from .session import RunSettings, Session
 
 CHUNK = 64  # rows of logits per teacher-forced forward: 64 x 152k floats is 39 MB
@@ -182,11 +182,8 @@ def time_forwards(backend: Backend, prefix: Sequence[int], largest: int,
     times: list[list[float]] = [[] for _ in range(largest)]
     for r in range(repeats + 1):
         for n in range(1, largest + 1):
-            t0 = time.perf_counter()
-            backend.forward(filler[:n], "all")
-            sync_device(backend)
+            ms = time_forward(backend, filler[:n], len(prefix))
             if r:  # the first round pays for setting each shape up
-                times[n - 1].append((time.perf_counter() - t0) * 1000.0)
-            backend.truncate(len(prefix))
+                times[n - 1].append(ms)
     backend.reset()
     return [float(np.median(t)) for t in times]

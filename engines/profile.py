@@ -111,11 +111,11 @@ def measure(
         backend.reset()
         backend.forward(filler[:ctx])
         for b in batches:  # untimed: first calls of a batch shape pay for setting it up
-            _time_forward(backend, filler[ctx : ctx + b], ctx)
+            time_forward(backend, filler[ctx : ctx + b], ctx)
         times: dict[int, list[float]] = {b: [] for b in batches}
         for _ in range(repeats):
             for b in batches:
-                times[b].append(_time_forward(backend, filler[ctx : ctx + b], ctx))
+                times[b].append(time_forward(backend, filler[ctx : ctx + b], ctx))
                 done += 1
                 if on_progress:
                     on_progress(done, total)
@@ -127,7 +127,7 @@ def measure(
                    repeats, machine=machine_info())
 
 
-def _time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
+def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
     """Milliseconds of one verification-like forward (logits for every row), then roll back."""
     t0 = time.perf_counter()
     backend.forward(tokens, "all")

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.cost import theoretical_speedup
+from ..engines.cost import break_even_acceptance, theoretical_speedup
 from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 
@@ -51,13 +51,8 @@ def break_even_alpha(k: int, relative: Sequence[float] | None, draft_cost: float
                      ) -> float | None:
     """The acceptance rate at which draft length k just matches plain decoding (None: it
     never does, even if every guess holds)."""
-    lo, hi = 0.0, 1.0
-    if theory_curve(1.0, relative, k, draft_cost)[k] <= 1.0 + 1e-9:  # not even if all hold
-        return None
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if theory_curve(mid, relative, k, draft_cost)[k] < 1.0 else (lo, mid)
-    return hi
+    verify = float(relative[min(k + 1, len(relative)) - 1]) if relative else 1.0
+    return break_even_acceptance(k, verify + k * draft_cost)
 
 
 class CostCurve(QWidget):
