@@ -4,12 +4,14 @@ checked against the target when a lane picks it (the verdict in the lane)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QProgressBar
 
 from ..engines.oracles import DRAFT_ORACLES
+from ..engines.pair_text import render
 from .board import LaneBoard
 from .lane import LaneWidget
 from .live import LiveRunner
@@ -29,6 +31,7 @@ class Checks(QObject):
         self.board, self.bar, self.model, self.say = board, progress_bar, model, say
         self.profiled = profiled  # redraw the curves with the new profile
         self._lanes: dict[str, str] = {}  # pair task -> lane id
+        self._began: dict[tuple[str, str], float] = {}  # (task, stage) -> when it began
         self.tasks.progress.connect(self._on_progress)
         self.tasks.finished.connect(self._on_finished)
         self.tasks.failed.connect(self._on_failed)
@@ -54,7 +57,9 @@ class Checks(QObject):
         self.bar.setRange(0, max(total, 1))
         self.bar.setValue(done)
         self.bar.setVisible(True)
-        self.say(f"{STAGES.get(stage, stage)} {done}/{total}", True)
+        began = self._began.setdefault((task, stage), time.monotonic())
+        left = time_left(time.monotonic() - began, done, total)
+        self.say(f"{STAGES.get(stage, stage)} {done}/{total}{left}", True)
 
     def _on_finished(self, task: str, result: dict) -> None:
         self._idle()
@@ -63,7 +68,8 @@ class Checks(QObject):
             self.say("this machine's cost profile is measured", False)
             self.profiled()
         elif lane is not None:
-            lane.show_message(pair_line(result), error=result["vocab"]["verdict"] == "unusable")
+            lane.show_message(pair_line(result), error=result["vocab"]["verdict"] == "unusable",
+                              details=render(result))
             self.say("pair checked", False)
 
     def _on_failed(self, task: str, message: str) -> None:
@@ -74,7 +80,16 @@ class Checks(QObject):
         self.say(message, False)
 
     def _idle(self) -> None:
+        self._began.clear()
         self.bar.setRange(0, 0)  # back to the busy indicator the runs use
+
+
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """", about 40 s left" at the rate so far; nothing until there is a rate to go by."""
+    if done < 2 or done >= total or elapsed_s <= 0:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 
 def pair_line(report: dict) -> str:

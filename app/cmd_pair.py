@@ -13,8 +13,9 @@ from ..engines.backends import load_backend
 from ..engines.corpus import pair_prompts, read_prompts
 from ..engines.errors import SpecvizError
 from ..engines.models import resolve
-from ..engines.pair import K_MAX, PairReport
+from ..engines.pair import K_MAX
 from ..engines.pair_check import check_pair
+from ..engines.pair_text import render
 from . import options
 
 
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         draft.close()
         target.close()
-    print(json.dumps(report.to_dict(), indent=1) if args.json else render(report))
+    data = report.to_dict()
+    print(json.dumps(data, indent=1) if args.json else render(data))
     return 0
 
 
@@ -82,37 +84,3 @@ def _prompts(paths: list[Path] | None) -> list[str]:
                 raise SpecvizError(f"prompts not found: {path}")
         return read_prompts(paths)
     return pair_prompts()
-
-
-def render(report: PairReport) -> str:
-    """The report as a person reads it: tokenizers, acceptance, speedup by K, verdict."""
-    lines = [f"target {report.target}, draft {report.draft}", "", "tokenizers:"]
-    width = max(len(i.name) for i in report.vocab.items)
-    for item in report.vocab.items:
-        mark = "ok" if item.ok else "DIFFERS"
-        values = item.target if item.target == item.draft else f"{item.target} | {item.draft}"
-        note = f" ({item.note})" if item.note else ""
-        lines.append(f"  {item.name.ljust(width)}  {mark:7}  {values}{note}")
-    lines.append(f"  -> {report.vocab.verdict}: {report.vocab.reason}")
-    if report.predictions:
-        lines += ["", _acceptance_line(report), "by draft position: " + " ".join(
-            "-" if a is None else f"{a:.2f}" for a in report.by_position[:8]), "",
-            "K  tokens/step  speedup  break-even acceptance"]
-        for p in report.predictions:
-            even = "never pays" if p.break_even is None else f"{p.break_even:.2f}"
-            best = "  <- best" if p.k == report.best_k else ""
-            lines.append(f"{p.k:<2} {p.tokens_per_step:11.2f}  {p.speedup:6.2f}x  {even}{best}")
-        costs = report.costs
-        lines.append(f"(costs: the {costs.get('profile')} profile, scaled to forwards timed "
-                     f"now; a plain step {costs.get('plain_step_ms')} ms, a draft token "
-                     f"{costs.get('draft_ms')} ms; {report.note})")
-    lines += ["", f"verdict: {report.verdict}"]
-    return "\n".join(lines)
-
-
-def _acceptance_line(report: PairReport) -> str:
-    line = (f"acceptance over {report.answer_tokens} tokens of {report.prompts} answers: "
-            f"greedy agreement {report.greedy_agreement:.0%}")
-    if report.alpha is not None:
-        line += f", alpha {report.alpha:.2f} at temperature {report.temperature:g}"
-    return line

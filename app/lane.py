@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
@@ -9,6 +11,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -118,7 +121,11 @@ class LaneWidget(QFrame):
         self.figures = QLabel(figures_text({}), wordWrap=True)
         self._text_pt, self._message_colour = 10, ""
         self.message = QLabel(wordWrap=True, visible=False)
-        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.message.linkActivated.connect(lambda _link: self.show_details())
+        self._details = ""
+        self.details_box: QMessageBox | None = None
         self.legend = Legend(theme)
         self.view = TokenView(theme)
         self._controls = QWidget()
@@ -233,11 +240,30 @@ class LaneWidget(QFrame):
         self.legend.set_point_size(points)
         self.message.setStyleSheet(f"{self._message_colour} font-size: {points}pt;")
 
-    def show_message(self, text: str, error: bool = True) -> None:
+    def show_message(self, text: str, error: bool = True, details: str = "") -> None:
+        """One line under the figures; `details`, when given, behind a link and in its tip."""
         self._message_colour = "color: #e5534b;" if error else "color: palette(mid);"
         self.message.setStyleSheet(f"{self._message_colour} font-size: {self._text_pt}pt;")
-        self.message.setText(text)
+        self._details = details
+        if details:
+            self.message.setTextFormat(Qt.TextFormat.RichText)
+            self.message.setText(f'{html.escape(text)} · <a href="details">details</a>')
+            self.message.setToolTip(f"<pre>{html.escape(details)}</pre>")
+        else:
+            self.message.setTextFormat(Qt.TextFormat.PlainText)
+            self.message.setText(text)
+            self.message.setToolTip("")
         self.message.show()
+
+    def show_details(self) -> None:
+        """The message's details in a window of their own (fixed-width: they hold tables)."""
+        if not self._details:
+            return
+        if self.details_box is None:
+            self.details_box = QMessageBox(self, windowTitle="Lane details")
+            self.details_box.setModal(False)
+        self.details_box.setText(f"<pre>{html.escape(self._details)}</pre>")
+        self.details_box.show()
 
     def _finished(self, summary: ev.SummaryEvent) -> None:
         seconds = summary.wall_ms / 1000.0

@@ -12,6 +12,7 @@ from .pair import K_MAX, PairReport, estimate
 from .pair_estimate import target_answers
 from .pair_vocab import VERDICT_UNUSABLE, compare_vocabularies
 
+PROFILE_REPEATS = 3  # enough for a pair's verdict; `specviz profile` takes more
 # (stage, done, total): "answers", "profile", "estimate"
 Progress = Callable[[str, int, int], None]
 
@@ -35,10 +36,11 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
     profile = prof.load(target_name, target.name, target.device, threads)
     if profile is None:
         if not measure_profile:
+            seconds = prof.estimate_seconds(target)  # what `specviz profile` would do
             raise SpecvizError(f"no cost profile of {target_name} on this machine yet: "
                                f"`specviz profile --target {target_name}` measures it "
-                               "(once, a minute or two)")
-        profile = prof.measure(target, target_name, threads, repeats=3,
+                               f"(once, about {seconds:.0f} s here)")
+        profile = prof.measure(target, target_name, threads, repeats=PROFILE_REPEATS,
                                on_progress=stage("profile"))
         prof.save(profile)
     return estimate(target, draft, answers, vocab, profile, temperature, k_max, report,

@@ -127,6 +127,26 @@ def measure(
                    repeats, machine=machine_info())
 
 
+def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,
+                     contexts: Sequence[int] = CONTEXTS, repeats: int = REPEATS) -> float:
+    """About how long `measure` would take here: one forward of one token and one of the
+    largest batch timed now, batches in between costed on the line through them, the
+    context's own cost left out (it is small beside the weights for these batch sizes)."""
+    batches = sorted({int(b) for b in batches})
+    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
+    start = min(64, max(backend.n_ctx - batches[-1], 1))
+    filler = _filler_tokens(backend, start + batches[-1])
+    backend.reset()
+    backend.forward(filler[:start])
+    one = time_forward(backend, filler[start : start + 1], start)
+    big = time_forward(backend, filler[start:], start)
+    backend.reset()
+    step = (big - one) / max(batches[-1] - 1, 1)
+    per_pass = sum(one + step * (b - 1) for b in batches)
+    prefill = sum(big * c / batches[-1] for c in usable)
+    return (prefill + len(usable) * (repeats + 1) * per_pass) / 1000.0
+
+
 def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
     """Milliseconds of one verification-like forward (logits for every row), then roll back."""
     t0 = time.perf_counter()

@@ -14,6 +14,7 @@ import pytest
 from step_factory import make_step
 from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
 
+from specviz.app.checks import time_left
 from specviz.app.runs import LaneConfig, ModelChoice, gui_threads, profile_costs, traces_dir
 from specviz.engines.trace import read_trace
 
@@ -305,3 +306,14 @@ def test_profile_this_machine_and_a_picked_draft_is_checked(window, app_env, qtb
         lane.draft.picked.emit(str(tiny_model_dir))
     assert "tokenizers: draft" in lane.message.text()
     assert "guesses right 100%" in lane.message.text()
+    assert 'href="details"' in lane.message.text()  # the item-by-item report behind a link
+    lane.message.linkActivated.emit("details")
+    shown = lane.details_box.text()
+    assert lane.details_box.isVisible() and "vocabulary type" in shown and "break-even" in shown
+
+
+def test_progress_says_how_long_is_left_at_the_rate_so_far():
+    assert time_left(10.0, 1, 100) == ""  # one step is no rate yet
+    assert time_left(10.0, 10, 100) == ", about 2 min left"
+    assert time_left(2.0, 10, 100) == ", about 18 s left"
+    assert time_left(5.0, 100, 100) == ""

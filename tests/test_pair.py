@@ -4,6 +4,7 @@ speedup by K predicted; the replay checked against a real speculative run."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_cross_draft import other_vocab_backend  # noqa: F401 (a fixture)
@@ -174,6 +175,7 @@ def test_pair_command_reports_json_and_measures_a_missing_profile(capsys, tiny_m
     code = main([*base, "--no-measure"])
     err = capsys.readouterr().err
     assert code != 0 and "no cost profile" in err and "specviz profile" in err
+    assert re.search(r"about \d+ s here", err)  # how long measuring it would take
     assert main([*base, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["vocab"]["verdict"] == "draft" and report["greedy_agreement"] == 1.0

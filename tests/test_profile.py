@@ -26,6 +26,25 @@ def test_measure_gives_a_median_per_batch_and_context(tiny_backend):
     assert tiny_backend.n_past == 0  # the cache is left empty
 
 
+def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend, monkeypatch):
+    """One token costs 2 ms and each more token 1 ms here: the plan is priced on that line,
+    the prefill at the largest batch's rate per token."""
+    timed = []
+
+    def fake_forward(backend, tokens, ctx):
+        timed.append(len(tokens))
+        return 2.0 + (len(tokens) - 1)
+
+    monkeypatch.setattr(prof, "time_forward", fake_forward)
+    seconds = prof.estimate_seconds(tiny_backend, batches=[1, 2, 4], contexts=[8, 16],
+                                    repeats=2)
+    assert timed == [1, 4]  # two forwards timed, nothing more
+    per_pass = 2 + 3 + 5  # batches 1, 2 and 4
+    prefill = 5 * 8 / 4 + 5 * 16 / 4
+    assert seconds == pytest.approx((prefill + 2 * 3 * per_pass) / 1000)
+    assert tiny_backend.n_past == 0
+
+
 def test_profile_command_stores_then_reuses(capsys, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
     argv = ["profile", "--target", str(tiny_model_dir), "--backend", "transformers",
