@@ -1,4 +1,5 @@
-"""`specviz train-heads`: train Medusa heads for a target by self-distillation (transformers)."""
+"""`specviz train-heads`: train Medusa heads or an EAGLE head for a target by
+self-distillation (transformers backend)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,17 @@ from . import options
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "train-heads", help="train Medusa heads for a target model (transformers backend)",
-        description="Train Medusa heads on text the target itself writes from a corpus of "
-                    "prompts (the target stays frozen), then report each head's held-out "
-                    "top-1/top-5 accuracy. The heads are saved as safetensors beside the model.")
+        "train-heads", help="train Medusa heads or an EAGLE head for a target model "
+        "(transformers backend)",
+        description="Train drafting heads on text the target itself writes from a corpus of "
+                    "prompts (the target stays frozen), then report their held-out accuracy "
+                    "(Medusa: top-1/top-5 per head; EAGLE: acceptance by draft depth). They "
+                    "are saved as safetensors beside the model. EAGLE training resumes where "
+                    "a stopped run left off.")
+    p.add_argument("--kind", choices=("medusa", "eagle"), default="medusa",
+                   help="medusa: a residual block per position ahead; eagle: one decoder "
+                        "layer over the target's low, middle and high features, drafting a "
+                        "tree (default: %(default)s)")
     m = p.add_argument_group("model")
     m.add_argument("--target", default=options.DEFAULT_TARGET,
                    help="registry name, .gguf file or model folder (default: %(default)s)")
@@ -42,13 +50,17 @@ def register(sub) -> None:
     d.add_argument("--held-out", type=float, default=0.1,
                    help="share of answers kept out of training for the accuracy figures")
     t = p.add_argument_group("training")
-    t.add_argument("--heads", type=int, default=4, help="number of heads (default: %(default)s)")
+    t.add_argument("--heads", type=int, default=4,
+                   help="medusa: number of heads; eagle: rollout steps trained (the "
+                        "training-time test's depth) (default: %(default)s)")
     length = t.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, default=None, help="optimiser steps")
-    length.add_argument("--epochs", type=float, default=3.0,
-                        help="passes over the training positions (default: %(default)s)")
-    t.add_argument("--batch", type=int, default=64, help="positions per step (%(default)s)")
-    t.add_argument("--lr", type=float, default=1e-3, help="learning rate (%(default)s)")
+    length.add_argument("--epochs", type=float, default=None,
+                        help="passes over the training positions (medusa 3, eagle 6)")
+    t.add_argument("--batch", type=int, default=None,
+                   help="medusa: positions per step (64); eagle: sequences per step (4)")
+    t.add_argument("--lr", type=float, default=None,
+                   help="learning rate (medusa 1e-3, eagle 3e-4)")
     t.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="folder for the heads (default: beside the model in the cache)")
@@ -60,56 +72,106 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..engines.backends import load_backend
-    from ..engines.medusa import train as tr
-    from ..engines.medusa.heads import heads_dir, save_heads
 
     settings = _settings(args)
     prompts = _prompts(args.corpus, args.seed)
     path = resolve(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
-    folder = args.out or heads_dir(path)
-    answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse)
-    n_tokens = sum(len(a.tokens) for a in answers)
+    eagle = args.kind == "eagle"
+    folder = args.out or _default_folder(path, eagle)
+    layers = _layers(target) if eagle else None
+    answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse, layers)
     facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
-             "prompts_used": len(answers), "tokens": n_tokens,
+             "prompts_used": len(answers), "tokens": sum(len(a.tokens) for a in answers),
              "generate_seconds": gen_seconds, "device": target.device,
              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    with tqdm(desc="training heads", unit="step", file=sys.stderr) as bar:
-        def on_step(_step: int, steps: int, loss: float) -> None:
-            bar.total = steps
+    with tqdm(desc=f"training {args.kind}", unit="step", file=sys.stderr) as bar:
+        def on_step(step: int, steps: int, loss: float) -> None:
+            bar.total, bar.n = steps, step + 1
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
-            bar.update()
+            bar.refresh()
 
-        result = tr.train(target, answers, settings, on_step, facts)
-    save_heads(result.heads, result.config, folder)
-    _report(result.config, folder)
+        if eagle:
+            _train_eagle(target, answers, settings, on_step, facts, folder, layers)
+        else:
+            _train_medusa(target, answers, settings, on_step, facts, folder)
     return 0
 
 
-def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool):
-    """The target's answers with their hidden states, and the seconds it took to write them:
-    from the disk cache (seconds None) when the same corpus and settings were run before,
-    else written now and cached."""
+def _default_folder(path: Path, eagle: bool) -> Path:
+    if eagle:
+        from ..engines.eagle.checkpoint import head_dir
+
+        return head_dir(path)
+    from ..engines.medusa.heads import heads_dir
+
+    return heads_dir(path)
+
+
+def _layers(target) -> list[int]:
+    from ..engines.eagle.checkpoint import default_layers
+
+    return default_layers(int(target.model.config.num_hidden_layers))
+
+
+def _train_medusa(target, answers, settings, on_step, facts, folder: Path) -> None:
+    from ..engines.medusa import train as tr
+    from ..engines.medusa.heads import save_heads
+
+    result = tr.train(target, answers, settings, on_step, facts)
+    save_heads(result.heads, result.config, folder)
+    _report(result.config, folder)
+
+
+def _train_eagle(target, answers, settings, on_step, facts, folder: Path, layers) -> None:
+    from ..engines.eagle import train as et
+
+    result = et.train(target, answers, settings, on_step, facts, state_dir=folder,
+                      layers=layers)
+    et.save(result, target, folder)
+    _report_eagle(result, folder)
+
+
+def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, layers=None):
+    """The target's answers with their hidden states (and layer features for EAGLE), and the
+    seconds it took to write them: from the disk cache (seconds None) when the same corpus and
+    settings were run before, else written now and cached (batch by batch: a stopped run
+    goes on from its last batch)."""
     from ..engines.medusa import train as tr
     from ..engines.medusa.heads import target_id
 
     key = tr.answers_key(prompts, settings, target_id(target.model, target.model_path)
-                         .fingerprint)
+                         .fingerprint, layers)
     cached = folder / f"answers-{key}.safetensors"
+    partial = folder / f"answers-{key}.partial.safetensors"
     if reuse and cached.exists():
         print(f"reusing the target's answers from {cached}", file=sys.stderr)
         return tr.load_answers(cached), None
+    resume = ([], 0)
+    if reuse and partial.exists():
+        resume = (tr.load_answers(partial), tr.prompts_used(partial))
+        print(f"going on from {len(resume[0])} answers in {partial}", file=sys.stderr)
     t0 = time.perf_counter()
-    with tqdm(total=settings.tokens, desc="target writes", unit="tok", file=sys.stderr) as bar:
-        answers = tr.generate_answers(target, prompts, settings, bar.update)
+    done = sum(len(a.tokens) for a in resume[0])
+    with tqdm(total=settings.tokens, initial=done, desc="target writes", unit="tok",
+              file=sys.stderr) as bar:
+        answers = tr.generate_answers(
+            target, prompts, settings, bar.update, layers, resume,
+            lambda so_far, used: tr.save_answers(so_far, partial, used))
     tr.save_answers(answers, cached)
+    partial.unlink(missing_ok=True)
     return answers, round(time.perf_counter() - t0, 1)
 
 
 def _settings(args: argparse.Namespace):
+    from ..engines.eagle.train import EagleSettings
     from ..engines.medusa.train import TrainSettings
 
-    for name in ("tokens", "max_new", "heads", "batch", "prompt_batch"):
+    kind = EagleSettings if args.kind == "eagle" else TrainSettings
+    batch = args.batch if args.batch is not None else kind.batch
+    lr = args.lr if args.lr is not None else kind.lr
+    epochs = args.epochs if args.epochs is not None else kind.epochs
+    for name in ("tokens", "max_new", "heads", "prompt_batch"):
         if getattr(args, name) < 1:
             raise SpecvizError(f"--{name.replace('_', '-')} must be at least 1")
     if args.steps is not None and args.steps < 1:
@@ -118,10 +180,14 @@ def _settings(args: argparse.Namespace):
         raise SpecvizError("--held-out must be between 0 and 1")
     if args.temperature < 0:
         raise SpecvizError("--temperature must be >= 0")
-    return TrainSettings(n_heads=args.heads, tokens=args.tokens, max_new=args.max_new,
-                         steps=args.steps, epochs=args.epochs, batch=args.batch, lr=args.lr,
-                         held_out=args.held_out, temperature=args.temperature, chat=args.chat,
-                         seed=args.seed, prompt_batch=args.prompt_batch)
+    if batch < 1 or lr <= 0:
+        raise SpecvizError("--batch must be at least 1 and --lr above 0")
+    common = dict(tokens=args.tokens, max_new=args.max_new, steps=args.steps, batch=batch,
+                  lr=lr, held_out=args.held_out, temperature=args.temperature, chat=args.chat,
+                  seed=args.seed, prompt_batch=args.prompt_batch)
+    if args.kind == "eagle":
+        return EagleSettings(ttt=args.heads, epochs=epochs, **common)
+    return TrainSettings(n_heads=args.heads, epochs=epochs, **common)
 
 
 def _prompts(corpus: list[Path], seed: int) -> list[str]:
@@ -147,4 +213,18 @@ def _report(config, folder: Path) -> None:
     print("head  ahead  top-1   top-5   positions")
     for k, (a1, a5, n) in enumerate(zip(acc["top1"], acc["top5"], acc["positions"]), 1):
         print(f"{k:>4}  {k + 1:>5}  {a1:6.1%}  {a5:6.1%}  {n:>9}")
+    print(f"saved to {folder}")
+
+
+def _report_eagle(result, folder: Path) -> None:
+    acc, facts = result.accuracy, result.training
+    print(f"trained an EAGLE head on {facts['tokens']} tokens the target wrote "
+          f"({facts['prompts_used']} answers; {facts['steps']} steps, "
+          f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
+    print("depth  accepted  given the depth before  positions")
+    for d, (a, c, n) in enumerate(zip(acc["acceptance"], acc["conditional"],
+                                      acc["positions"]), 1):
+        print(f"{d:>5}  {a:8.1%}  {c:22.1%}  {n:>9}")
+    print(f"mean accepted tokens per step, drafting a chain of {len(acc['acceptance'])}: "
+          f"{acc['mean_accepted']:.2f}")
     print(f"saved to {folder}")

@@ -72,7 +72,8 @@ def add_tree_args(g) -> None:
                         "probability is at least this (default 0.2)")
     g.add_argument("--budget", type=int, default=None,
                    help="tree: most nodes in a tree (default 16); medusa: verify a candidate "
-                        "tree of this many nodes instead of the heads' top chain (default 0)")
+                        "tree of this many nodes instead of the heads' top chain (default 0); "
+                        "eagle: most nodes verified in a step (default 16)")
     g.add_argument("--window", type=int, default=None, metavar="W",
                    help="lookahead: Jacobi window width W (default 5)")
     g.add_argument("--ngram-size", type=int, default=None, metavar="N",
@@ -82,6 +83,10 @@ def add_tree_args(g) -> None:
     g.add_argument("--medusa-heads", type=Path, default=None, metavar="DIR",
                    help="Medusa heads folder for the medusa oracle (transformers backend; "
                         "default: beside the target, as `specviz train-heads` saves them)")
+    g.add_argument("--eagle-head", type=Path, default=None, metavar="DIR",
+                   help="EAGLE head folder for the eagle oracle: one trained by `specviz "
+                        "train-heads --kind eagle` (the default, beside the target) or a "
+                        "published EAGLE-3 head (config.json and weights)")
 
 
 def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
@@ -149,13 +154,15 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
     k = args.k if k is None else k
     corpus = getattr(args, "ngram_corpus", None)
     heads = getattr(args, "medusa_heads", None)
+    eagle = getattr(args, "eagle_head", None)
     return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
                     draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
                     exit_layer=getattr(args, "exit_layer", None) or 0,
                     max_ngram=args.max_ngram, min_ngram=args.min_ngram,
                     ngram_corpus=str(corpus) if corpus else None,
                     knobs=oracle_knobs(oracle, args),
-                    medusa_heads=str(heads) if heads else None)
+                    medusa_heads=str(heads) if heads else None,
+                    eagle_head=str(eagle) if eagle else None)
 
 
 def load_target(args: argparse.Namespace) -> Backend:

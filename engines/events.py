@@ -22,7 +22,8 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 # Where a proposed token came from. The GUI colours by it; the benchmark groups by it.
-SOURCES = ("draft", "prompt", "ngram", "rule", "lookahead", "medusa", "early-exit", "tree")
+SOURCES = ("draft", "prompt", "ngram", "rule", "lookahead", "medusa", "early-exit", "tree",
+           "eagle")
 
 # Why the target's own token was produced.
 TARGET_PLAIN = "plain"  # plain decoding: nothing was proposed

@@ -104,7 +104,8 @@ def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None) -> Orac
         return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
                            min_ngram=lane.min_ngram, corpus_ids=corpus,
                            exit_layer=lane.exit_layer or None, knobs=dict(lane.knobs),
-                           heads=Path(lane.medusa_heads) if lane.medusa_heads else None)
+                           heads=Path(lane.medusa_heads) if lane.medusa_heads else None,
+                           eagle_head=Path(lane.eagle_head) if lane.eagle_head else None)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
 

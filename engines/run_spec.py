@@ -36,6 +36,7 @@ class LaneSpec:
     ngram_corpus: str | None = None  # a text file seeding the n-gram cache
     knobs: dict = field(default_factory=dict)  # tree, lookahead, medusa settings
     medusa_heads: str | None = None  # a heads folder (default: beside the target)
+    eagle_head: str | None = None  # an EAGLE head's folder (default: beside the target)
 
     @property
     def draft_model(self) -> str | None:

@@ -11,7 +11,7 @@ import inspect
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import BackendError
 from .base import Backend
+from .hf_features import LayerFeatures
 
 # Names of end-of-turn tokens used by common chat models; they end generation like EOS.
 _END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
@@ -73,6 +74,7 @@ class TransformersBackend(Backend):
         self._eos = _eos_ids(self._tok, self._model)
         self._template = _chat_template(self._tok, self._gguf)
         self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
+        self._features = LayerFeatures()  # chosen layers' outputs, likewise
 
     # ------------------------------------------------------------ properties
 
@@ -126,6 +128,15 @@ class TransformersBackend(Backend):
         cache, if a forward since `keep_hidden()` returned logits for it; else None."""
         return self._hidden.at(position)
 
+    def keep_features(self, layer_ids: Sequence[int] | None) -> None:
+        """Keep the outputs of these decoder layers, concatenated, at every cached position
+        (EAGLE heads read them); None stops. Off by default: plain runs pay nothing."""
+        self._features.enable(self._model if layer_ids else None, layer_ids)
+
+    def features(self, start: int, end: int):
+        """(end - start, features) rows for positions [start, end), or None when not held."""
+        return self._features.rows(start, end)
+
     # ------------------------------------------------------------ text
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
@@ -150,6 +161,7 @@ class TransformersBackend(Backend):
             self._cache = DynamicCache()
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         self._hidden.arm()
+        self._features.arm()
         with torch.inference_mode():
             out = self._model(
                 input_ids=ids,
@@ -159,6 +171,7 @@ class TransformersBackend(Backend):
             )
         self._cache = out.past_key_values
         self._hidden.took(self.n_past + len(tokens) - n_rows)
+        self._features.took(self.n_past)
         return out.logits[0, -n_rows:].float().cpu().numpy()
 
     def _forward_masked(
@@ -178,6 +191,7 @@ class TransformersBackend(Backend):
         mask = torch.zeros(allowed.shape, dtype=self._dtype)
         mask.masked_fill_(~allowed, torch.finfo(self._dtype).min)
         self._hidden.arm()
+        self._features.arm()
         with torch.inference_mode():
             out = self._model(
                 input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
@@ -188,6 +202,7 @@ class TransformersBackend(Backend):
             )
         self._cache = out.past_key_values
         self._hidden.took(n_past)  # row i is node i, until keep_path picks the chain
+        self._features.took(n_past)
         return out.logits[0].float().cpu().numpy()
 
     def _keep_path(self, path: list[int]) -> None:
@@ -196,12 +211,14 @@ class TransformersBackend(Backend):
         n_past = self.n_past
         keep = torch.tensor([*range(n_past), *(n_past + i for i in path)], device=self.device)
         self._hidden.select(path)
+        self._features.select(n_past, path)
         for layer in self._cache.layers:
             layer.keys = layer.keys.index_select(-2, keep)
             layer.values = layer.values.index_select(-2, keep)
 
     def _truncate(self, n: int) -> None:
         self._hidden.cut(n)
+        self._features.cut(n)
         if self._cache is None:
             return
         if n == 0:
@@ -271,10 +288,12 @@ class TransformersBackend(Backend):
         Backend.__init__(other)  # an empty token list of its own
         other._cache = None
         other._hidden = _HiddenRows()  # hidden states are kept per backend, on request
+        other._features = LayerFeatures()
         return other
 
     def close(self) -> None:
         self._hidden.enable(None, False)
+        self._features.enable(None, None)
         self._cache = None
         self._model = None
 

@@ -32,10 +32,14 @@ class Answer:
     """One generated answer: hidden state rows and the tokens the target wrote.
 
     Row i is the LM head's input that produced tokens[i] (row 0: the prompt's last token).
+    With `layers` asked for (EAGLE), `features` holds what entered those layers at every
+    position fed, prompt and answer: rows 0..len(prompt)+len(tokens)-2.
     """
 
     hidden: torch.Tensor  # (n, hidden) float32 on CPU
     tokens: list[int]
+    prompt: list[int] = field(default_factory=list)
+    features: torch.Tensor | None = None  # (positions, 3 * hidden) float16 on CPU
 
 
 @dataclass
@@ -68,25 +72,41 @@ class TrainResult:
 
 
 def generate_answers(target: TransformersBackend, prompts: Sequence[str], settings: TrainSettings,
-                     on_tokens: Callable[[int], None] | None = None) -> list[Answer]:
+                     on_tokens: Callable[[int], None] | None = None,
+                     layers: Sequence[int] | None = None,
+                     resume: tuple[list[Answer], int] = ([], 0),
+                     on_batch: Callable[[list[Answer], int], None] | None = None,
+                     ) -> list[Answer]:
     """The target answers prompts until `settings.tokens` tokens are written, a batch of
     prompts at a time (a CPU reads the weights once for the whole batch); the LM head's input
-    rows are caught on the way, so the target runs once per token."""
-    gen = torch.Generator().manual_seed(settings.seed)
+    rows (and, given `layers`, those layers' inputs) are caught on the way, so the target
+    runs once per token. `resume`: answers written before and the prompts they used;
+    `on_batch(answers, prompts used)` after every batch, to save them."""
     eos = torch.tensor(sorted(target.eos_ids), dtype=torch.long)
-    answers: list[Answer] = []
-    left = settings.tokens
-    for i in range(0, len(prompts), settings.prompt_batch):
+    answers = list(resume[0])
+    left = settings.tokens - sum(len(a.tokens) for a in answers)
+    for i in range(resume[1], len(prompts), settings.prompt_batch):
         if left <= 0:
             break
+        gen = torch.Generator().manual_seed(settings.seed + i)  # the same when resumed
         batch = prompts[i : i + settings.prompt_batch]
         ids = [_prompt_ids(target, text, settings) for text in batch]
-        for answer in _answer_batch(target, ids, settings, eos, gen, on_tokens):
-            answer = Answer(answer.hidden[:left], answer.tokens[:left])
+        for answer in _answer_batch(target, ids, settings, eos, gen, on_tokens, layers):
+            answer = _first(answer, left)
             if left > 0 and len(answer.tokens) > 1:
                 answers.append(answer)
                 left -= len(answer.tokens)
+        if on_batch:
+            on_batch(answers, i + len(batch))
     return answers
+
+
+def _first(answer: Answer, n: int) -> Answer:
+    """The answer's first n tokens, with their rows."""
+    features = answer.features
+    if features is not None:
+        features = features[: len(answer.prompt) + min(n, len(answer.tokens)) - 1]
+    return Answer(answer.hidden[:n], answer.tokens[:n], answer.prompt, features)
 
 
 def _prompt_ids(target: TransformersBackend, text: str, settings: TrainSettings) -> list[int]:
@@ -95,8 +115,10 @@ def _prompt_ids(target: TransformersBackend, text: str, settings: TrainSettings)
 
 
 def _answer_batch(target: TransformersBackend, prompts: list[list[int]], settings: TrainSettings,
-                  eos: torch.Tensor, gen: torch.Generator, on_tokens) -> list[Answer]:
-    """Greedy (or sampled) answers to left-padded prompts, with the LM head's input rows."""
+                  eos: torch.Tensor, gen: torch.Generator, on_tokens,
+                  layers: Sequence[int] | None = None) -> list[Answer]:
+    """Greedy (or sampled) answers to left-padded prompts, with the LM head's input rows
+    (and the given layers' inputs at every position)."""
     from transformers import DynamicCache
 
     model = target.model
@@ -105,6 +127,7 @@ def _answer_batch(target: TransformersBackend, prompts: list[list[int]], setting
     caught: list[torch.Tensor] = []
     hook = lm_head_of(model).register_forward_pre_hook(
         lambda _m, args: caught.append(args[0][:, -1].float().cpu()))
+    layer_rows = _LayerInputs(model, layers) if layers else None
     cache, done, steps = DynamicCache(), torch.zeros(len(prompts), dtype=torch.bool), []
     dev = target.device
     try:
@@ -127,8 +150,45 @@ def _answer_batch(target: TransformersBackend, prompts: list[list[int]], setting
                             use_cache=True, logits_to_keep=1)
     finally:
         hook.remove()
+        if layer_rows:
+            layer_rows.close()
     hidden, tokens = torch.stack(caught[: len(steps)], 1), torch.stack(steps, 1)  # (B, n, .)
-    return [_cut_at_eos(hidden[b], tokens[b], eos) for b in range(len(prompts))]
+    answers = [_cut_at_eos(hidden[b], tokens[b], eos) for b in range(len(prompts))]
+    if layer_rows:
+        rows = layer_rows.rows()  # (B, width + steps - 1, 3H)
+        width = ids.shape[1]
+        for b, answer in enumerate(answers):
+            answer.prompt = list(prompts[b])
+            fed = len(prompts[b]) + len(answer.tokens) - 1
+            answer.features = rows[b, width - len(prompts[b]):][:fed].clone()
+    return answers
+
+
+class _LayerInputs:
+    """What enters the given decoder layers in each forward of a batch, kept as float16."""
+
+    def __init__(self, model, layers: Sequence[int]) -> None:
+        from ..backends.hf_features import decoder_layers
+
+        blocks = decoder_layers(model)
+        self.layers, self.parts, self.forwards = list(layers), {}, []
+        self.hooks = [blocks[i].register_forward_pre_hook(self._catcher(i), with_kwargs=True)
+                      for i in sorted(set(self.layers))]
+
+    def _catcher(self, index: int):
+        def catch(_module, args, kwargs) -> None:
+            self.parts[index] = (args[0] if args else kwargs["hidden_states"]).half().cpu()
+            if len(self.parts) == len(set(self.layers)):
+                self.forwards.append(torch.cat([self.parts[i] for i in self.layers], -1))
+                self.parts = {}
+        return catch
+
+    def rows(self) -> torch.Tensor:
+        return torch.cat(self.forwards, dim=1)
+
+    def close(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
 
 
 def _left_pad(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,24 +213,43 @@ def _cut_at_eos(hidden: torch.Tensor, tokens: torch.Tensor, eos: torch.Tensor) -
     return Answer(hidden[:n].clone(), tokens[:n].tolist())
 
 
-def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: str) -> str:
+def answers_key(prompts: Sequence[str], settings: TrainSettings, fingerprint: str,
+                layers: Sequence[int] | None = None) -> str:
     """Names the answers a corpus and settings give on one target (for the disk cache)."""
     import hashlib
 
     facts = [fingerprint, settings.tokens, settings.max_new, settings.temperature,
              settings.prompt_batch, settings.chat, settings.seed, list(prompts)]
+    if layers:
+        facts.append(list(layers))
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
-def save_answers(answers: Sequence[Answer], path: Path) -> None:
-    """Hidden states and tokens in one safetensors file, so a re-run trains without the
-    target writing again."""
+def save_answers(answers: Sequence[Answer], path: Path, prompts_used: int | None = None) -> None:
+    """Hidden states and tokens (prompts and layer features too, if kept) in one safetensors
+    file, so a re-run trains without the target writing again."""
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
-               "tokens": torch.tensor([t for a in answers for t in a.tokens]),
-               "lengths": torch.tensor([len(a.tokens) for a in answers])}, str(path))
+    data = {"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
+            "tokens": torch.tensor([t for a in answers for t in a.tokens]),
+            "lengths": torch.tensor([len(a.tokens) for a in answers])}
+    if answers and answers[0].features is not None:
+        data |= {"features": torch.cat([a.features for a in answers]).contiguous(),
+                 "prompts": torch.tensor([t for a in answers for t in a.prompt]),
+                 "prompt_lengths": torch.tensor([len(a.prompt) for a in answers])}
+    tmp = path.with_suffix(".tmp")
+    meta = None if prompts_used is None else {"prompts_used": str(prompts_used)}
+    save_file(data, str(tmp), metadata=meta)
+    tmp.replace(path)  # a run stopped midway leaves no half-written cache
+
+
+def prompts_used(path: Path) -> int:
+    """How many prompts a partial answer file (saved batch by batch) has used."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return int((f.metadata() or {}).get("prompts_used", 0))
 
 
 def load_answers(path: Path) -> list[Answer]:
@@ -180,7 +259,14 @@ def load_answers(path: Path) -> list[Answer]:
     lengths = data["lengths"].tolist()
     hidden = torch.split(data["hidden"], lengths)
     tokens = torch.split(data["tokens"], lengths)
-    return [Answer(h, t.tolist()) for h, t in zip(hidden, tokens)]
+    answers = [Answer(h, t.tolist()) for h, t in zip(hidden, tokens)]
+    if "features" in data:
+        plens = data["prompt_lengths"].tolist()
+        prompts = torch.split(data["prompts"], plens)
+        feats = torch.split(data["features"], [p + n - 1 for p, n in zip(plens, lengths)])
+        for answer, prompt, f in zip(answers, prompts, feats):
+            answer.prompt, answer.features = prompt.tolist(), f
+    return answers
 
 
 def labels(answer: Answer, n_heads: int) -> torch.Tensor:

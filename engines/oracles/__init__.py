@@ -21,11 +21,13 @@ def make_oracle(
     exit_layer: int | None = None,
     knobs: dict[str, float | int] | None = None,
     heads: Path | None = None,
+    eagle_head: Path | None = None,
 ) -> Oracle:
     """Build an oracle by name; `draft` is the draft model's backend for the draft, cross-draft
     and tree oracles, `exit_layer` the early-exit oracle's layer count (None: its default);
     `knobs` sets oracle settings (see `Oracle.knobs`), None values ignored;
-    `heads` a Medusa heads folder (default: beside the target model)."""
+    `heads` a Medusa heads folder and `eagle_head` an EAGLE head's (default: beside the
+    target model)."""
     described = info(name)  # an unknown name is refused here, with the known ones
     if target is not None and target.name not in described.backends:
         from ..errors import SpecvizError
@@ -34,14 +36,15 @@ def make_oracle(
                            f"backend (it needs {', '.join(described.needs)}); this run uses "
                            f"{target.name}: use --backend {described.backends[0]}")
     oracle = _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer,
-                   heads)
+                   heads, eagle_head)
     for knob, value in (knobs or {}).items():
         if value is not None:
             oracle.set_knob(knob, value)
     return oracle
 
 
-def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, heads) -> Oracle:
+def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, heads,
+          eagle_head) -> Oracle:
     sizes = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v}
     if name == "none":
         from .none import NoOracle
@@ -93,6 +96,13 @@ def _make(name, target, draft, max_ngram, min_ngram, corpus_ids, exit_layer, hea
         if target is None:
             raise SpecvizError("the medusa oracle needs the target model")
         return MedusaOracle(target, heads)
+    if name == "eagle":
+        from ..errors import SpecvizError
+        from .eagle import EagleOracle
+
+        if target is None:
+            raise SpecvizError("the eagle oracle needs the target model")
+        return EagleOracle(target, eagle_head)
     raise ValueError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
 
 

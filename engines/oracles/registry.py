@@ -91,6 +91,12 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                (Setting("budget", 0, 0, 256, "budget",
                         "verify a candidate tree of this many nodes (0: the top chain)"),
                 Setting("top_k", 4, 1, 32, None, "candidates per head in the tree"))),
+    OracleInfo("eagle", "an EAGLE head on the target's features, its tree grown where it is "
+               "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
+               ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
+               (Setting("budget", 16, 1, 256, "budget", "most nodes verified in a step"),
+                Setting("top_k", 4, 1, 32, None,
+                        "children per node, and nodes expanded per depth"))),
 )}
 
 ORACLES = tuple(ORACLE_INFO)

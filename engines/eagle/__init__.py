@@ -1,0 +1,1 @@
+"""EAGLE-style heads: a small decoder layer drafting from the target's own features."""

@@ -1,0 +1,296 @@
+"""Training an EAGLE head by self-distillation, with EAGLE-3's training-time test.
+
+The target answers a corpus (medusa.train's generation, which also keeps what entered the
+low, middle and high layers at every position, so the target runs once per token). The head
+then learns, for every answer position t, the token the target wrote at t+2 from the fused
+features at t and the token at t+1; and, rolled out `ttt` steps on its own outputs (step k
+reads its own step k-1 output at the same row with the true token t+1+k, and attends to the
+context's rows and to its own earlier steps at that row, as it will when drafting), the token
+at t+2+k. Losses are cross-entropy on the target's own tokens through the target's LM head,
+frozen, weighted 0.8^k by step. Sequences are cut into windows; a random subset of the
+labelled rows pays for the LM head each step (it is most of the cost on a CPU).
+
+Whole answers are held out; on them the head drafts greedily from every position, and the
+share of positions whose first d drafts all match the target is its acceptance at depth d.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..backends.hf import TransformersBackend
+from ..errors import SpecvizError
+from ..medusa.heads import lm_head_of, target_id
+from ..medusa.train import IGNORE, Answer, TrainSettings, split
+from .checkpoint import default_layers, save_head, shape_for
+from .head import EagleHead, KeyValues
+
+STEP_DECAY = 0.8  # EAGLE-3 weights rollout step k's loss by 0.8**k
+CHECKPOINT = "training-state.pt"
+
+
+@dataclass
+class EagleSettings(TrainSettings):
+    ttt: int = 4  # rollout steps trained (the drafting depth the head learns for)
+    window: int = 192  # rows per training sequence
+    batch: int = 4  # sequences per optimiser step
+    rows: int = 192  # labelled rows per rollout step that go through the LM head
+    lr: float = 3e-4
+    epochs: float = 6.0
+    checkpoint_every: int = 50  # steps between saves of the training state (resumable)
+
+
+@dataclass
+class EagleResult:
+    head: EagleHead
+    layers: list[int]
+    training: dict
+    accuracy: dict
+    losses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Frozen:
+    """The target's parts the head uses, detached float32 copies on the CPU."""
+
+    embed: torch.Tensor  # (V, H)
+    lm_weight: torch.Tensor  # (V, H)
+    lm_bias: torch.Tensor | None
+
+    @classmethod
+    def of(cls, model) -> Frozen:
+        head = lm_head_of(model)
+        return cls(model.get_input_embeddings().weight.detach().float().cpu(),
+                   head.weight.detach().float().cpu(),
+                   None if head.bias is None else head.bias.detach().float().cpu())
+
+    def logits(self, head: EagleHead, out: torch.Tensor) -> torch.Tensor:
+        return F.linear(head.norm(out), self.lm_weight, self.lm_bias)
+
+
+def new_head(model) -> EagleHead:
+    """A head shaped like the target's layers; its final norm starts as the target's (the
+    LM head it feeds expects that scale)."""
+    head = EagleHead(shape_for(model))
+    norm = getattr(model.get_decoder(), "norm", None)
+    if norm is not None and getattr(norm, "weight", None) is not None:
+        with torch.no_grad():
+            head.norm.weight.copy_(norm.weight.detach().float())
+    return head
+
+
+# ---------------------------------------------------------------- batches
+
+
+@dataclass
+class Window:
+    features: torch.Tensor  # (T, 3H) rows t of the window
+    tokens: torch.Tensor  # (T + ttt + 1,) token t+1 of each row, and those after
+    labelled: torch.Tensor  # (T + ttt + 1,) whether that token is the target's own
+
+
+def window(answer: Answer, size: int, ttt: int, rng: np.random.Generator) -> Window:
+    """Rows [s, s + size) of one answer's sequence, placed to cover answer positions."""
+    seq = answer.prompt + answer.tokens
+    n_rows, first_label = len(seq) - 1, len(answer.prompt)  # row t predicts seq[t + 2]
+    lo = max(0, min(first_label - 2, n_rows - size))
+    s = int(rng.integers(lo, max(lo, n_rows - size) + 1))
+    e = min(n_rows, s + size)
+    after = torch.zeros(e - s + ttt + 1, dtype=torch.long)
+    labelled = torch.zeros(e - s + ttt + 1, dtype=torch.bool)
+    later = seq[s + 1 : e + ttt + 2]
+    after[: len(later)] = torch.tensor(later)
+    for i in range(len(later)):
+        labelled[i] = s + 1 + i >= first_label
+    return Window(answer.features[s:e].float(), after, labelled)
+
+
+def collate(windows: Sequence[Window]):
+    """Padded (B, T, 3H) features, (B, T + ttt + 1) tokens and labels mask, (B, T) rows."""
+    t = max(len(w.features) for w in windows)
+    b = len(windows)
+    feats = torch.zeros(b, t, windows[0].features.shape[1])
+    extra = len(windows[0].tokens) - len(windows[0].features)
+    tokens = torch.zeros(b, t + extra, dtype=torch.long)
+    labelled = torch.zeros(b, t + extra, dtype=torch.bool)
+    rows = torch.zeros(b, t, dtype=torch.bool)
+    for i, w in enumerate(windows):
+        n = len(w.features)
+        feats[i, :n], rows[i, :n] = w.features, True
+        tokens[i, : len(w.tokens)], labelled[i, : len(w.tokens)] = w.tokens, w.labelled
+    return feats, tokens, labelled, rows
+
+
+# ---------------------------------------------------------------- the rollout
+
+
+def rollout(head: EagleHead, frozen: Frozen, feats, tokens, rows, steps: int,
+            feed: Callable[[int, torch.Tensor], torch.Tensor] | None = None):
+    """Run the head `steps` times over every row; yield (k, outputs (B, T, H)).
+
+    Step 0 reads the fused features and token t+1; step k reads step k-1's output at the
+    same row and token t+1+k (or `feed(k, previous outputs)`'s tokens: its own guesses). Each
+    step's rows see the rows before them at step 0 and their own row at earlier steps."""
+    b, t, _ = feats.shape
+    causal = torch.ones(t, t, dtype=torch.bool).tril() & rows[:, None, :]
+    eye = torch.eye(t, dtype=torch.bool).expand(b, t, t)
+    positions = torch.arange(t).expand(b, t)
+    cache, hidden = KeyValues(), head.fc(feats)
+    allowed = causal
+    for k in range(steps):
+        ids = tokens[:, k : k + t] if feed is None or k == 0 else feed(k, hidden)
+        hidden = head.step(hidden, F.embedding(ids, frozen.embed), positions + k, cache,
+                           allowed)
+        yield k, hidden
+        allowed = torch.cat([allowed, eye], dim=-1)
+
+
+def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
+             gen: torch.Generator) -> torch.Tensor:
+    feats, tokens, labelled, rows = batch
+    t = feats.shape[1]
+    total = torch.zeros(())
+    for k, out in rollout(head, frozen, feats, tokens, rows, settings.ttt):
+        target = tokens[:, k + 1 : k + 1 + t]
+        where = (labelled[:, k + 1 : k + 1 + t] & rows).nonzero()
+        if not len(where):
+            continue
+        pick = torch.randperm(len(where), generator=gen)[: settings.rows]
+        bi, ti = where[pick, 0], where[pick, 1]
+        logits = frozen.logits(head, out[bi, ti])
+        total = total + STEP_DECAY**k * F.cross_entropy(logits, target[bi, ti])
+    return total
+
+
+# ---------------------------------------------------------------- training
+
+
+def train(target: TransformersBackend, answers: Sequence[Answer], settings: EagleSettings,
+          on_step: Callable[[int, int, float], None] | None = None,
+          training_facts: dict | None = None, state_dir: Path | None = None,
+          layers: Sequence[int] | None = None) -> EagleResult:
+    """Fit a head on the cached answers; its held-out acceptance by depth. With `state_dir`,
+    the training state is saved every `checkpoint_every` steps and picked up again."""
+    if not answers or answers[0].features is None:
+        raise SpecvizError("these answers hold no layer features (written for Medusa heads?)")
+    torch.manual_seed(settings.seed)
+    layers = list(layers or default_layers(int(target.model.config.num_hidden_layers)))
+    train_set, test_set = split(answers, settings.held_out, settings.seed)
+    frozen, head = Frozen.of(target.model), new_head(target.model)
+    rows = sum(len(a.tokens) for a in train_set)
+    steps = settings.steps or max(1, math.ceil(
+        settings.epochs * rows / (settings.batch * min(settings.window, settings.max_new))))
+    opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, settings.lr, total_steps=steps,
+                                                   pct_start=0.05)
+    losses, begun = _resume(state_dir, head, opt, schedule, steps)
+    rng = np.random.default_rng(settings.seed + begun)
+    gen = torch.Generator().manual_seed(settings.seed + begun)
+    t0 = time.perf_counter()
+    head.train()
+    for step in range(begun, steps):
+        chosen = rng.choice(len(train_set), size=min(settings.batch, len(train_set)),
+                            replace=False)
+        batch = collate([window(train_set[i], settings.window, settings.ttt, rng)
+                         for i in chosen])
+        loss = ttt_loss(head, frozen, batch, settings, gen)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        schedule.step()
+        losses.append(loss.item())
+        if on_step:
+            on_step(step, steps, losses[-1])
+        if state_dir and (step + 1) % settings.checkpoint_every == 0 and step + 1 < steps:
+            _save_state(state_dir, head, opt, schedule, steps, step + 1, losses)
+    head.eval()
+    accuracy = evaluate(head, frozen, test_set, settings.ttt)
+    facts = {**(training_facts or {}), "answers": len(train_set),
+             "held_out_answers": len(test_set), "train_rows": rows, "steps": steps,
+             "batch": settings.batch, "window": settings.window, "ttt": settings.ttt,
+             "lr": settings.lr, "temperature": settings.temperature,
+             "train_seconds": round(time.perf_counter() - t0, 1),
+             "final_loss": round(float(np.mean(losses[-20:])), 4)}
+    if state_dir:
+        (state_dir / CHECKPOINT).unlink(missing_ok=True)
+    return EagleResult(head, layers, facts, accuracy, losses)
+
+
+def save(result: EagleResult, target: TransformersBackend, folder: Path) -> Path:
+    return save_head(result.head, result.layers, folder,
+                     target_id(target.model, target.model_path), result.training,
+                     result.accuracy)
+
+
+def _save_state(folder: Path, head, opt, schedule, steps: int, done: int, losses) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (CHECKPOINT + ".tmp")
+    torch.save({"head": head.state_dict(), "opt": opt.state_dict(),
+                "schedule": schedule.state_dict(), "steps": steps, "done": done,
+                "losses": losses}, tmp)
+    tmp.replace(folder / CHECKPOINT)
+
+
+def _resume(folder: Path | None, head, opt, schedule, steps: int) -> tuple[list[float], int]:
+    path = folder / CHECKPOINT if folder else None
+    if path is None or not path.exists():
+        return [], 0
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a state file cut short is no state: start again
+        return [], 0
+    if state.get("steps") != steps:
+        return [], 0  # another run's plan
+    head.load_state_dict(state["head"])
+    opt.load_state_dict(state["opt"])
+    schedule.load_state_dict(state["schedule"])
+    return list(state["losses"]), int(state["done"])
+
+
+# ---------------------------------------------------------------- held-out acceptance
+
+
+@torch.no_grad()
+def evaluate(head: EagleHead, frozen: Frozen, answers: Sequence[Answer], depth: int) -> dict:
+    """Greedy drafting from every answer position of held-out answers: the share whose first
+    d drafts all match the target (`acceptance[d-1]`), and the top-1 of step d given a right
+    chain before it (`conditional[d-1]`)."""
+    hits = np.zeros(depth)
+    counted = np.zeros(depth)
+    for answer in answers:
+        w = window(answer, len(answer.prompt) + len(answer.tokens), depth,
+                   np.random.default_rng(0))
+        feats, tokens, labelled, rows = collate([w])
+        t = feats.shape[1]
+        guesses: list[torch.Tensor] = []
+
+        def own(k: int, _out: torch.Tensor, guesses=guesses) -> torch.Tensor:
+            return guesses[k - 1]  # drafting: step k reads the token step k-1 guessed
+
+        ok = torch.ones(1, t, dtype=torch.bool)
+        for k, out in rollout(head, frozen, feats, tokens, rows, depth, own):
+            guess = head.to_target_ids(frozen.logits(head, out).argmax(-1))
+            guesses.append(guess)
+            has = labelled[:, k + 1 : k + 1 + t] & rows
+            ok = ok & (guess == tokens[:, k + 1 : k + 1 + t])
+            hits[k] += float((ok & has).sum())
+            counted[k] += float(has.sum())
+    acceptance = hits / np.maximum(counted, 1)
+    conditional = [acceptance[0]] + [acceptance[k] / acceptance[k - 1] if acceptance[k - 1]
+                                     else 0.0 for k in range(1, depth)]
+    return {"acceptance": [round(float(a), 4) for a in acceptance],
+            "conditional": [round(float(c), 4) for c in conditional],
+            "positions": [int(c) for c in counted],
+            "mean_accepted": round(1.0 + float(acceptance.sum()), 3)}
+
+
+__all__ = ["IGNORE", "EagleResult", "EagleSettings", "evaluate", "save", "train"]

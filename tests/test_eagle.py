@@ -1,0 +1,308 @@
+"""EAGLE heads: the head drafts as it was trained (the oracle's cached rows and tree nodes equal
+the training rollout), training learns and resumes, published EAGLE-3 checkpoints load, the
+oracle is lossless, and bad heads are one line with nothing loaded."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from specviz.app.cli import main
+from specviz.engines import events as ev
+from specviz.engines.compare import compare
+from specviz.engines.eagle import train as et
+from specviz.engines.eagle.checkpoint import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    default_layers,
+    head_dir,
+    shape_for,
+)
+from specviz.engines.eagle.head import EagleHead
+from specviz.engines.errors import SpecvizError
+from specviz.engines.medusa import train as mt
+from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
+from specviz.engines.session import RunSettings, Session
+
+PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
+
+
+def layers_of(backend) -> list[int]:
+    return default_layers(int(backend.model.config.num_hidden_layers))
+
+
+def answers_to(backend, prompts, tokens=40, max_new=40):
+    settings = et.EagleSettings(tokens=tokens, max_new=max_new, chat=False)
+    return mt.generate_answers(backend, prompts, settings, layers=layers_of(backend))
+
+
+def untrained(backend, folder):
+    torch.manual_seed(0)
+    result = et.EagleResult(et.new_head(backend.model), layers_of(backend), {}, {})
+    return et.save(result, backend, folder)
+
+
+def run(backend, oracle, k=4, n=40, **kw):
+    session = Session(backend, oracle, RunSettings(PROMPT, chat=False, k=k, max_tokens=n, **kw))
+    events = list(session)
+    return [e for e in events if isinstance(e, ev.StepEvent)], events[-1]
+
+
+def test_the_layers_read_are_low_middle_and_high():
+    assert default_layers(30) == [2, 15, 27]
+    assert default_layers(24) == [2, 12, 21]
+    assert default_layers(2) == [0, 1, 1]  # a shallow model: what it has
+
+
+def test_answers_keep_the_layer_features_of_every_position(tiny_backend):
+    answer = answers_to(tiny_backend, [PROMPT], tokens=12, max_new=12)[0]
+    seq = answer.prompt + answer.tokens
+    assert answer.features.shape[0] == len(seq) - 1
+    tiny_backend.reset()
+    tiny_backend.keep_features(layers_of(tiny_backend))
+    try:
+        tiny_backend.forward(seq[:-1])
+        fresh = tiny_backend.features(0, len(seq) - 1)
+    finally:
+        tiny_backend.keep_features(None)
+        tiny_backend.reset()
+    assert torch.allclose(answer.features.float(), fresh, rtol=1e-2, atol=1e-2)  # float16
+
+
+def test_the_oracle_drafts_as_the_head_was_trained(tiny_backend, tmp_path):
+    """Depth 1 from the oracle's cached rows equals the training rollout's step 0 over the
+    whole sequence; depth 2 (a tree node's own row) equals step 1 fed the depth-1 guess."""
+    folder = untrained(tiny_backend, tmp_path / "eagle")
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=folder)
+    try:
+        steps, _ = run(tiny_backend, oracle, k=2, n=6)
+        context = tiny_backend.tokenize(PROMPT, add_special=False)
+        context += [t for s in steps for t in s.emitted_ids]
+        tree = oracle.propose(context, 2)
+        frozen = et.Frozen.of(tiny_backend.model)
+        feats = tiny_backend.features(0, len(context) - 1)
+        tokens = torch.tensor([*context[1:], 0, 0])[None]
+        rows = torch.ones(1, len(context) - 1, dtype=torch.bool)
+        first = tree.tokens[0]
+
+        def own(_k, _out):
+            ids = tokens[:, 1 : 1 + rows.shape[1]].clone()
+            ids[0, -1] = first
+            return ids
+
+        with torch.no_grad():
+            outs = [out for _k, out in et.rollout(oracle.head, frozen, feats[None], tokens,
+                                                  rows, 2, own)]
+        depth1 = frozen.logits(oracle.head, outs[0][0, -1]).topk(4).indices.tolist()
+        assert [t for t, p in zip(tree.tokens, tree.parents) if p == -1] == depth1
+        depth2 = frozen.logits(oracle.head, outs[1][0, -1]).topk(4).indices.tolist()
+        assert [t for t, p in zip(tree.tokens, tree.parents) if p == 0] == depth2
+    finally:
+        oracle.close()
+
+
+@pytest.fixture(scope="module")
+def learned(tiny_backend, tmp_path_factory):
+    """A head that knows the PROMPT's answer by heart."""
+    answer = answers_to(tiny_backend, [PROMPT])[0]
+    settings = et.EagleSettings(steps=120, lr=3e-3, batch=2, chat=False)
+    result = et.train(tiny_backend, [answer, answer, answer], settings,
+                      layers=layers_of(tiny_backend))
+    return result, et.save(result, tiny_backend, tmp_path_factory.mktemp("eagle"))
+
+
+def test_training_learns_and_the_head_drafts_what_it_learned(tiny_backend, learned):
+    result, folder = learned
+    assert np.mean(result.losses[-10:]) < 0.5 * np.mean(result.losses[:10])
+    assert result.accuracy["acceptance"][0] > 0.8  # the held-out copy of the same answer
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    assert config["specviz"]["accuracy"]["acceptance"] == result.accuracy["acceptance"]
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=folder)
+    try:
+        plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
+        steps, summary = run(tiny_backend, oracle)
+        assert compare(steps, plain_steps).identical and summary.text == plain.text
+        assert summary.totals.mean_accepted_tokens > 2.0
+        nodes = [n for s in steps if s.tree for n in s.tree]
+        assert nodes and all(n.p_draft is not None for n in nodes)
+        assert {t.source for s in steps for t in s.proposed} == {"eagle"}
+    finally:
+        oracle.close()
+    assert tiny_backend.features(0, 1) is None  # plain runs pay nothing afterwards
+
+
+def test_an_untrained_head_is_lossless_deep_and_wide(tiny_backend, tmp_path):
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=untrained(
+        tiny_backend, tmp_path / "eagle"), knobs={"budget": 24, "top_k": 3})
+    try:
+        plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
+        steps, _ = run(tiny_backend, oracle, k=7)
+        assert compare(steps, plain_steps).identical
+        assert max(len(s.tree) for s in steps if s.tree) == 24
+    finally:
+        oracle.close()
+
+
+def test_sampled_eagle_runs_with_its_tree_probabilities(tiny_backend, learned):
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=learned[1])
+    try:
+        steps, summary = run(tiny_backend, oracle, params=SamplingParams(0.8, seed=3))
+        assert summary.totals.tokens == sum(len(s.emitted_ids) for s in steps)
+        assert any(s.tree for s in steps) and summary.totals.accepted > 0
+    finally:
+        oracle.close()
+
+
+def test_training_resumes_from_its_saved_state(tiny_backend, tmp_path):
+    answers = answers_to(tiny_backend, [PROMPT, "for i in range(10):"], tokens=60,
+                         max_new=30)
+    settings = et.EagleSettings(steps=6, checkpoint_every=2, chat=False, batch=1)
+    seen = []
+
+    def stop_at_3(step, _steps, _loss):
+        seen.append(step)
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        et.train(tiny_backend, answers, settings, stop_at_3, state_dir=tmp_path)
+    assert (tmp_path / et.CHECKPOINT).exists()
+    seen.clear()
+    result = et.train(tiny_backend, answers, settings, lambda s, *_: seen.append(s),
+                      state_dir=tmp_path)
+    assert seen == [2, 3, 4, 5] and len(result.losses) == 6  # from the step-2 save
+    assert not (tmp_path / et.CHECKPOINT).exists()
+
+
+def test_answers_with_features_round_trip_through_the_cache(tiny_backend, tmp_path):
+    answers = answers_to(tiny_backend, [PROMPT, "for i in range(10):"], tokens=30, max_new=15)
+    mt.save_answers(answers, tmp_path / "a.safetensors", prompts_used=2)
+    back = mt.load_answers(tmp_path / "a.safetensors")
+    assert mt.prompts_used(tmp_path / "a.safetensors") == 2
+    for a, b in zip(answers, back):
+        assert a.prompt == b.prompt and a.tokens == b.tokens
+        assert torch.equal(a.features, b.features)
+
+
+# ---------------------------------------------------------------- published checkpoints
+
+
+def write_published(backend, folder, pickled=False, vocab=64):
+    """An EAGLE-3 head as published: config.json, a reduced draft vocabulary with its lm_head
+    and d2t, no embedding, no specviz block."""
+    shape = shape_for(backend.model)
+    shape.draft_vocab_size = vocab
+    head = EagleHead(shape)
+    used = torch.arange(0, 2 * vocab, 2)  # every other target id, ascending
+    head.d2t.copy_(used - torch.arange(vocab))
+    state = {k: v.contiguous() for k, v in head.state_dict().items()}
+    state["t2d"] = torch.zeros(shape.vocab_size, dtype=torch.bool).index_fill_(0, used, True)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "num_hidden_layers": 1, "hidden_size": shape.hidden_size,
+              "intermediate_size": shape.intermediate_size,
+              "num_attention_heads": shape.num_attention_heads,
+              "num_key_value_heads": shape.num_key_value_heads,
+              "rms_norm_eps": 1e-5, "vocab_size": shape.vocab_size,
+              "draft_vocab_size": vocab, "torch_dtype": "float16"}
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+    if pickled:
+        torch.save(state, folder / "pytorch_model.bin")
+    else:
+        from safetensors.torch import save_file
+
+        save_file(state, str(folder / WEIGHTS_FILE))
+    return folder, used
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_a_published_eagle3_head_loads_and_drafts_its_own_vocabulary(tiny_backend, tmp_path,
+                                                                     pickled):
+    folder, used = write_published(tiny_backend, tmp_path / "published", pickled)
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=folder)
+    try:
+        assert oracle.layers == layers_of(tiny_backend)  # no ids in its config: the default
+        plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
+        steps, _ = run(tiny_backend, oracle, k=3)
+        assert compare(steps, plain_steps).identical
+        drafted = {n.id for s in steps if s.tree for n in s.tree}
+        assert drafted and drafted <= set(used.tolist())  # mapped through d2t
+    finally:
+        oracle.close()
+
+
+# ---------------------------------------------------------------- bad heads
+
+
+def test_bad_heads_are_one_line_and_load_nothing(tiny_backend, tiny_model_dir, tmp_path):
+    good = untrained(tiny_backend, tmp_path / "good")
+
+    def refused(folder, match):
+        with pytest.raises(SpecvizError, match=match) as caught:
+            make_oracle("eagle", target=tiny_backend, eagle_head=folder)
+        assert "\n" not in str(caught.value)
+        assert tiny_backend.features(0, 1) is None
+
+    refused(tmp_path / "none", "no EAGLE head in .*specviz train-heads --kind eagle")
+    other = tmp_path / "other"
+    other.mkdir()
+    config = json.loads((good / CONFIG_FILE).read_text())
+    config["specviz"]["target"]["fingerprint"] = "0123456789abcdef"
+    (other / CONFIG_FILE).write_text(json.dumps(config))
+    (other / WEIGHTS_FILE).write_bytes((good / WEIGHTS_FILE).read_bytes())
+    refused(other, "was trained for .* not this model")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / CONFIG_FILE).write_text((good / CONFIG_FILE).read_text())
+    (corrupt / WEIGHTS_FILE).write_bytes(b"\x00garbage" * 10)
+    refused(corrupt, "cannot read the EAGLE head's weights")
+    from safetensors.torch import load_file, save_file
+
+    lacking = tmp_path / "lacking"
+    lacking.mkdir()
+    (lacking / CONFIG_FILE).write_text((good / CONFIG_FILE).read_text())
+    state = load_file(str(good / WEIGHTS_FILE))
+    del state["midlayer.mlp.up_proj.weight"]
+    save_file(state, str(lacking / WEIGHTS_FILE))
+    refused(lacking, "lacks midlayer.mlp.up_proj.weight")
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    config = json.loads((good / CONFIG_FILE).read_text())
+    config.pop("specviz")
+    config["target_hidden_size"] = 4096
+    (wide / CONFIG_FILE).write_text(json.dumps(config))
+    refused(wide, "reads a target of width 4096")
+    assert head_dir(tiny_model_dir) == tiny_model_dir / "eagle"
+
+
+def test_eagle_needs_the_transformers_backend(smol_llama):
+    with pytest.raises(SpecvizError, match="--backend transformers"):
+        make_oracle("eagle", target=smol_llama)
+
+
+def test_train_an_eagle_head_then_run_it_from_the_command_line(capsys, tiny_model_dir,
+                                                                tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"turns": [p]}) for p in
+                                ["def add(a, b):", "The quick brown fox", "for i in range(3):"]))
+    out = tmp_path / "eagle"
+    args = ["train-heads", "--kind", "eagle", "--target", str(tiny_model_dir), "--corpus",
+            str(corpus), "--tokens", "60", "--max-new", "20", "--heads", "3", "--steps", "4",
+            "--held-out", "0.34", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "depth  accepted" in printed and f"saved to {out}" in printed
+    config = json.loads((out / CONFIG_FILE).read_text())
+    assert len(config["specviz"]["accuracy"]["acceptance"]) == 3
+    assert config["specviz"]["training"]["steps"] == 4
+    assert main(["run", "--backend", "transformers", "--target", str(tiny_model_dir),
+                 "--oracle", "eagle", "--eagle-head", str(out), "--prompt", "def add(",
+                 "--max-tokens", "12", "--baseline", "--json", "--no-chat"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["identical_to_baseline"] and result["oracle"] == "eagle"
+    assert main(args) == 0
+    assert "reusing the target's answers" in capsys.readouterr().err
