@@ -54,26 +54,37 @@ def train_both(a, out: Path) -> None:
     answers, gen_s = _answers(target, prompts, settings, out, True, layers)
     facts = {"tokens": sum(len(x.tokens) for x in answers), "generate_seconds": gen_s}
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
-    medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
-                              epochs=a.medusa_epochs)
-    t0 = time.perf_counter()
-    m = mt.train(target, answers, medusa, None, facts)
-    save_heads(m.heads, m.config, out / "medusa")
-    print(f"medusa: {m.config.training['steps']} steps in {time.perf_counter() - t0:.0f} s; "
-          f"held-out top-1 by head {m.config.accuracy['top1']}")
+    if "medusa" in a.kinds:
+        medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
+                                  epochs=a.medusa_epochs)
+        t0 = time.perf_counter()
+        m = mt.train(target, answers, medusa, None, facts)
+        save_heads(m.heads, m.config, out / "medusa")
+        print(f"medusa: {m.config.training['steps']} steps in {time.perf_counter() - t0:.0f} "
+              f"s; held-out top-1 by head {m.config.accuracy['top1']}", flush=True)
+    if "eagle" not in a.kinds:
+        return
     for n in a.curve:
         part = _first_tokens(answers, n)
         steps = max(1, round(a.eagle_steps * n / facts["tokens"]))
         r = et.train(target, part, et.EagleSettings(steps=steps, ttt=a.depth), None, facts,
                      layers=layers)
         print(f"curve: {n} tokens, {steps} steps: acceptance by depth "
-              f"{r.accuracy['acceptance']} (mean accepted {r.accuracy['mean_accepted']})")
+              f"{r.accuracy['acceptance']} (mean accepted {r.accuracy['mean_accepted']})",
+              flush=True)
     t0 = time.perf_counter()
-    e = et.train(target, answers, settings, None, facts, state_dir=out / "eagle", layers=layers)
+    e = et.train(target, answers, settings, _progress, facts, state_dir=out / "eagle",
+                 layers=layers)
     et.save(e, target, out / "eagle")
     print(f"eagle: {e.training['steps']} steps in {time.perf_counter() - t0:.0f} s; held-out "
           f"acceptance by depth {e.accuracy['acceptance']} (mean accepted "
           f"{e.accuracy['mean_accepted']}); conditional {e.accuracy['conditional']}")
+
+
+def _progress(step: int, steps: int, loss: float) -> None:
+    if step % 100 == 0 or step + 1 == steps:
+        print(f"  eagle step {step + 1}/{steps}, loss {loss:.3f}, {time.strftime('%H:%M:%S')}",
+              flush=True)
 
 
 def _first_tokens(answers, n):
@@ -124,6 +135,7 @@ def main() -> None:
                    default=["medusa:4", "eagle:4", "eagle:auto"])
     p.add_argument("--out", type=Path, default=Path.home() / ".cache/specviz/heads-compare")
     p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--kinds", type=lambda s: s.split(","), default=["medusa", "eagle"])
     a = p.parse_args()
     a.out = a.out / a.target
     if not a.skip_train:

@@ -135,6 +135,19 @@ def test_training_learns_and_the_head_drafts_what_it_learned(tiny_backend, learn
     assert tiny_backend.features(0, 1) is None  # plain runs pay nothing afterwards
 
 
+def test_the_registry_describes_the_eagle_oracle(tiny_backend, tmp_path):
+    from specviz.engines.oracles import ORACLE_INFO
+
+    described = ORACLE_INFO["eagle"]
+    oracle = make_oracle("eagle", target=tiny_backend,
+                         eagle_head=untrained(tiny_backend, tmp_path / "eagle"))
+    try:
+        assert oracle.knobs() == {s.name: s.default for s in described.settings}
+        assert (oracle.source,) == described.sources
+    finally:
+        oracle.close()
+
+
 def test_an_untrained_head_is_lossless_deep_and_wide(tiny_backend, tmp_path):
     oracle = make_oracle("eagle", target=tiny_backend, eagle_head=untrained(
         tiny_backend, tmp_path / "eagle"), knobs={"budget": 24, "top_k": 3})
@@ -153,6 +166,32 @@ def test_sampled_eagle_runs_with_its_tree_probabilities(tiny_backend, learned):
         steps, summary = run(tiny_backend, oracle, params=SamplingParams(0.8, seed=3))
         assert summary.totals.tokens == sum(len(s.emitted_ids) for s in steps)
         assert any(s.tree for s in steps) and summary.totals.accepted > 0
+    finally:
+        oracle.close()
+
+
+def test_a_head_can_draft_from_a_reduced_vocabulary_of_the_commonest_tokens(tiny_backend,
+                                                                           tmp_path):
+    """EAGLE-3's reduced draft vocabulary: the target's LM head rows of the tokens its answers
+    use most, frozen; the head drafts only those, through d2t, and stays lossless."""
+    answers = answers_to(tiny_backend, [PROMPT, "for i in range(10):"], tokens=80,
+                         max_new=40)
+    settings = et.EagleSettings(steps=30, lr=3e-3, batch=2, chat=False, draft_vocab=24)
+    result = et.train(tiny_backend, answers, settings)
+    kept = set((result.head.d2t + torch.arange(24)).tolist())
+    trained_on, _held_out = mt.split(answers, settings.held_out, settings.seed)
+    written = {t for a in trained_on for t in a.tokens}
+    assert len(kept) == 24 and (written <= kept or kept <= written)  # the commonest first
+    assert 0 < result.training["draft_vocab_covers"] <= 1
+    weight = tiny_backend.model.get_output_embeddings().weight
+    assert torch.equal(result.head.lm_head.weight, weight[sorted(kept)])  # frozen rows
+    folder = et.save(result, tiny_backend, tmp_path / "eagle")
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=folder)
+    try:
+        plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
+        steps, _ = run(tiny_backend, oracle, k=3)
+        assert compare(steps, plain_steps).identical
+        assert {n.id for s in steps if s.tree for n in s.tree} <= kept
     finally:
         oracle.close()
 

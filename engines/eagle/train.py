@@ -46,6 +46,7 @@ class EagleSettings(TrainSettings):
     lr: float = 3e-4
     epochs: float = 6.0
     checkpoint_every: int = 50  # steps between saves of the training state (resumable)
+    draft_vocab: int = 8192  # the tokens it may draft, the answers' commonest (0: all)
 
 
 @dataclass
@@ -73,18 +74,52 @@ class Frozen:
                    None if head.bias is None else head.bias.detach().float().cpu())
 
     def logits(self, head: EagleHead, out: torch.Tensor) -> torch.Tensor:
+        """Over the head's own vocabulary (its rows of the target's LM head), else the
+        target's."""
+        if head.lm_head is not None:
+            return head.logits(out)
         return F.linear(head.norm(out), self.lm_weight, self.lm_bias)
 
 
-def new_head(model) -> EagleHead:
+def new_head(model, vocab: torch.Tensor | None = None) -> EagleHead:
     """A head shaped like the target's layers; its final norm starts as the target's (the
-    LM head it feeds expects that scale)."""
-    head = EagleHead(shape_for(model))
+    LM head it feeds expects that scale). With `vocab` (target ids, ascending) it drafts
+    only those: its LM head is the target's rows for them, frozen, mapped back by d2t."""
+    shape = shape_for(model)
+    if vocab is not None:
+        shape.draft_vocab_size = len(vocab)
+    head = EagleHead(shape)
     norm = getattr(model.get_decoder(), "norm", None)
-    if norm is not None and getattr(norm, "weight", None) is not None:
-        with torch.no_grad():
+    with torch.no_grad():
+        if norm is not None and getattr(norm, "weight", None) is not None:
             head.norm.weight.copy_(norm.weight.detach().float())
+        if vocab is not None:
+            head.lm_head.weight.copy_(lm_head_of(model).weight.detach().float()[vocab])
+            head.lm_head.weight.requires_grad_(False)
+            head.d2t.copy_(vocab - torch.arange(len(vocab)))
     return head
+
+
+def draft_vocabulary(answers: Sequence[Answer], size: int, n_vocab: int) -> torch.Tensor | None:
+    """The `size` tokens the target wrote most often (ascending ids), as EAGLE-3 keeps: the
+    head's LM head then costs size/n_vocab of the target's. None: the whole vocabulary."""
+    if not size or size >= n_vocab:
+        return None
+    counts = torch.zeros(n_vocab)
+    for answer in answers:
+        counts += torch.bincount(torch.tensor(answer.tokens), minlength=n_vocab)[:n_vocab]
+    order = torch.sort(-counts, stable=True).indices  # ties: lower ids first
+    return torch.sort(order[:size]).values
+
+
+def draft_labels(head: EagleHead, n_vocab: int) -> torch.Tensor | None:
+    """Target id -> the head's id (-100 where it cannot draft that token), or None."""
+    if head.d2t is None:
+        return None
+    to_draft = torch.full((n_vocab,), IGNORE, dtype=torch.long)
+    used = head.d2t + torch.arange(len(head.d2t))
+    to_draft[used] = torch.arange(len(used))
+    return to_draft
 
 
 # ---------------------------------------------------------------- batches
@@ -154,12 +189,16 @@ def rollout(head: EagleHead, frozen: Frozen, feats, tokens, rows, steps: int,
 
 
 def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
-             gen: torch.Generator) -> torch.Tensor:
+             gen: torch.Generator, to_draft: torch.Tensor | None = None) -> torch.Tensor:
     feats, tokens, labelled, rows = batch
     t = feats.shape[1]
+    labels = tokens  # the head's ids of the tokens to predict
+    if to_draft is not None:  # tokens the head cannot draft teach it nothing
+        labels = to_draft[tokens]
+        labelled = labelled & (labels != IGNORE)
     total = torch.zeros(())
     for k, out in rollout(head, frozen, feats, tokens, rows, settings.ttt):
-        target = tokens[:, k + 1 : k + 1 + t]
+        target = labels[:, k + 1 : k + 1 + t]
         where = (labelled[:, k + 1 : k + 1 + t] & rows).nonzero()
         if not len(where):
             continue
@@ -184,14 +223,19 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
     torch.manual_seed(settings.seed)
     layers = list(layers or default_layers(int(target.model.config.num_hidden_layers)))
     train_set, test_set = split(answers, settings.held_out, settings.seed)
-    frozen, head = Frozen.of(target.model), new_head(target.model)
+    n_vocab = int(target.model.config.vocab_size)
+    vocab = draft_vocabulary(train_set, settings.draft_vocab, n_vocab)
+    frozen, head = Frozen.of(target.model), new_head(target.model, vocab)
+    to_draft = draft_labels(head, n_vocab)
     rows = sum(len(a.tokens) for a in train_set)
     steps = settings.steps or max(1, math.ceil(
         settings.epochs * rows / (settings.batch * min(settings.window, settings.max_new))))
-    opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=settings.lr,
+                            weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, settings.lr, total_steps=steps,
                                                    pct_start=0.05)
-    losses, begun = _resume(state_dir, head, opt, schedule, steps)
+    plan = {"steps": steps, "draft_vocab": head.shape.draft_vocab_size}
+    losses, begun = _resume(state_dir, head, opt, schedule, plan)
     rng = np.random.default_rng(settings.seed + begun)
     gen = torch.Generator().manual_seed(settings.seed + begun)
     t0 = time.perf_counter()
@@ -201,7 +245,7 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
                             replace=False)
         batch = collate([window(train_set[i], settings.window, settings.ttt, rng)
                          for i in chosen])
-        loss = ttt_loss(head, frozen, batch, settings, gen)
+        loss = ttt_loss(head, frozen, batch, settings, gen, to_draft)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -211,18 +255,28 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
         if on_step:
             on_step(step, steps, losses[-1])
         if state_dir and (step + 1) % settings.checkpoint_every == 0 and step + 1 < steps:
-            _save_state(state_dir, head, opt, schedule, steps, step + 1, losses)
+            _save_state(state_dir, head, opt, schedule, plan, step + 1, losses)
     head.eval()
     accuracy = evaluate(head, frozen, test_set, settings.ttt)
     facts = {**(training_facts or {}), "answers": len(train_set),
              "held_out_answers": len(test_set), "train_rows": rows, "steps": steps,
              "batch": settings.batch, "window": settings.window, "ttt": settings.ttt,
              "lr": settings.lr, "temperature": settings.temperature,
+             "draft_vocab": len(vocab) if vocab is not None else n_vocab,
+             "draft_vocab_covers": _coverage(test_set, vocab),
              "train_seconds": round(time.perf_counter() - t0, 1),
              "final_loss": round(float(np.mean(losses[-20:])), 4)}
     if state_dir:
         (state_dir / CHECKPOINT).unlink(missing_ok=True)
     return EagleResult(head, layers, facts, accuracy, losses)
+
+
+def _coverage(answers: Sequence[Answer], vocab: torch.Tensor | None) -> float:
+    """The share of held-out answer tokens the head can draft at all."""
+    if vocab is None:
+        return 1.0
+    tokens = torch.tensor([t for a in answers for t in a.tokens])
+    return round(float(torch.isin(tokens, vocab).float().mean()), 4) if len(tokens) else 0.0
 
 
 def save(result: EagleResult, target: TransformersBackend, folder: Path) -> Path:
@@ -231,16 +285,16 @@ def save(result: EagleResult, target: TransformersBackend, folder: Path) -> Path
                      result.accuracy)
 
 
-def _save_state(folder: Path, head, opt, schedule, steps: int, done: int, losses) -> None:
+def _save_state(folder: Path, head, opt, schedule, plan: dict, done: int, losses) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / (CHECKPOINT + ".tmp")
     torch.save({"head": head.state_dict(), "opt": opt.state_dict(),
-                "schedule": schedule.state_dict(), "steps": steps, "done": done,
+                "schedule": schedule.state_dict(), "plan": plan, "done": done,
                 "losses": losses}, tmp)
     tmp.replace(folder / CHECKPOINT)
 
 
-def _resume(folder: Path | None, head, opt, schedule, steps: int) -> tuple[list[float], int]:
+def _resume(folder: Path | None, head, opt, schedule, plan: dict) -> tuple[list[float], int]:
     path = folder / CHECKPOINT if folder else None
     if path is None or not path.exists():
         return [], 0
@@ -248,7 +302,7 @@ def _resume(folder: Path | None, head, opt, schedule, steps: int) -> tuple[list[
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # a state file cut short is no state: start again
         return [], 0
-    if state.get("steps") != steps:
+    if state.get("plan") != plan:
         return [], 0  # another run's plan
     head.load_state_dict(state["head"])
     opt.load_state_dict(state["opt"])
