@@ -317,7 +317,9 @@ def _resume(folder: Path | None, head, opt, schedule, plan: dict) -> tuple[list[
 def evaluate(head: EagleHead, frozen: Frozen, answers: Sequence[Answer], depth: int) -> dict:
     """Greedy drafting from every answer position of held-out answers: the share whose first
     d drafts all match the target (`acceptance[d-1]`), and the top-1 of step d given a right
-    chain before it (`conditional[d-1]`)."""
+    chain before it (`conditional[d-1]`). The head reads the whole prompt, as when drafting;
+    the LM head runs only on the rows a draft starts from (where the first guess is an answer
+    token)."""
     hits = np.zeros(depth)
     counted = np.zeros(depth)
     for answer in answers:
@@ -331,11 +333,14 @@ def evaluate(head: EagleHead, frozen: Frozen, answers: Sequence[Answer], depth: 
             return guesses[k - 1]  # drafting: step k reads the token step k-1 guessed
 
         ok = torch.ones(1, t, dtype=torch.bool)
+        start = labelled[:, 1 : 1 + t] & rows
         for k, out in rollout(head, frozen, feats, tokens, rows, depth, own):
-            guess = head.to_target_ids(frozen.logits(head, out).argmax(-1))
+            true = tokens[:, k + 1 : k + 1 + t]
+            guess = true.clone()  # rows no draft starts from: never counted
+            guess[start] = head.to_target_ids(frozen.logits(head, out[start]).argmax(-1))
             guesses.append(guess)
-            has = labelled[:, k + 1 : k + 1 + t] & rows
-            ok = ok & (guess == tokens[:, k + 1 : k + 1 + t])
+            has = start & labelled[:, k + 1 : k + 1 + t]
+            ok = ok & (guess == true)
             hits[k] += float((ok & has).sum())
             counted[k] += float(has.sum())
     acceptance = hits / np.maximum(counted, 1)
