@@ -164,7 +164,7 @@ class Backend(ABC):
         Returns the logits asked for, or None when nothing had to be forwarded. Drafters use
         this so they need not track the target's rollbacks.
         """
-        common = _common_prefix(self._tokens, context)
+        common = common_prefix(self._tokens, context)
         if common == len(context) and common == self.n_past:
             return None
         if common == len(context):  # context is a prefix of the cache: re-run its last token
@@ -272,7 +272,8 @@ def tree_layout(parents: Sequence[int]) -> tuple[list[int], list[list[int]]]:
     return depths, ancestors
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:

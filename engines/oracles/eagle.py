@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.base import Backend
+from ..backends.base import Backend, common_prefix
 from ..errors import SpecvizError
 from ..events import DECLINE_RULE
 from .base import Oracle, RunContext, TreeProposal
@@ -90,7 +90,7 @@ class EagleOracle(Oracle):
     def _read(self, context: Sequence[int]):
         """Bring the head's cache to rows 0..n-2 of `context`; its output at row n-2."""
         wanted = list(context[1:])
-        common = _common_prefix(self._fed, wanted)
+        common = common_prefix(self._fed, wanted)
         if common == len(wanted) and self._last is not None and len(self._fed) == common:
             return self._last
         common = min(common, len(wanted) - 1)  # at least the last row is computed again
@@ -196,11 +196,3 @@ class EagleOracle(Oracle):
     def close(self) -> None:
         self.target.keep_features(None)
 
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
