@@ -13,7 +13,7 @@ from ..engines.errors import SpecvizError
 from ..engines.model_pool import ModelPool
 from ..engines.oracles import is_plain
 from ..engines.oracles.none import NoOracle
-from ..engines.run_builder import BuiltLane, build_lane
+from ..engines.run_builder import BuiltLane, build_lane, build_server_lane
 from ..engines.session import RunSettings, Session, warm_up
 from ..engines.trace import TraceWriter
 from . import options
@@ -28,6 +28,7 @@ def register(sub) -> None:
     options.add_decoding_args(p)
     options.add_oracle_args(p)
     options.add_acceptance_args(p)
+    options.add_server_args(p)
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
     out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
@@ -52,6 +53,8 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     request = options.run_request(args, read_prompt(args))
+    if args.server:
+        return run_server(args, request)
     pool = ModelPool()
     lane = build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)
     try:
@@ -83,11 +86,53 @@ def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
     return 0
 
 
+def run_server(args: argparse.Namespace, request) -> int:
+    """One completion on a serving engine, its steps read from what the engine streams."""
+    if args.baseline:
+        raise SpecvizError("--baseline decodes with a local model; on a server give "
+                           "--server-baseline URL (a server of the same model without "
+                           "speculation)")
+    lane = build_server_lane("run", options.server_lane(args, args.server), request)
+    printer = EventPrinter(show_rejected=args.show_rejected)
+    steps = _drive(lane.session, None if args.json else printer, args.trace, lane.header)
+    summary = lane.session.summary
+    result = _server_result(lane, summary, steps)
+    if args.server_baseline:
+        plain = build_server_lane("plain", options.server_lane(args, args.server_baseline),
+                                  request)
+        base = _drive(plain.session, None, None, plain.header) and plain.session.summary
+        result["baseline_tok_per_s"] = round(base.tok_per_s, 3)
+        result["speedup"] = round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s \
+            else None
+        result["identical_to_baseline"] = summary.text == base.text
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_footer(printer, summary, result)
+    return 0
+
+
+def _server_result(lane: BuiltLane, summary: ev.SummaryEvent, steps) -> dict:
+    t = summary.totals
+    server = lane.header["server"]
+    return {
+        "text": summary.text, "tokens": t.tokens, "wall_s": round(summary.wall_ms / 1000, 4),
+        "prefill_s": round(summary.prefill_ms / 1000, 4),
+        "tok_per_s": round(summary.tok_per_s, 3), "reason": summary.reason,
+        "server": server["url"], "engine": server["engine"], "build": server["build"],
+        "model": server["model"], "speculation": server["speculation"], "steps": t.steps,
+        "proposed": t.proposed, "accepted": t.accepted,
+        "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
+        "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
+        "declined": ev.decline_reasons(steps), "lossy": False,
+    }
+
+
 def _say(text: str) -> None:
     print(f"specviz: {text}", file=sys.stderr)
 
 
-def _drive(session: Session, printer: EventPrinter | None, trace: Path | None,
+def _drive(session, printer: EventPrinter | None, trace: Path | None,
            header: dict) -> list[ev.StepEvent]:
     writer = TraceWriter(trace, header) if trace else None
     steps: list[ev.StepEvent] = []

@@ -65,6 +65,34 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     add_tree_args(g)
 
 
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """A lane on a serving engine instead of a local model (`specviz run --server URL`)."""
+    from ..engines.servers import ENGINE_NAMES
+    from ..engines.servers.lane import SOURCES
+
+    g = p.add_argument_group("serving engine")
+    g.add_argument("--server", metavar="URL", default=None,
+                   help="watch an OpenAI-compatible server speculate (llama-server, vLLM, "
+                        "SGLang) instead of running a local model, e.g. http://127.0.0.1:8080")
+    g.add_argument("--server-engine", choices=ENGINE_NAMES, default="auto",
+                   help="which engine serves there (default: ask it)")
+    g.add_argument("--server-baseline", metavar="URL", default=None,
+                   help="a server of the same model without speculation: decode there too "
+                        "and report the speedup, by the engines' own clocks")
+    g.add_argument("--api-key-env", metavar="NAME", default=None,
+                   help="environment variable holding the server's API key (default: "
+                        "SPECVIZ_API_KEY or OPENAI_API_KEY, when set)")
+    g.add_argument("--server-drafts", choices=SOURCES, default=None,
+                   help="colour the server's accepted drafts as this kind (default: as the "
+                        "server says, else draft)")
+
+
+def server_lane(args: argparse.Namespace, url: str) -> LaneSpec:
+    return LaneSpec(oracle="server", k=args.k if isinstance(args.k, int) else 4, server=url,
+                    server_engine=args.server_engine, api_key_env=args.api_key_env,
+                    server_source=args.server_drafts)
+
+
 def add_tree_args(g) -> None:
     """Knobs of the tree, lookahead and medusa oracles (None: the oracle's default)."""
     g.add_argument("--split", type=float, default=None,

@@ -157,8 +157,7 @@ class Engine:
         except Exception as exc:
             self._failed(lane_id, exc)
             return None
-        self.send("started", lane=lane_id, header=ready.header,
-                  build=backend_build(ready.session.target.name))
+        self.send("started", lane=lane_id, header=ready.header, build=ready.build)
         with self._lock:  # published with the run's state and the controls sent meanwhile
             self.lanes[lane_id] = ready
             self.specs[lane_id] = lane
@@ -200,7 +199,8 @@ def _describe_failure(exc: Exception) -> str:
 
 def _steps(lane: BuiltLane) -> Iterator[ev.Event]:
     # Warming up inside the iterator: a failure there is that lane's error, like any step's.
-    warm_up(lane.session.target, lane.session.prompt_ids)
+    if not lane.remote:
+        warm_up(lane.session.target, lane.session.prompt_ids)
     yield from lane.session
 
 
@@ -215,6 +215,8 @@ def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec 
     session = lane.session
     if is_plain(session.oracle.name):
         return None
+    if lane.remote:
+        return _server_control(session, message)
     try:
         if message.kind == "set_k":
             session.set_k(int(message["k"]))
@@ -232,6 +234,20 @@ def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec 
                 # Measuring a missing profile used the target's cache: put the run back in it.
                 if session.context and session.target.tokens != session.context[:-1]:
                     session.target.sync(session.context[:-1])
+    except SpecvizError as exc:
+        return str(exc)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"bad control {message.kind}: {exc}"
+    return None
+
+
+def _server_control(session, message: protocol.Message) -> str | None:
+    """A server lane takes K where its engine does; auto K and oracle settings are local."""
+    try:
+        if message.kind == "set_k":
+            session.set_k(int(message["k"]))
+        elif message.kind == "set_auto" and message["on"]:
+            return "auto K prices a local model's steps; a server chooses its own draft length"
     except SpecvizError as exc:
         return str(exc)
     except (KeyError, TypeError, ValueError) as exc:

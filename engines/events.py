@@ -35,6 +35,7 @@ REJECT_MISMATCH = "mismatch"  # greedy: not the target's argmax
 REJECT_SAMPLED = "sampled"  # sampling: the uniform draw exceeded min(1, p/q)
 REJECT_AFTER = "after-rejection"  # came after the first rejected token, never judged
 REJECT_UNREACHED = "unreached"  # tree: its parent was not accepted, so it was never judged
+REJECT_NOT_EXPOSED = "not-exposed"  # a server's draft, counted but never named by the server
 
 # A tree node's fate.
 NODE_ACCEPTED = "accepted"  # on the accepted path
@@ -50,6 +51,7 @@ DECLINE_RULE = "oracle-rule"  # the oracle declined by a rule of its own
 DECLINE_K_ZERO = "k-0"  # the lane's K was set to 0
 DECLINE_END = "end"  # no room: the run's last token, or the context is full
 DECLINE_END_TOKEN = "end-token"  # the guess began with an end-of-text token
+DECLINE_SERVER = "server"  # a serving engine drafted nothing in this step (its own reasons)
 DECLINE_WORDS = {
     DECLINE_NO_MATCH: "no match",
     DECLINE_AUTO_K: "auto K chose 0",
@@ -57,6 +59,7 @@ DECLINE_WORDS = {
     DECLINE_K_ZERO: "K set to 0",
     DECLINE_END: "no room left",
     DECLINE_END_TOKEN: "an end token guessed",
+    DECLINE_SERVER: "the server drafted nothing",
 }
 
 
@@ -90,6 +93,7 @@ class ProposedToken:
     draw: float | None = None  # sampling: the uniform draw compared with accept_prob
     span: Span | None = None  # provenance of a copied token
     detail: str | None = None  # oracle-specific label, e.g. the heuristic rule's name
+    verified_by: str | None = None  # the serving engine that judged it (a server lane)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +129,9 @@ class TargetToken:
     id: int
     text: str
     kind: str  # TARGET_PLAIN, TARGET_CORRECTION or TARGET_BONUS
-    p_target: float
-    margin: float  # top-1 minus top-2 logit: small values mark near-ties (numerics-sensitive)
+    # None where the engine does not say (a server lane)
+    p_target: float | None
+    margin: float | None  # top-1 minus top-2 logit: small values mark near-ties
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ from .run_spec import LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
 from .session import RunSettings, Session, starting_k
 
+SERVER = "server"  # a lane on a serving engine (engines/servers)
+
 Say = Callable[[str], None]
 
 
@@ -32,6 +34,16 @@ class BuiltLane:
     header: dict
     backends: list[Backend] = field(default_factory=list)
     pool: ModelPool | None = None  # where the backends go back to; None: closed
+    remote: bool = False  # a server lane: its model runs on a serving engine
+
+    @property
+    def build(self) -> str:
+        """What runs the lane (backend version and system info), for naming a crash."""
+        if self.remote:
+            return self.header["server"]["build"]
+        from .engine_process import backend_build
+
+        return backend_build(self.session.target.name)
 
     def close(self, reusable: bool = True) -> None:
         """Hand the models back (`reusable=False`: the lane failed, free them)."""
@@ -47,6 +59,8 @@ class BuiltLane:
 def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
                say: Say = lambda _: None) -> BuiltLane:
     """Load (or take from `pool`) the lane's models and build its session (slow)."""
+    if lane.oracle == SERVER:
+        return build_server_lane(lane_id, lane, request)
     run_settings = settings(lane, request)  # bad settings fail before anything is loaded
     backends: list[Backend] = []
     try:
@@ -67,6 +81,18 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
             pool.release(backend, reusable=True)
         raise
     return BuiltLane(lane_id, session, trace_header(lane, request, session), backends, pool)
+
+
+def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> BuiltLane:
+    """A lane on a serving engine: no local model, the server's own speculation."""
+    from .servers import lane as server_lane
+
+    run_settings = RunSettings(prompt=request.prompt, chat=request.chat, system=request.system,
+                               k=lane.k, max_tokens=request.max_tokens,
+                               params=sampling(request), stop=tuple(request.stop))
+    session = server_lane.build_session(lane, run_settings)
+    header = server_lane.trace_header(lane, request, session)
+    return BuiltLane(lane_id, session, header, remote=True)
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:

@@ -37,6 +37,13 @@ class LaneSpec:
     knobs: dict = field(default_factory=dict)  # tree, lookahead, medusa settings
     medusa_heads: str | None = None  # a heads folder (default: beside the target)
     eagle_head: str | None = None  # an EAGLE head's folder (default: beside the target)
+    # A server lane (oracle "server"): the engine's URL, which engine it is ("auto": ask it),
+    # the environment variable holding its API key (the key itself never enters a spec),
+    # and how its accepted drafts are coloured (None: as the server says, else "draft").
+    server: str | None = None
+    server_engine: str = "auto"
+    api_key_env: str | None = None
+    server_source: str | None = None
 
     @property
     def draft_model(self) -> str | None:

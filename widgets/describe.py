@@ -25,8 +25,17 @@ def prob(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+def margin(value: float | None) -> str:
+    return "— (not exposed)" if value is None else f"{value:.3f}"
+
+
 def why(token: ProposedToken) -> str:
     """Why verification kept or dropped a proposed token."""
+    if token.verified_by:
+        if token.accepted:
+            return f"accepted by {token.verified_by}'s own verification"
+        return (f"rejected by {token.verified_by}, which counts its rejected drafts but does "
+                "not say which tokens they were")
     if token.accepted:
         if token.accept_prob is None:
             return "matches the target's argmax"
@@ -77,5 +86,5 @@ def target_tooltip(event: StepEvent) -> str:
     return "\n".join([
         f"step {event.step} · target token ({target.kind})",
         f"token {visible(target.text)!r} (id {target.id})",
-        f"p_target {prob(target.p_target)} · logit margin {target.margin:.3f}",
+        f"p_target {prob(target.p_target)} · logit margin {margin(target.margin)}",
     ])

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.events import DECLINE_WORDS, ProposedToken, StepEvent
-from .describe import prob, visible, why
+from .describe import margin, prob, visible, why
 from .palette import DARK, KIND_REJECTED, KIND_TARGET, Theme, proposal_kind
 
 COLUMNS = ("#", "position", "token", "source", "p_draft", "p_target", "verdict", "why")
@@ -139,5 +139,5 @@ def _target_row(event: StepEvent) -> list[str]:
         "—",
         prob(target.p_target),
         target.kind,
-        f"the target's own token · logit margin {target.margin:.3f}",
+        f"the target's own token · logit margin {margin(target.margin)}",
     ]

@@ -1,0 +1,44 @@
+"""SGLang's OpenAI-compatible server: what it says about speculation, and how to ask it.
+
+Like vLLM, a chunk holds the tokens of one verification step (steps merge when the HTTP side
+lags), with `token_ids` and cumulative usage where asked for. Asked with
+`return_spec_tokens_details`, it sends the request's speculative totals in a chunk of their
+own after the content (`sglext.spec_tokens_details`: spec_num_proposed_drafts,
+spec_num_correct_drafts, spec_verify_ct; older releases name them spec_draft_token_num and
+spec_accept_token_num). Neither the draft length nor speculation can be set per request.
+Shapes from python/sglang/srt/entrypoints/openai/serving_completions.py and protocol.py.
+"""
+
+from __future__ import annotations
+
+from .chunks import Chunk, integer, openai_chunk
+from .info import ServerInfo
+
+NAME = "SGLang"
+PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+CORRECT = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+
+
+def info(model: str, version: str | None) -> ServerInfo:
+    return ServerInfo(engine=NAME, model=model, build=f"SGLang {version or '?'}",
+                      speculation="as configured (not reported)", source="draft")
+
+
+def request_fields(k: int | None, server: ServerInfo) -> dict:
+    return {"stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "return_token_ids": True, "logprobs": 0, "return_spec_tokens_details": True}
+
+
+def chunk(data: dict, index: int) -> Chunk | None:
+    ext = data.get("sglext") if isinstance(data.get("sglext"), dict) else {}
+    spec = ext.get("spec_tokens_details")
+    if isinstance(spec, list):  # one per choice when n > 1
+        spec = spec[0] if spec else None
+    if not isinstance(spec, dict):
+        return openai_chunk(data, index)
+    return openai_chunk(data, index, drafted=_first(spec, PROPOSED),
+                        accepted=_first(spec, CORRECT))
+
+
+def _first(spec: dict, names: tuple[str, ...]) -> int | None:
+    return next((integer(spec[n]) for n in names if n in spec), None)

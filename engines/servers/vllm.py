@@ -1,0 +1,38 @@
+"""vLLM's OpenAI-compatible server: what it says about speculation, and how to ask it.
+
+A streamed chunk holds the tokens of one engine step (accepted drafts and the bonus token;
+steps merge when the server runs ahead of its HTTP side, or with `stream_interval` above 1).
+Asked for, it adds the chunk's `token_ids`, each token's text and log-probability
+(`logprobs`), and cumulative `usage` on every chunk (`continuous_usage_stats`). How many drafts
+were proposed per step is not streamed; a server started with
+`--per-request-spec-decode-metrics` puts the request's totals in the final usage chunk
+(`metrics.speculative_decoding`: num_draft_tokens, num_accepted_draft_tokens). Neither the
+draft length nor speculation itself can be set per request.
+Shapes from vllm/entrypoints/openai/completion/serving.py and generate/base/protocol.py.
+"""
+
+from __future__ import annotations
+
+from .chunks import Chunk, integer, openai_chunk
+from .info import ServerInfo
+
+NAME = "vLLM"
+
+
+def info(model: str, version: str | None) -> ServerInfo:
+    return ServerInfo(engine=NAME, model=model, build=f"vLLM {version or '?'}",
+                      speculation="as configured (not reported)", source="draft")
+
+
+def request_fields(k: int | None, server: ServerInfo) -> dict:
+    return {"stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            "return_token_ids": True, "logprobs": 0, "stream_interval": 1}
+
+
+def chunk(data: dict, index: int) -> Chunk | None:
+    metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    spec = metrics.get("speculative_decoding")
+    if not isinstance(spec, dict):
+        return openai_chunk(data, index)
+    return openai_chunk(data, index, drafted=integer(spec.get("num_draft_tokens")),
+                        accepted=integer(spec.get("num_accepted_draft_tokens")))
