@@ -130,8 +130,8 @@ class TargetToken:
     text: str
     kind: str  # TARGET_PLAIN, TARGET_CORRECTION or TARGET_BONUS
     # None where the engine does not say (a server lane)
-    p_target: float | None
-    margin: float | None  # top-1 minus top-2 logit: small values mark near-ties
+    p_target: float | None = None
+    margin: float | None = None  # top-1 minus top-2 logit: small values mark near-ties
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,13 @@ def test_llama_server_chunks_group_into_its_verification_steps():
     assert builder.finish_reason == "length" and builder.prompt_ms == 12.5
 
 
+def test_server_steps_survive_the_protocol_and_traces_unknowns_included():
+    steps = feed_all(StepBuilder("server", "draft", "llama.cpp", None, True), llama_server,
+                     llama_chunks(STEPS))
+    assert all(ev.from_dict(json.loads(ev.to_json(s))) == s for s in steps)
+    assert steps[1].target.p_target is None and steps[1].target.margin is None
+
+
 def test_a_step_cut_by_the_token_limit_keeps_its_tokens():
     # 3 of 4 drafts accepted, but the limit came after 2 of them: the last one is the target's.
     chunks = llama_chunks([(["a"], 0, 0, 0.001), (["b", "c"], 4, 3, 20.0)])
