@@ -23,6 +23,7 @@ class LaneState:
     max_tokens: int | None = None  # the run's budget: tells a K cut at the end from a change
     replay_oracle: str | None = None  # a replayed lane's oracle, from its trace
     declined: dict[str, int] = field(default_factory=dict)  # steps with nothing proposed, by why
+    plain_server: bool = False  # a server lane whose server does not speculate (a baseline)
 
     @property
     def oracle(self) -> str:
@@ -78,5 +79,7 @@ class BoardModel:
             lane.clear()
 
     def baseline(self) -> str | None:
-        """The lane speedups divide by: the first plain-decoding lane."""
-        return next((lid for lid, lane in self.lanes.items() if is_plain(lane.oracle)), None)
+        """The lane speedups divide by: the first plain-decoding lane (a local one, or a server
+        lane on a server that does not speculate)."""
+        return next((lid for lid, lane in self.lanes.items()
+                     if is_plain(lane.oracle) or lane.plain_server), None)

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QMessageBox,
     QSpinBox,
     QToolButton,
@@ -21,8 +22,11 @@ from PySide6.QtWidgets import (
 from ..engines import events as ev
 from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
+from ..engines.run_builder import SERVER
 from ..widgets.k_control import KControl
 from ..widgets.palette import (
+    KIND_DRAFT,
+    KIND_NGRAM,
     KIND_REJECTED,
     KIND_TARGET,
     Theme,
@@ -53,6 +57,8 @@ def legend_kinds(oracle: str) -> tuple[str, ...]:
     """What a lane's tokens can be, from what its oracle proposes (the registry's sources)."""
     if is_plain(oracle):
         return (KIND_TARGET,)
+    if oracle == SERVER:  # coloured as the server's drafts are: a draft model unless it says
+        return (KIND_DRAFT, KIND_NGRAM, KIND_TARGET, KIND_REJECTED)
     known = oracle_info(oracle).sources if oracle in ORACLES else ()  # a trace's unknown name
     sources = tuple(dict.fromkeys(source_kind(s) for s in known))
     return (*sources, KIND_TARGET, KIND_REJECTED)
@@ -113,8 +119,11 @@ class LaneWidget(QFrame):
         self.colour = colour
         self.title = QLabel()
         self.oracle = QComboBox()
-        self.oracle.addItems(list(ORACLES))
+        self.oracle.addItems([*ORACLES, SERVER])
         self.draft = ModelCombo(recent_models)
+        self.server = QLineEdit(placeholderText="server URL, e.g. http://127.0.0.1:8080",
+                                toolTip="an OpenAI-compatible server (llama-server, vLLM, "
+                                        "SGLang) whose speculation this lane shows")
         self.exit_layer = exit_layer_box()
         self.k = KControl()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
@@ -134,6 +143,7 @@ class LaneWidget(QFrame):
         self.set_colour(colour)
         self.oracle.currentTextChanged.connect(self._on_oracle)
         self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        self.server.editingFinished.connect(self.configChanged.emit)
         self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
         self.k.autoChanged.connect(self._on_auto)
@@ -145,6 +155,7 @@ class LaneWidget(QFrame):
         controls.addWidget(self.oracle, 0, 0)
         controls.addWidget(self.draft, 0, 1)
         controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
+        controls.addWidget(self.server, 0, 1)  # and so does a server lane's URL
         controls.addWidget(self.k, 1, 0, 1, 2)
         controls.setColumnStretch(1, 1)
         top = QHBoxLayout()
@@ -169,7 +180,9 @@ class LaneWidget(QFrame):
         return LaneConfig(oracle, self.k.value(),
                           self.draft.model() if oracle in DRAFT_ORACLES else None,
                           self.exit_layer.value() if _has_exit_layer(oracle) else 0,
-                          self.k.is_auto())
+                          self.k.is_auto() and oracle != SERVER,
+                          server=self.server.text().strip() or None if oracle == SERVER
+                          else None)
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
@@ -177,6 +190,7 @@ class LaneWidget(QFrame):
         self.k.set_auto(config.auto_k)
         self.draft.set_model(config.draft)
         self.exit_layer.setValue(config.exit_layer)
+        self.server.setText(config.server or "")
         self._on_oracle(config.oracle)
 
     def set_colour(self, colour: str) -> None:
@@ -276,6 +290,7 @@ class LaneWidget(QFrame):
     def _on_oracle(self, oracle: str) -> None:
         self.draft.setVisible(oracle in DRAFT_ORACLES)
         self.exit_layer.setVisible(_has_exit_layer(oracle))
+        self.server.setVisible(oracle == SERVER)
         self.k.setEnabled(not is_plain(oracle))
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()

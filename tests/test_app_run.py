@@ -317,3 +317,25 @@ def test_progress_says_how_long_is_left_at_the_rate_so_far():
     assert time_left(10.0, 10, 100) == ", about 2 min left"
     assert time_left(2.0, 10, 100) == ", about 18 s left"
     assert time_left(5.0, 100, 100) == ""
+
+
+def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
+        window, app_env, qtbot, tiny_model_dir):
+    from fake_server import FakeServer
+    from test_server_stream import STEPS, llama_chunks, llama_routes
+
+    plain_props = {"default_generation_settings": {"params": {"speculative.types": "none"}},
+                   "build_info": "b1-test", "model_path": "/m/smol.gguf"}
+    plain_steps = [([t], 0, 0, 10.0) for texts, *_ in STEPS for t in texts]
+    with FakeServer(llama_routes()) as spec, \
+            FakeServer(llama_routes(llama_chunks(plain_steps), props=plain_props)) as plain:
+        set_up(window, tiny(tiny_model_dir), [LaneConfig("server", 4, server=plain.url),
+                                             LaneConfig("server", 4, server=spec.url)], 32)
+        lane_plain, lane_spec = window.board.lanes.values()
+        assert lane_spec.server.isVisible() and not lane_spec.draft.isVisible()
+        run_to_end(window, app_env)
+    assert lane_texts(window) == ["def f(x): return x\n"] * 2
+    assert window.board.model.baseline() == lane_plain.lane_id
+    figures = window.graphs.figures(lane_spec.lane_id)
+    assert figures["speedup"] is not None and figures["tokens"] == 9
+    assert read_trace(lane_spec.trace_path).header["server"]["url"] == spec.url
