@@ -72,7 +72,30 @@ def starting_k(oracle: str, k: int, auto: bool) -> int:
     return 0 if is_plain(oracle) else K_MAX if auto else check_k(k)
 
 
-class Session:
+class RunControls:
+    """Pause, resume and stop from any thread, taken by the run at its next boundary."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._resume = threading.Event()
+        self._resume.set()
+
+    def pause(self) -> None:
+        self._resume.clear()
+
+    def resume(self) -> None:
+        self._resume.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._resume.set()  # a paused run must wake up to end
+
+    @property
+    def paused(self) -> bool:
+        return not self._resume.is_set()
+
+
+class Session(RunControls):
     """One run of one oracle on one target. Iterate it to drive the run."""
 
     def __init__(self, target: Backend, oracle: Oracle, settings: RunSettings,
@@ -82,10 +105,8 @@ class Session:
         self.settings = settings
         self.k_policy = k_policy  # if set, chooses K every step (--k auto); else K is fixed
         self._k = check_k(settings.k)
+        super().__init__()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._resume = threading.Event()
-        self._resume.set()
         self.prompt_text = target.format_prompt(settings.prompt, settings.chat, settings.system,
                                                 settings.history)
         self.prompt_ids = target.encode_prompt(self.prompt_text, settings.chat)
@@ -105,20 +126,6 @@ class Session:
         k = check_k(k)
         with self._lock:
             self._k = k
-
-    def pause(self) -> None:
-        self._resume.clear()
-
-    def resume(self) -> None:
-        self._resume.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._resume.set()  # a paused run must wake up to end
-
-    @property
-    def paused(self) -> bool:
-        return not self._resume.is_set()
 
     # ------------------------------------------------------------ the loop
 

@@ -17,7 +17,7 @@ from types import ModuleType
 
 from .. import events as ev
 from ..errors import SpecvizError
-from ..session import RunSettings, check_k
+from ..session import RunControls, RunSettings, check_k
 from .info import ServerInfo
 from .sse import Endpoint, EventStream
 from .steps import StepBuilder
@@ -38,7 +38,7 @@ class _ServerOracle:
         pass
 
 
-class ServerSession:
+class ServerSession(RunControls):
     """Iterate it to run the completion; controls from any thread."""
 
     def __init__(self, endpoint: Endpoint, engine: ModuleType, server: ServerInfo,
@@ -57,9 +57,7 @@ class ServerSession:
         self.summary: ev.SummaryEvent | None = None
         self._k = check_k(settings.k) if server.k_per_request else server.k
         self._k_changed = threading.Event()
-        self._stop = threading.Event()
-        self._resume = threading.Event()
-        self._resume.set()
+        super().__init__()
 
     # ------------------------------------------------------------ control (any thread)
 
@@ -76,20 +74,6 @@ class ServerSession:
                                "new K applies from the next run")
         self._k = check_k(k)
         self._k_changed.set()
-
-    def pause(self) -> None:
-        self._resume.clear()
-
-    def resume(self) -> None:
-        self._resume.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._resume.set()
-
-    @property
-    def paused(self) -> bool:
-        return not self._resume.is_set()
 
     # ------------------------------------------------------------ the run
 
