@@ -255,17 +255,6 @@ def _server_control(session, message: protocol.Message) -> str | None:
     return None
 
 
-def backend_build(backend: str) -> str:
-    """What the backend was built with, for naming a crash: version and system info."""
-    from .probe import build_id
-
-    if backend != "llama":
-        return build_id(backend)
-    from .backends.llama import system_info
-
-    return f"{build_id(backend)}; {system_info().strip(' |')}"
-
-
 def _read(engine: Engine, stdin: BinaryIO) -> None:
     for line in stdin:
         if not line.strip():

@@ -327,5 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def backend_build(backend: str) -> str:
+    """What the backend was built with, for naming a crash: version and system info."""
+    if backend != "llama":
+        return build_id(backend)
+    from .backends.llama import system_info
+
+    return f"{build_id(backend)}; {system_info().strip(' |')}"
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,7 +41,7 @@ class BuiltLane:
         """What runs the lane (backend version and system info), for naming a crash."""
         if self.remote:
             return self.header["server"]["build"]
-        from .engine_process import backend_build
+        from .probe import backend_build
 
         return backend_build(self.session.target.name)
 
