@@ -6,6 +6,8 @@ import argparse
 import signal
 from pathlib import Path
 
+from ..engines.errors import SpecvizError
+from ..engines.serve import Address, parse_address
 from . import options
 from .qt_app import freeze_heap, make_app
 
@@ -14,7 +16,8 @@ def register(sub) -> None:
     p = sub.add_parser("gui", help="open the window (what `specviz` alone does)")
     p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="open traces")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed, 0.1 to 1")
-    p.set_defaults(func=lambda args: open_window(args.replay, args.speed))
+    _add_engine_arg(p)
+    p.set_defaults(func=lambda args: open_window(args.replay, args.speed, args.engine))
     _register_shot(sub)
 
 
@@ -37,6 +40,7 @@ def _register_shot(sub) -> None:
     p.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH")
     p.add_argument("--theme", choices=("dark", "light"), default="dark")
     p.add_argument("--presentation", action="store_true")
+    _add_engine_arg(p)
 
     def run(args: argparse.Namespace) -> int:
         from .shot import take_shot
@@ -44,6 +48,19 @@ def _register_shot(sub) -> None:
         return take_shot(args)
 
     p.set_defaults(func=run)
+
+
+def _add_engine_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", type=_address, metavar="HOST:PORT",
+                   help="run the models on `specviz serve` at HOST:PORT instead of here "
+                        "(token from SPECVIZ_ENGINE_TOKEN, else asked)")
+
+
+def _address(text: str) -> Address:
+    try:
+        return parse_address(text)
+    except SpecvizError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -56,12 +73,14 @@ def _size(text: str) -> tuple[int, int]:
     return width, height
 
 
-def open_window(replay: list[Path] | None = None, speed: float = 1.0) -> int:
+def open_window(replay: list[Path] | None = None, speed: float = 1.0,
+                engine: Address | None = None) -> int:
     from .main_window import MainWindow
+    from .remote_engine import remote_engine
 
     _app, loop = make_app()
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl+C in the terminal ends the app
-    window = MainWindow()
+    window = MainWindow(remote=remote_engine(engine, ask=True))
     window.show()
     freeze_heap()
     if replay:

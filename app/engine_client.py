@@ -3,12 +3,12 @@
 QProcess delivers the engine's output on the GUI thread as it comes, so no thread of ours
 waits on the pipe; each line is one engines.protocol message, passed on as a signal. When the
 process ends unasked (a signal, out of memory), `died` says so in one line, and the next
-`ensure_started` starts a fresh one.
+`ensure_started` starts a fresh one. app.remote_engine speaks to an engine on another
+machine the same way.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections import deque
 
@@ -16,20 +16,47 @@ from PySide6.QtCore import QObject, QProcess, Signal
 
 from ..engines import protocol
 from ..engines.errors import SpecvizError
+from ..engines.exit_line import death_line
 
 STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 
 
-class EngineClient(QObject):
+class EngineLink(QObject):
+    """What every engine client shares: protocol lines in, one signal per message out."""
+
     received = Signal(object)  # a protocol.Message from the engine
-    died = Signal(str)  # one line: what ended the process
+    died = Signal(str)  # one line: what ended the engine
 
     def __init__(self, device: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.device = device
         self.build = ""  # the backend's build, once a lane has started (for a crash's line)
-        self._proc: QProcess | None = None
         self._buffer = b""
+
+    def _take(self, data: bytes) -> None:
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                message = protocol.decode(line)
+            except protocol.ProtocolError as exc:
+                print(f"specviz: engine said something unreadable ({exc})", file=sys.stderr)
+                continue
+            if message.kind == "started":
+                self.build = message.fields.get("build", self.build)
+            self._heard(message)
+            self.received.emit(message)
+
+    def _heard(self, message: protocol.Message) -> None:
+        """A message about the link itself (a subclass's business)."""
+
+
+class EngineClient(EngineLink):
+    def __init__(self, device: str, parent: QObject | None = None) -> None:
+        super().__init__(device, parent)
+        self._proc: QProcess | None = None
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._closing = False
 
@@ -73,29 +100,11 @@ class EngineClient(QObject):
         self._read()
         return ended
 
-    def kill(self) -> None:
-        """End the process now (used when it must go whatever it is doing)."""
-        if self.running:
-            self._proc.kill()
-
     # ------------------------------------------------------------ from the process
 
     def _read(self) -> None:
-        if self._proc is None:
-            return
-        self._buffer += bytes(self._proc.readAllStandardOutput().data())
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                message = protocol.decode(line)
-            except protocol.ProtocolError as exc:
-                print(f"specviz: engine said something unreadable ({exc})", file=sys.stderr)
-                continue
-            if message.kind == "started":
-                self.build = message.fields.get("build", self.build)
-            self.received.emit(message)
+        if self._proc is not None:
+            self._take(bytes(self._proc.readAllStandardOutput().data()))
 
     def _read_stderr(self) -> None:
         text = bytes(self._proc.readAllStandardError().data()).decode("utf-8", "replace")
@@ -108,20 +117,3 @@ class EngineClient(QObject):
             return
         self.died.emit(death_line(code, status == QProcess.ExitStatus.CrashExit, self.build,
                                   list(self._stderr)))
-
-
-def death_line(code: int, crashed: bool, build: str, stderr: list[str]) -> str:
-    """One line: what ended the engine process, on what, and what the user can do."""
-    if crashed:
-        try:
-            cause = f"killed by {signal.Signals(code).name}"
-        except ValueError:
-            cause = f"killed by signal {code}"
-    else:
-        cause = f"exited with status {code}"
-    if crashed and code == getattr(signal, "SIGKILL", -1):
-        cause += " (out of memory, or killed from outside)"
-    on = f" running {build}" if build else ""
-    last = f"; its last words: {stderr[-1][:160]}" if stderr else ""
-    return (f"the engine process {cause}{on}{last}. Everything received is kept; Run starts "
-            "a fresh engine (`specviz doctor` checks the backends)")

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from ..engines import events as ev
 from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
-from ..engines.run_builder import SERVER
+from ..engines.run_spec import SERVER
 from ..widgets.k_control import KControl
 from ..widgets.palette import (
     KIND_DRAFT,

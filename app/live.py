@@ -23,8 +23,9 @@ from ..engines.errors import SpecvizError
 from ..engines.protocol import Message
 from ..engines.trace import TraceWriter
 from .board import LaneBoard
-from .engine_client import EngineClient
+from .engine_client import EngineClient, EngineLink
 from .fetch import fetch
+from .remote_engine import RemoteEngine, RemoteEngineClient
 from .runs import RunRequest, gui_threads, new_trace_path
 
 CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
@@ -34,14 +35,16 @@ class LiveRunner(QObject):
     statusChanged = Signal(str, bool)  # message, busy
     finished = Signal()
 
-    def __init__(self, board: LaneBoard, window: QWidget, interactive: bool = True) -> None:
+    def __init__(self, board: LaneBoard, window: QWidget, interactive: bool = True,
+                 remote: RemoteEngine | None = None) -> None:
         super().__init__(window)
         self.board = board
         self.window = window
         self.interactive = interactive  # may ask the person (fetching); not in `specviz shot`
+        self.remote = remote  # engines on another machine (`specviz serve`), else here
         self.running = False
-        self.engines: dict[str, EngineClient] = {}  # one process per device, kept between runs
-        self.engine: EngineClient | None = None  # the current run's
+        self.engines: dict[str, EngineLink] = {}  # one process per device, kept between runs
+        self.engine: EngineLink | None = None  # the current run's
         self.stats: dict = {}  # the engine's last word on its models (loads, idle)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specviz-load")
         self.crash: str | None = None  # how the last run's engine died, if it did
@@ -121,8 +124,8 @@ class LiveRunner(QObject):
 
     async def _models_ready(self, request: RunRequest, lanes: dict) -> bool:
         """Registry models that are not downloaded yet: fetch them, if the person agrees."""
-        if not self.interactive:
-            return True  # a missing model is then each lane's error
+        if not self.interactive or self.remote is not None:
+            return True  # a missing model is then each lane's error (a remote engine's own)
         registry = models.load_registry()
         wanted = {request.model.target, *(lane.config().draft for lane in lanes.values())}
         loop = asyncio.get_event_loop()
@@ -161,7 +164,7 @@ class LiveRunner(QObject):
             engine.send("pause")
         await self._done
 
-    def engine_for(self, device: str) -> EngineClient:
+    def engine_for(self, device: str) -> EngineLink:
         """The device's engine process, started if need be. The others end: their models
         are not this run's (lanes of a run share its device)."""
         for other, engine in list(self.engines.items()):
@@ -170,7 +173,9 @@ class LiveRunner(QObject):
                 del self.engines[other]
         engine = self.engines.get(device)
         if engine is None:
-            engine = self.engines[device] = EngineClient(device, self)
+            engine = self.engines[device] = (
+                EngineClient(device, self) if self.remote is None
+                else RemoteEngineClient(self.remote, device, self))
             engine.received.connect(self._on_message)
             engine.died.connect(self._on_died)
         engine.ensure_started()
@@ -194,6 +199,8 @@ class LiveRunner(QObject):
         elif kind == "done":
             self.stats = {k: message.fields.get(k) for k in ("loads", "idle")}
             self._finish()
+        elif kind == "error" and message.fields.get("request") == "run":
+            self._end_every_lane(f"the engine refused the run: {message['message']}")
 
     def _on_started(self, lane_id: str, lane, header: dict) -> None:
         lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
@@ -220,6 +227,9 @@ class LiveRunner(QObject):
         """The engine process ended unasked: every lane still going says so, and its trace
         ends with what arrived and that line."""
         self.crash = line
+        self._end_every_lane(line)
+
+    def _end_every_lane(self, line: str) -> None:
         for lane_id in self._lane_ids:
             lane = self.board.lanes.get(lane_id)
             if lane is None or lane_id in self._ended:

@@ -36,6 +36,7 @@ from .lane import LaneWidget, editor_range
 from .live import LiveRunner
 from .options import DEFAULT_TARGET
 from .prompt_panel import PromptPanel
+from .remote_engine import RemoteEngine
 from .replay import ReplayPlayer
 from .replay_control import ReplayControl
 from .runs import LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
@@ -49,9 +50,10 @@ NORMAL_FONT_PT = 11.0
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, settings: AppSettings | None = None, interactive: bool = True) -> None:
+    def __init__(self, settings: AppSettings | None = None, interactive: bool = True,
+                 remote: RemoteEngine | None = None) -> None:
         super().__init__()
-        self.setWindowTitle("specviz")
+        self.setWindowTitle(f"specviz: engine at {remote.address}" if remote else "specviz")
         self.settings = settings or AppSettings()
         self.theme: Theme = THEMES.get(self.settings.theme(), DARK)
         recent = self.settings.recent_models()
@@ -61,7 +63,7 @@ class MainWindow(QMainWindow):
         self.inspector = StepInspector(self.theme)
         self.tree_view = TreeView(self.theme)
         self._tree_pinned = False  # a clicked step stays in the Tree dock; else it follows
-        self.runner = LiveRunner(self.board, self, interactive)
+        self.runner = LiveRunner(self.board, self, interactive, remote)
         self.replay = ReplayControl(self.board, self)
         self.run_task: asyncio.Future | None = None
         self._build_layout()

@@ -19,6 +19,7 @@ from . import exports, options
 from .cmd_run import read_prompt
 from .main_window import MainWindow
 from .qt_app import freeze_heap, make_app
+from .remote_engine import remote_engine
 from .runs import LaneConfig, ModelChoice
 from .settings import AppSettings
 
@@ -31,7 +32,8 @@ def take_shot(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp, loop:
         store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
         store.setValue("view/theme", args.theme)
-        window = MainWindow(AppSettings(store), interactive=False)
+        window = MainWindow(AppSettings(store), interactive=False,
+                            remote=remote_engine(args.engine, ask=False))
         window.resize(*args.size)
         if args.presentation:
             window.set_presentation(True, fullscreen=False)

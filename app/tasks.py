@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ..engines.errors import SpecvizError
 from ..engines.protocol import Message
-from .engine_client import EngineClient
+from .engine_client import EngineLink
 from .live import LiveRunner
 from .runs import ModelChoice, gui_threads
 
@@ -57,7 +57,7 @@ class EngineTasks(QObject):
         engine.send(kind, task=task, model=asdict(model), **fields)
         return task
 
-    def _listen(self, engine: EngineClient) -> None:
+    def _listen(self, engine: EngineLink) -> None:
         if id(engine) not in self._heard:
             self._heard.add(id(engine))
             engine.received.connect(self._on_message)

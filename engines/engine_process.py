@@ -260,7 +260,10 @@ def _read(engine: Engine, stdin: BinaryIO) -> None:
         if not line.strip():
             continue
         try:
-            engine.receive(protocol.decode(line))
+            message = protocol.decode(line)
+            protocol.check_request(message)
+            if message.kind != "auth":  # the server's business, never the engine's
+                engine.receive(message)
         except SpecvizError as exc:
             print(f"specviz engine: {exc}", file=sys.stderr)
         except (KeyError, TypeError, ValueError) as exc:  # a well-formed line of the wrong shape

@@ -35,7 +35,7 @@ def run_task(task: Task, pool: ModelPool, send: Send) -> None:
         send("progress", task=task.task, stage=stage, done=done, total=total)
 
     try:
-        model = rs.ModelChoice(**task.fields["model"])
+        model = rs.model_from_dict(task.fields["model"])
         if task.kind == "profile":
             result = _profile(pool, model, progress)
         else:

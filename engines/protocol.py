@@ -16,6 +16,7 @@ To the engine:
   pair     {task, model, draft,         check a draft for the target (engines.pair_check),
             prompts, max_tokens}        after any run in progress
   shutdown {}                           stop and exit
+  auth     {token}                      the first line to `specviz serve` (engines.serve)
 
 From the engine:
   hello    {pid, python}                the process is up
@@ -30,6 +31,9 @@ From the engine:
   progress {task, stage, done, total}   a profile or pair task is this far
   finished {task, result}               a task's result (a pair report; the stored profile)
   task_failed {task, message}           a task ended with this one-line error
+  error    {message, request}           `specviz serve` refused a request (its kind, or
+                                        null for a line that was not one); it stays up
+  died     {message}                    `specviz serve`: the engine process ended unasked
 """
 
 from __future__ import annotations
@@ -42,9 +46,20 @@ from .errors import SpecvizError
 
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
-             "pair", "shutdown")
+             "pair", "shutdown", "auth")
 FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done", "progress",
-               "finished", "task_failed")
+               "finished", "task_failed", "error", "died")
+# The fields each request must have, and their types: a peer checks a request before acting
+# on it. Extra fields are allowed (a newer sender).
+REQUIRED = {
+    "run": {"spec": dict},
+    "set_k": {"lane": str, "k": int},
+    "set_auto": {"lane": str, "on": bool, "k": int},
+    "set_knob": {"lane": str, "name": str, "value": (int, float)},
+    "profile": {"task": str, "model": dict},
+    "pair": {"task": str, "model": dict, "draft": str},
+    "auth": {"token": str},
+}
 
 
 class ProtocolError(SpecvizError):
@@ -90,3 +105,16 @@ def decode(line: bytes | str) -> Message:
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"bad event: {exc}") from None
     return Message(kind, data)
+
+
+def check_request(message: Message) -> None:
+    """A request's fields have the kinds they must have; ProtocolError says which does not."""
+    if message.kind not in TO_ENGINE:
+        raise ProtocolError(f"{message.kind!r} is not a request")
+    for name, kinds in REQUIRED.get(message.kind, {}).items():
+        value = message.fields.get(name)
+        wanted = kinds if isinstance(kinds, tuple) else (kinds,)
+        if value is None or not isinstance(value, wanted) or (
+                isinstance(value, bool) and bool not in wanted):
+            names = " or ".join(k.__name__ for k in wanted)
+            raise ProtocolError(f"{message.kind}: field {name!r} must be {names}")

@@ -16,11 +16,9 @@ from .backends.base import Backend
 from .errors import SpecvizError
 from .model_pool import ModelPool
 from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
-from .run_spec import LaneSpec, ModelChoice, RunRequest
+from .run_spec import SERVER, LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
 from .session import RunSettings, Session, starting_k
-
-SERVER = "server"  # a lane on a serving engine (engines/servers)
 
 Say = Callable[[str], None]
 

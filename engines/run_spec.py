@@ -7,9 +7,12 @@ the window can send a run to an engine process (engines.protocol) as it is.
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 
 AUTO = "auto"
+SERVER = "server"  # the oracle of a lane on a serving engine (engines/servers)
 
 
 @dataclass(frozen=True)
@@ -85,14 +88,51 @@ def to_dict(spec: RunSpec) -> dict:
 def from_dict(data: dict) -> RunSpec:
     """The spec a peer sent; unknown keys are ignored (a newer sender), wrong types fail."""
     req = dict(data["request"])
-    model = ModelChoice(**_known(ModelChoice, req.pop("model")))
+    model = model_from_dict(req.pop("model"))
     req = _known(RunRequest, req)
     req["stop"] = tuple(req.get("stop") or ())
     if req.get("typical") is not None:
         req["typical"] = tuple(req["typical"])
     lanes = {str(lane_id): LaneSpec(**_known(LaneSpec, lane))
              for lane_id, lane in data["lanes"].items()}
-    return RunSpec(RunRequest(model=model, **req), lanes)
+    spec = RunSpec(RunRequest(model=model, **req), lanes)
+    for part in (spec.request, *lanes.values()):
+        _check_types(part)
+    return spec
+
+
+def model_from_dict(data: dict) -> ModelChoice:
+    model = ModelChoice(**_known(ModelChoice, data))
+    _check_types(model)
+    return model
+
+
+def _check_types(item) -> None:
+    """Each field holds what its annotation says (JSON's kinds), else a one-line ValueError."""
+    hints = typing.get_type_hints(type(item))
+    for f in fields(item):
+        if f.name != "model" and not _fits(getattr(item, f.name), hints[f.name]):
+            raise ValueError(f"{type(item).__name__}.{f.name} cannot be "
+                             f"{getattr(item, f.name)!r}")
+
+
+def _fits(value, hint) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        return len(value) == len(args) and all(map(_fits, value, args))
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin or hint)
 
 
 def _known(cls, data: dict) -> dict:
