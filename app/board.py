@@ -108,6 +108,12 @@ class LaneBoard(QWidget):
         state.replay_oracle = header.get("oracle", "?")
         state.max_tokens = header.get("settings", {}).get("max_tokens")
         self.lanes[lane_id].set_replay(name, header)
+        self.read_header(lane_id, header)
+
+    def read_header(self, lane_id: str, header: dict) -> None:
+        """A lane's trace header, live or replayed: a plain server becomes the baseline."""
+        self.model.lanes[lane_id].read_header(header)
+        self.update_baseline()
 
     def update_baseline(self) -> None:
         """Speedups divide by the first plain-decoding lane."""

@@ -24,6 +24,9 @@ class LaneState:
     replay_oracle: str | None = None  # a replayed lane's oracle, from its trace
     declined: dict[str, int] = field(default_factory=dict)  # steps with nothing proposed, by why
     plain_server: bool = False  # a server lane whose server does not speculate (a baseline)
+    # A server lane whose server does not say its K: a step's K is the longest draft seen,
+    # which grows by itself and is never a change of the person's.
+    k_from_drafts: bool = False
 
     @property
     def oracle(self) -> str:
@@ -31,6 +34,13 @@ class LaneState:
 
     def clear(self) -> None:
         self.steps, self.summary, self.declined = [], None, {}
+
+    def read_header(self, header: dict) -> None:
+        """What a lane's trace header says about it (a server lane's server)."""
+        server = header.get("server")
+        self.plain_server = server is not None and server.get("speculation") is None
+        self.k_from_drafts = server is not None and server.get("k") is None and not (
+            server.get("k_per_request"))
 
     def append(self, event: ev.Event) -> bool:
         """Keep `event`; True when it is a step whose K the person changed."""
@@ -41,7 +51,7 @@ class LaneState:
         self.steps.append(event)
         if event.declined:
             self.declined[event.declined] = self.declined.get(event.declined, 0) + 1
-        return k_changed(previous, event, self.max_tokens)
+        return not self.k_from_drafts and k_changed(previous, event, self.max_tokens)
 
     def last_tree_step(self) -> ev.StepEvent | None:
         """The newest step that verified a tree, a few steps back at most."""

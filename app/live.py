@@ -204,10 +204,7 @@ class LiveRunner(QObject):
 
     def _on_started(self, lane_id: str, lane, header: dict) -> None:
         lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
-        server = header.get("server")
-        if server is not None:  # a plain server is the baseline of server lanes
-            self.board.state(lane_id).plain_server = server.get("speculation") is None
-            self.board.update_baseline()
+        self.board.read_header(lane_id, header)
         lane.trace_path = new_trace_path(lane.oracle_name(), lane_id)
         self._writers[lane_id] = TraceWriter(lane.trace_path, header)
 

@@ -48,3 +48,16 @@ def test_a_lane_counts_its_declined_steps_by_reason_and_forgets_them_on_clear():
     assert lane.declined == {ev.DECLINE_NO_MATCH: 2, ev.DECLINE_AUTO_K: 1}
     lane.clear()
     assert lane.declined == {} and lane.steps == []
+
+
+def test_a_server_lane_marks_k_changes_only_where_the_server_says_its_k():
+    board = BoardModel()
+    guessed, asked = board.add(LaneConfig("server")), board.add(LaneConfig("server"))
+    guessed.read_header({"server": {"speculation": "on", "k": None, "k_per_request": False}})
+    asked.read_header({"server": {"speculation": "on", "k": 4, "k_per_request": True}})
+    steps = [step(0, 0, 1), step(1, 3, 4), step(2, 6, 8)]
+    assert [guessed.append(e) for e in steps] == [False, False, False]
+    assert [asked.append(e) for e in steps] == [False, True, True]
+    plain = board.add(LaneConfig("server"))
+    plain.read_header({"server": {"speculation": None, "k": None}})
+    assert board.baseline() == plain.lane_id and not guessed.plain_server

@@ -69,6 +69,8 @@ def test_llama_server_chunks_group_into_its_verification_steps():
     assert (t.tokens, t.steps, t.proposed, t.accepted) == (9, 5, 11, 4)
     assert steps[2].position == 7 + 4  # the prompt, then the tokens before the step
     assert builder.finish_reason == "length" and builder.prompt_ms == 12.5
+    # The server did not say its K: a step's K is the longest draft so far, never less.
+    assert [s.k for s in steps] == [0, 4, 4, 4, 4]
 
 
 def test_server_steps_survive_the_protocol_and_traces_unknowns_included():

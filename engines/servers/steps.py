@@ -36,6 +36,7 @@ class StepBuilder:
         self.source = source  # events.SOURCES: how accepted drafts are coloured
         self.engine = engine  # who verified them, for the inspector
         self.k = k  # the draft length the server was asked for, where known
+        self.longest_draft = 0  # else a step's K: the most it has drafted in one step so far
         self.speculates = speculates  # whether a step with no draft counts as declined
         self.totals = ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0)
         self.steps: list[ev.StepEvent] = []
@@ -147,7 +148,8 @@ class StepBuilder:
         declined = ev.DECLINE_SERVER if speculates and drafted == 0 and self.steps else None
         totals = self.totals.after_step(proposed, accepted, timing, declined=bool(declined))
         self.totals = totals
-        k = self.k if self.k is not None else (drafted if drafted is not None else accepted)
+        self.longest_draft = max(self.longest_draft, proposed)
+        k = self.k if self.k is not None else self.longest_draft
         return ev.StepEvent(step=len(self.steps), oracle=self.oracle, k=k,
                             position=self.prompt_tokens + totals.tokens - accepted - 1,
                             proposed=good + bad, target=target, text="".join(pieces),
