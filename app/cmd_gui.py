@@ -28,8 +28,12 @@ def _register_shot(sub) -> None:
     p.add_argument("out", type=Path, metavar="OUT.png")
     p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="traces to replay")
     options.add_prompt_args(p)  # a live run of this prompt
-    p.add_argument("--oracles", default="none,prompt-lookup",
-                   help="lanes for a live run, comma-separated (default: %(default)s)")
+    p.add_argument("--oracles", default=None,
+                   help="lanes for a live run, comma-separated (default: none,prompt-lookup; "
+                        "no local lanes where --server is given)")
+    p.add_argument("--server", action="append", default=[], metavar="URL",
+                   help="add a lane on this OpenAI-compatible server (repeatable); a server "
+                        "without speculation is the lanes' baseline")
     p.add_argument("--k", type=options.k_or_auto, default=4,
                    help="draft length of every lane, or auto (each lane's cost-aware K; "
                         "measures a missing cost profile first)")

@@ -15,6 +15,7 @@ from PySide6.QtCore import QSettings
 
 from ..engines.errors import SpecvizError
 from ..engines.oracles import is_plain
+from ..engines.run_spec import SERVER
 from . import exports, options
 from .cmd_run import read_prompt
 from .main_window import MainWindow
@@ -84,10 +85,14 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
 
 def lane_configs(args: argparse.Namespace) -> list[LaneConfig]:
     """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own; plain
-    decoding has no K to choose)."""
+    decoding has no K to choose), then one per `--server` URL."""
     auto = args.k == options.AUTO
-    return [LaneConfig(name, 4 if auto else args.k, args.draft, auto_k=auto and not is_plain(name))
-            for name in (n.strip() for n in args.oracles.split(",")) if name]
+    names = args.oracles if args.oracles is not None else (
+        "" if args.server else "none,prompt-lookup")
+    local = [LaneConfig(name, 4 if auto else args.k, args.draft,
+                        auto_k=auto and not is_plain(name))
+             for name in (n.strip() for n in names.split(",")) if name]
+    return local + [LaneConfig(SERVER, 4 if auto else args.k, server=url) for url in args.server]
 
 
 def _settle(app, window: MainWindow) -> None:

@@ -275,6 +275,17 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
     assert [(c.oracle, c.auto_k) for c in auto] == [("none", False), ("prompt-lookup", True)]
     with pytest.raises(SystemExit):
         parser.parse_args(["shot", "o.png", "--k", "99"])
+    default = lane_configs(parser.parse_args(["shot", "o.png"]))
+    assert [c.oracle for c in default] == ["none", "prompt-lookup"]
+    servers = lane_configs(parser.parse_args(["shot", "o.png", "--server", "http://a:1",
+                                              "--server", "http://b:2"]))
+    assert [(c.oracle, c.server) for c in servers] == [("server", "http://a:1"),
+                                                       ("server", "http://b:2")]
+    both = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none",
+                                           "--server", "http://a:1", "--engine", "gpu:7341"]))
+    assert [c.oracle for c in both] == ["none", "server"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["shot", "o.png", "--engine", "gpu"])  # no port
 
 
 # ---------------------------------------------------------------- fetching a model
