@@ -27,6 +27,7 @@ from .engine_client import EngineClient, EngineLink
 from .fetch import fetch
 from .remote_engine import RemoteEngine, RemoteEngineClient
 from .runs import RunRequest, gui_threads, new_trace_path
+from .server_keys import KeyFor, with_keys
 
 CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
 
@@ -36,12 +37,13 @@ class LiveRunner(QObject):
     finished = Signal()
 
     def __init__(self, board: LaneBoard, window: QWidget, interactive: bool = True,
-                 remote: RemoteEngine | None = None) -> None:
+                 remote: RemoteEngine | None = None, server_key: KeyFor | None = None) -> None:
         super().__init__(window)
         self.board = board
         self.window = window
         self.interactive = interactive  # may ask the person (fetching); not in `specviz shot`
         self.remote = remote  # engines on another machine (`specviz serve`), else here
+        self.server_key = server_key or (lambda _origin: None)  # stored API keys
         self.running = False
         self.engines: dict[str, EngineLink] = {}  # one process per device, kept between runs
         self.engine: EngineLink | None = None  # the current run's
@@ -146,8 +148,9 @@ class LiveRunner(QObject):
         if self._stopping or not lanes:
             return
         model = replace(request.model, threads=request.model.threads or gui_threads())
-        spec = rs.RunSpec(replace(request, model=model),
-                          {lane_id: lane.config() for lane_id, lane in lanes.items()})
+        configs, secrets = with_keys({lane_id: lane.config() for lane_id, lane in lanes.items()},
+                                     self.server_key)
+        spec = rs.RunSpec(replace(request, model=model), configs)
         try:
             engine = self.engine = self.engine_for(model.device or "auto")
         except SpecvizError as exc:
@@ -159,6 +162,9 @@ class LiveRunner(QObject):
             self.board.state(lane_id).max_tokens = request.max_tokens
         self._done = asyncio.get_event_loop().create_future()
         self.statusChanged.emit("starting the engine…", True)
+        if self.remote is None:  # keys never leave this machine
+            for name, value in secrets.items():
+                engine.send("secret", name=name, value=value)
         engine.send("run", spec=rs.to_dict(spec))
         if self._paused:
             engine.send("pause")

@@ -32,6 +32,7 @@ from . import exports
 from .board import MAX_LANES, LaneBoard
 from .checks import Checks
 from .fetch import FetchDialog
+from .key_dialog import ServerKeyDialog
 from .lane import LaneWidget, editor_range
 from .live import LiveRunner
 from .options import DEFAULT_TARGET
@@ -63,7 +64,8 @@ class MainWindow(QMainWindow):
         self.inspector = StepInspector(self.theme)
         self.tree_view = TreeView(self.theme)
         self._tree_pinned = False  # a clicked step stays in the Tree dock; else it follows
-        self.runner = LiveRunner(self.board, self, interactive, remote)
+        self.runner = LiveRunner(self.board, self, interactive, remote,
+                                 self.settings.server_key)
         self.replay = ReplayControl(self.board, self)
         self.run_task: asyncio.Future | None = None
         self._build_layout()
@@ -160,6 +162,8 @@ class MainWindow(QMainWindow):
         run = menus.addMenu("&Run")
         run.addActions([self.run_action, self.stop_action, self.pause_action,
                         self.add_lane_action, self.add_plain_action])
+        run.addSeparator()
+        run.addAction(self._action("Server API key…", self.ask_server_key))
         replay = menus.addMenu("Re&play")
         replay.addActions([self.play_action, self.back_action, self.forward_action,
                            self.live_action])
@@ -402,6 +406,16 @@ class MainWindow(QMainWindow):
                 return
 
     # ------------------------------------------------------------ files
+
+    def ask_server_key(self) -> ServerKeyDialog:
+        """The API key of a server (the first server lane's, to begin with)."""
+        url = next((c.server for c in self.board.configs() if c.server), "")
+        dialog = ServerKeyDialog(self.settings, url, self)
+        dialog.accepted.connect(lambda: self.show_status(
+            f"key for {dialog.url.text().strip()} stored" if dialog.key.text().strip()
+            else f"no key kept for {dialog.url.text().strip()}"))
+        dialog.open()
+        return dialog
 
     def _ask_open_traces(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", str(traces_dir()),

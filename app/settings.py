@@ -6,7 +6,9 @@ temporary folder and never touch a person's settings.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow
@@ -102,6 +104,24 @@ class AppSettings:
 
     def sync(self) -> None:
         self.store.sync()
+
+    # ------------------------------------------------------------ server keys
+
+    def server_key(self, origin: str) -> str | None:
+        keys = self._json("servers/keys", {})
+        return keys.get(origin) if isinstance(keys, dict) else None
+
+    def set_server_key(self, origin: str, key: str | None) -> None:
+        """Store (or, with None, forget) a server's API key; the file becomes readable by
+        this user only."""
+        keys = self._json("servers/keys", {})
+        keys = {k: v for k, v in (keys if isinstance(keys, dict) else {}).items() if k != origin}
+        if key:
+            keys[origin] = key
+        self._set_json("servers/keys", keys)
+        self.store.sync()
+        with contextlib.suppress(OSError):
+            os.chmod(self.store.fileName(), 0o600)
 
     # ------------------------------------------------------------ helpers
 

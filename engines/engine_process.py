@@ -30,6 +30,7 @@ from .errors import SpecvizError
 from .model_pool import ModelPool
 from .oracles import is_plain
 from .run_builder import BuiltLane, build_lane, k_policy, model_keys
+from .servers.lane import remember_key
 from .session import warm_up
 
 NICENESS = 5  # CPU weight about a third of the window's, when they compete for a core
@@ -74,6 +75,8 @@ class Engine:
             self.runs.put(None)
         elif kind in ("pause", "resume", "stop"):
             self._all(kind)
+        elif kind == "secret":
+            remember_key(message["name"], message["value"])
         else:
             self._control(message)
 

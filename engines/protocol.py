@@ -16,6 +16,8 @@ To the engine:
   pair     {task, model, draft,         check a draft for the target (engines.pair_check),
             prompts, max_tokens}        after any run in progress
   shutdown {}                           stop and exit
+  secret   {name, value}                an API key for the server lanes that name the
+                                        variable `name` (SPECVIZ_KEY_…); never echoed
   auth     {token}                      the first line to `specviz serve` (engines.serve)
 
 From the engine:
@@ -46,7 +48,7 @@ from .errors import SpecvizError
 
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
-             "pair", "shutdown", "auth")
+             "pair", "shutdown", "secret", "auth")
 FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done", "progress",
                "finished", "task_failed", "error", "died")
 # The fields each request must have, and their types: a peer checks a request before acting
@@ -58,6 +60,7 @@ REQUIRED = {
     "set_knob": {"lane": str, "name": str, "value": (int, float)},
     "profile": {"task": str, "model": dict},
     "pair": {"task": str, "model": dict, "draft": str},
+    "secret": {"name": str, "value": str},
     "auth": {"token": str},
 }
 

@@ -119,6 +119,8 @@ def check_request(line: bytes) -> protocol.Message:
     protocol.check_request(message)
     if message.kind == "auth":
         raise protocol.ProtocolError("already signed in")
+    if message.kind == "secret":
+        raise protocol.ProtocolError("secret: API keys stay on the window's machine")
     try:
         if message.kind == "run":
             spec = rs.from_dict(message["spec"])
@@ -157,29 +159,29 @@ class Relay:
         downstream = asyncio.ensure_future(self._from_engine())
         stderr = asyncio.ensure_future(self._engine_stderr())
         try:
-            await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
-            if not downstream.done():  # the client asked to end, or left
+            done, _ = await asyncio.wait({upstream, downstream},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if upstream in done and upstream.result():  # the client asked to end, or left
                 self.asked_to_end = True
                 await self._end_engine()
             await asyncio.gather(downstream, stderr)
         finally:
             upstream.cancel()
-            if self.proc.returncode is None:
-                self.proc.kill()
-            code = await self.proc.wait()
+            code = await self._ended()
         if not self.asked_to_end:
             crashed = code < 0
             self._send(protocol.encode("died", message=death_line(
                 -code if crashed else code, crashed, self.build, list(self.stderr))))
             await self._drain()
 
-    async def _from_client(self) -> None:
+    async def _from_client(self) -> bool:
+        """Until the client ends it (True: it left or asked) or the engine has gone."""
         while True:
             try:
                 line = await self.lines.next()
             except (EOFError, ConnectionError):
                 self.client_gone = True
-                return
+                return True
             if line is TOO_LONG:
                 self._send(error_line(f"a message longer than {self.max_line} bytes was "
                                       "refused", None))
@@ -190,9 +192,9 @@ class Relay:
                 self._send(error_line(str(exc), _kind_of(line)))
                 continue
             if not await self._forward(message):
-                return
+                return False
             if message.kind == "shutdown":
-                return
+                return True
 
     async def _forward(self, message: protocol.Message) -> bool:
         """To the engine, re-encoded: only what was checked reaches it."""
@@ -221,10 +223,17 @@ class Relay:
     async def _end_engine(self) -> None:
         with suppress(ConnectionError, RuntimeError):
             self.proc.stdin.close()  # the engine reads the end of its input as shutdown
+        await self._ended()
+
+    async def _ended(self) -> int:
+        """The engine's exit status, killed if it has not ended within CLOSE_S. Never a
+        kill before that: killing a process that has just ended reaps it before asyncio
+        does, which then reports 255 instead of the signal that ended it."""
         try:
-            await asyncio.wait_for(self.proc.wait(), CLOSE_S)
+            return await asyncio.wait_for(asyncio.shield(self.proc.wait()), CLOSE_S)
         except asyncio.TimeoutError:
             self.proc.kill()
+            return await self.proc.wait()
 
     def _send(self, data: bytes) -> None:
         if not self.client_gone and not self.writer.is_closing():

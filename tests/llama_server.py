@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -107,11 +108,17 @@ class RunningServer:
     def __init__(self, path: Path, model: Path, *extra: str, threads: int = 2) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # Its log goes to a file: a pipe nobody reads fills up and stalls the server.
+        self.log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [str(path), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
              "-t", str(threads), "-c", "2048", "--no-webui", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=self.log, text=True)
         self._wait_ready()
+
+    def last_words(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-400:]
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         import httpx
@@ -119,7 +126,7 @@ class RunningServer:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited: {self.proc.stderr.read()[-400:]}")
+                raise RuntimeError(f"llama-server exited: {self.last_words()}")
             try:
                 if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
                     return
@@ -135,6 +142,7 @@ class RunningServer:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        self.log.close()
 
 
 if __name__ == "__main__":

@@ -320,9 +320,14 @@ def test_progress_says_how_long_is_left_at_the_rate_so_far():
 
 
 def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
-        window, app_env, qtbot, tiny_model_dir):
+        window, app_env, qtbot, tiny_model_dir, monkeypatch):
     from fake_server import FakeServer
     from test_server_stream import STEPS, llama_chunks, llama_routes
+
+    from specviz.app.server_keys import origin
+
+    for name in ("SPECVIZ_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
 
     plain_props = {"default_generation_settings": {"params": {"speculative.types": "none"}},
                    "build_info": "b1-test", "model_path": "/m/smol.gguf"}
@@ -333,7 +338,17 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
                                              LaneConfig("server", 4, server=spec.url)], 32)
         lane_plain, lane_spec = window.board.lanes.values()
         assert lane_spec.server.isVisible() and not lane_spec.draft.isVisible()
+        dialog = window.ask_server_key()  # Run > Server API key…, first server lane's URL
+        assert dialog.url.text() == plain.url
+        dialog.url.setText(spec.url + "/v1")
+        dialog.key.setText("sk-window")
+        dialog.accept()
+        assert window.settings.server_key(origin(spec.url)) == "sk-window"
+        assert oct(Path(window.settings.store.fileName()).stat().st_mode & 0o777) == "0o600"
         run_to_end(window, app_env)
+    assert spec.requests[-1][2]["Authorization"] == "Bearer sk-window"
+    assert "Authorization" not in plain.requests[-1][2]  # a key goes to its own server only
+    assert "sk-window" not in lane_spec.trace_path.read_text()
     assert lane_texts(window) == ["def f(x): return x\n"] * 2
     assert window.board.model.baseline() == lane_plain.lane_id
     figures = window.graphs.figures(lane_spec.lane_id)

@@ -147,7 +147,8 @@ def test_controls_are_checked_before_they_reach_an_engine():
     bad = [protocol.encode("set_k", lane="a", k="9"), protocol.encode("set_k", lane="a", k=True),
            protocol.encode("set_knob", lane="a", name="split"),
            protocol.encode("profile", task="p", model={"target": 3}),
-           protocol.encode("auth", token="again"), protocol.encode("done")]
+           protocol.encode("auth", token="again"), protocol.encode("done"),
+           protocol.encode("secret", name="SPECVIZ_KEY_A", value="sk")]
     for line in bad:
         with pytest.raises(protocol.ProtocolError):
             srv.check_request(line)

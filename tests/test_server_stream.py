@@ -260,3 +260,27 @@ def test_k_changed_mid_run_continues_the_text_in_a_fresh_request_with_the_new_k(
     steps = [e for e in events if isinstance(e, ev.StepEvent)]
     assert [s.k for s in steps] == [4, 4, 8, 8] and events[-1].reason == "eos"
     assert events[-1].text == "def f(x y!"
+
+
+def test_stored_keys_reach_their_own_servers_lanes_by_a_variable_of_their_own(monkeypatch):
+    from specviz.app.server_keys import env_name, origin, with_keys
+    from specviz.engines.servers.lane import api_key, remember_key
+
+    assert origin("http://gpu:8080/v1/chat") == origin("gpu:8080") == "http://gpu:8080"
+    assert origin("https://api.example.com/v1") == "https://api.example.com:443"
+    keys = {"http://gpu:8080": "sk-1"}
+    lanes, secrets = with_keys({"a": rs.LaneSpec("server", server="http://gpu:8080/v1"),
+                                "b": rs.LaneSpec("server", server="http://other:8080"),
+                                "c": rs.LaneSpec("server", server="http://gpu:8080",
+                                                 api_key_env="MINE"),
+                                "d": rs.LaneSpec("ngram")}, keys.get)
+    name = env_name("http://gpu:8080")
+    assert secrets == {name: "sk-1"} and lanes["a"].api_key_env == name
+    assert lanes["b"].api_key_env is None and lanes["c"].api_key_env == "MINE"
+    assert "sk-1" not in repr(lanes)
+    monkeypatch.delenv(name, raising=False)
+    remember_key(name, "sk-1")
+    assert api_key(name) == "sk-1"
+    for bad in ("LD_PRELOAD", "SPECVIZ_KEY_../x", "SPECVIZ_KEY_"):
+        with pytest.raises(SpecvizError, match="SPECVIZ_KEY_"):
+            remember_key(bad, "x")

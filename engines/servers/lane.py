@@ -15,6 +15,7 @@ from .sse import Endpoint
 ORACLE = "server"
 KEY_VARIABLES = ("SPECVIZ_API_KEY", "OPENAI_API_KEY")  # read when no variable is named
 SOURCES = ("draft", "ngram", "prompt", "eagle", "medusa")
+KEY_PREFIX = "SPECVIZ_KEY_"  # variables the window may set in its engine (a stored key)
 
 
 def api_key(variable: str | None) -> str | None:
@@ -25,6 +26,14 @@ def api_key(variable: str | None) -> str | None:
             raise SpecvizError(f"the API key variable {variable} is not set")
         return key
     return next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
+
+
+def remember_key(name: str, value: str) -> None:
+    """A key the window sends its engine (app.server_keys), kept in this process's
+    environment only, where a lane naming `name` finds it."""
+    if not name.startswith(KEY_PREFIX) or not name[len(KEY_PREFIX):].isalnum():
+        raise SpecvizError(f"a key's variable must be {KEY_PREFIX} and letters or digits")
+    os.environ[name] = value
 
 
 def build_session(lane: LaneSpec, settings: RunSettings) -> ServerSession:
