@@ -114,6 +114,8 @@ class LaneBoard(QWidget):
         """A lane's trace header, live or replayed: a plain server becomes the baseline."""
         self.model.lanes[lane_id].read_header(header)
         self.update_baseline()
+        if header.get("server") is not None:
+            self.lanes[lane_id].show_server(header["server"])
 
     def update_baseline(self) -> None:
         """Speedups divide by the first plain-decoding lane."""

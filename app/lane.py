@@ -227,6 +227,14 @@ class LaneWidget(QFrame):
 
     # ------------------------------------------------------------ run
 
+    def show_server(self, server: dict) -> None:
+        """A server lane's legend, once its server has said what it does."""
+        if server.get("speculation") is None:
+            self.legend.set_kinds((KIND_TARGET,))
+        else:
+            self.legend.set_kinds((source_kind(server.get("source") or "draft"), KIND_TARGET,
+                                   KIND_REJECTED))
+
     def start_run(self, prompt_text: str, user_prompt: str) -> None:
         self.clear()
         self.prompt_text, self.user_prompt = prompt_text, user_prompt

@@ -351,6 +351,8 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
     assert "sk-window" not in lane_spec.trace_path.read_text()
     assert lane_texts(window) == ["def f(x): return x\n"] * 2
     assert window.board.model.baseline() == lane_plain.lane_id
+    assert lane_plain.legend._kinds == ("target",)  # a plain server drafts nothing
+    assert lane_spec.legend._kinds == ("draft", "target", "rejected")
     figures = window.graphs.figures(lane_spec.lane_id)
     assert figures["speedup"] is not None and figures["tokens"] == 9
     assert read_trace(lane_spec.trace_path).header["server"]["url"] == spec.url
