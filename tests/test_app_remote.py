@@ -11,8 +11,9 @@ import sys
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
-from test_app_run import PROMPT, finish, lane_texts, run_to_end, set_up, tiny
+from test_app_run import PROMPT, lane_texts, run_to_end, set_up, tiny
 from test_app_window import app_env  # noqa: F401  (a fixture, used by name)
+from test_engine_crash import kill_mid_run
 from test_serve import served  # noqa: F401  (a fixture, used by name)
 
 from specviz.app.runs import LaneConfig
@@ -96,20 +97,8 @@ def test_a_remote_engine_killed_mid_run_keeps_everything(app_env, qtbot, served,
     window = remote_window(qtbot, *served)
     set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)],
            400, PROMPT)
-    task = window.start_run()
+    pid = kill_mid_run(window, app_env, qtbot, signal.SIGKILL)
     lanes = list(window.board.lanes.values())
-
-    def some_steps() -> bool:
-        window.board.drain()
-        return all(len(lane.view.events) >= 3 for lane in lanes)
-
-    qtbot.waitUntil(some_steps, timeout=60_000)
-    window.pause_action.trigger()
-    pid = window.runner.engine.pid
-    os.kill(pid, signal.SIGKILL)
-    finish(app_env, task)
-    window.board.drain()
-    window.pause_action.trigger()
     for lane in lanes:
         assert "engine process killed by SIGKILL" in lane.message.text()
         trace = read_trace(lane.trace_path)
