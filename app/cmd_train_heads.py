@@ -47,6 +47,12 @@ def register(sub) -> None:
                    help="wrap prompts in the model's chat template (default: on)")
     d.add_argument("--prompt-batch", type=int, default=8,
                    help="prompts the target answers together (default: %(default)s)")
+    d.add_argument("--read", type=Path, action="append", default=[],
+                   help="text files or folders (.py, .md, .rst, .txt) the target also reads: "
+                        "one pass per chunk instead of one per token, labelled with the "
+                        "target's own next-token choices; repeatable")
+    d.add_argument("--read-tokens", type=int, default=100_000,
+                   help="tokens of --read text, in all (default: %(default)s)")
     d.add_argument("--held-out", type=float, default=0.1,
                    help="share of answers kept out of training for the accuracy figures")
     t = p.add_argument_group("training")
@@ -75,15 +81,20 @@ def run(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     prompts = _prompts(args.corpus, args.seed)
+    read_files = _read_files(args.read)
     path = resolve(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
     eagle = args.kind == "eagle"
     folder = args.out or _default_folder(path, eagle)
     layers = _layers(target) if eagle else None
     answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse, layers)
+    reading, read_seconds = _reading(target, read_files, args.read_tokens, folder, args.reuse,
+                                     layers, args.seed)
     facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
              "prompts_used": len(answers), "tokens": sum(len(a.tokens) for a in answers),
-             "generate_seconds": gen_seconds, "device": target.device,
+             "generate_seconds": gen_seconds, "read": [str(r) for r in args.read],
+             "read_tokens": sum(len(a.tokens) for a in reading),
+             "read_seconds": read_seconds, "device": target.device,
              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with tqdm(desc=f"training {args.kind}", unit="step", file=sys.stderr) as bar:
         def on_step(step: int, steps: int, loss: float) -> None:
@@ -92,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
             bar.refresh()
 
         if eagle:
-            _train_eagle(target, answers, settings, on_step, facts, folder, layers)
+            _train_eagle(target, answers, settings, on_step, facts, folder, layers, reading)
         else:
-            _train_medusa(target, answers, settings, on_step, facts, folder)
+            _train_medusa(target, answers, settings, on_step, facts, folder, reading)
     return 0
 
 
@@ -114,20 +125,21 @@ def _layers(target) -> list[int]:
     return default_layers(int(target.model.config.num_hidden_layers))
 
 
-def _train_medusa(target, answers, settings, on_step, facts, folder: Path) -> None:
+def _train_medusa(target, answers, settings, on_step, facts, folder: Path, reading) -> None:
     from ..engines.medusa import train as tr
     from ..engines.medusa.heads import save_heads
 
-    result = tr.train(target, answers, settings, on_step, facts)
+    result = tr.train(target, answers, settings, on_step, facts, reading)
     save_heads(result.heads, result.config, folder)
     _report(result.config, folder)
 
 
-def _train_eagle(target, answers, settings, on_step, facts, folder: Path, layers) -> None:
+def _train_eagle(target, answers, settings, on_step, facts, folder: Path, layers,
+                 reading) -> None:
     from ..engines.eagle import train as et
 
     result = et.train(target, answers, settings, on_step, facts, state_dir=folder,
-                      layers=layers)
+                      layers=layers, reading=reading)
     et.save(result, target, folder)
     _report_eagle(result, folder)
 
@@ -163,6 +175,48 @@ def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, la
     return answers, round(time.perf_counter() - t0, 1)
 
 
+def _read_files(paths: list[Path]) -> list[Path]:
+    from ..engines.medusa.reading import text_files
+
+    files = text_files(paths)
+    if paths and not files:
+        raise SpecvizError("--read holds no .py, .md, .rst or .txt files")
+    return files
+
+
+def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, layers,
+             seed: int):
+    """Chunks of `files` the target has read (features, hidden rows and its own choices),
+    and the seconds that took: from the disk cache (None) when the same files and budget were
+    read before."""
+    import hashlib
+    import json
+
+    from ..engines.medusa import reading as rd
+    from ..engines.medusa import train as tr
+    from ..engines.medusa.heads import target_id
+
+    if not files:
+        return [], None
+    stamp = [[str(f), f.stat().st_size] for f in files]
+    facts = [target_id(target.model, target.model_path).fingerprint, tokens, rd.CHUNK, seed,
+             layers, stamp]
+    key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+    cached = folder / f"reading-{key}.safetensors"
+    if reuse and cached.exists():
+        print(f"reusing the text the target read from {cached}", file=sys.stderr)
+        return tr.load_answers(cached), None
+    t0 = time.perf_counter()
+    pieces = rd.chunks(target, files, tokens, rd.CHUNK, seed)
+    if not pieces:
+        raise SpecvizError("no readable text in --read (UTF-8 files of 32 tokens or more)")
+    with tqdm(total=sum(map(len, pieces)), desc="target reads", unit="tok",
+              file=sys.stderr) as bar:
+        reading = rd.read(target, pieces, layers, on_tokens=bar.update)
+    tr.save_answers(reading, cached)
+    return reading, round(time.perf_counter() - t0, 1)
+
+
 def _settings(args: argparse.Namespace):
     from ..engines.eagle.train import EagleSettings
     from ..engines.medusa.train import TrainSettings
@@ -171,7 +225,7 @@ def _settings(args: argparse.Namespace):
     batch = args.batch if args.batch is not None else kind.batch
     lr = args.lr if args.lr is not None else kind.lr
     epochs = args.epochs if args.epochs is not None else kind.epochs
-    for name in ("tokens", "max_new", "heads", "prompt_batch"):
+    for name in ("tokens", "max_new", "heads", "prompt_batch", "read_tokens"):
         if getattr(args, name) < 1:
             raise SpecvizError(f"--{name.replace('_', '-')} must be at least 1")
     if args.steps is not None and args.steps < 1:
@@ -205,9 +259,14 @@ def _prompts(corpus: list[Path], seed: int) -> list[str]:
     return [prompts[i] for i in order]  # mixed, so a token budget samples every kind
 
 
+def _data(facts: dict) -> str:
+    wrote = f"{facts['tokens']} tokens the target wrote"
+    return f"{wrote} and {facts['read_tokens']} it read" if facts.get("read_tokens") else wrote
+
+
 def _report(config, folder: Path) -> None:
     acc, facts = config.accuracy, config.training
-    print(f"trained {config.n_heads} heads on {facts['tokens']} tokens the target wrote "
+    print(f"trained {config.n_heads} heads on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
           f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
     print("head  ahead  top-1   top-5   positions")
@@ -218,7 +277,7 @@ def _report(config, folder: Path) -> None:
 
 def _report_eagle(result, folder: Path) -> None:
     acc, facts = result.accuracy, result.training
-    print(f"trained an EAGLE head on {facts['tokens']} tokens the target wrote "
+    print(f"trained an EAGLE head on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
           f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
     print("depth  accepted  given the depth before  positions")

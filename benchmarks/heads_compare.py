@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from specviz.app.cmd_train_heads import _answers
+from specviz.app.cmd_train_heads import _answers, _read_files, _reading
 from specviz.engines.backends import load_backend
 from specviz.engines.corpus import bundled_prompts, read_prompts
 from specviz.engines.eagle import train as et
@@ -54,11 +54,17 @@ def train_both(a, out: Path) -> None:
     answers, gen_s = _answers(target, prompts, settings, out, True, layers)
     facts = {"tokens": sum(len(x.tokens) for x in answers), "generate_seconds": gen_s}
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
+    reading, read_s = _reading(target, _read_files(a.read), a.read_tokens, out, True, layers, 0)
+    if a.read_prompts:
+        reading += read_prompts_once(target, answers, settings, layers, out)
+    if reading:
+        facts |= {"read_tokens": sum(len(x.tokens) for x in reading), "read_seconds": read_s}
+        print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
     if "medusa" in a.kinds:
         medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
                                   epochs=a.medusa_epochs)
         t0 = time.perf_counter()
-        m = mt.train(target, answers, medusa, None, facts)
+        m = mt.train(target, answers, medusa, None, facts, reading)
         save_heads(m.heads, m.config, out / "medusa")
         print(f"medusa: {m.config.training['steps']} steps in {time.perf_counter() - t0:.0f} "
               f"s; held-out top-1 by head {m.config.accuracy['top1']}", flush=True)
@@ -74,11 +80,25 @@ def train_both(a, out: Path) -> None:
               flush=True)
     t0 = time.perf_counter()
     e = et.train(target, answers, settings, _progress, facts, state_dir=out / "eagle",
-                 layers=layers)
+                 layers=layers, reading=reading)
     et.save(e, target, out / "eagle")
     print(f"eagle: {e.training['steps']} steps in {time.perf_counter() - t0:.0f} s; held-out "
           f"acceptance by depth {e.accuracy['acceptance']} (mean accepted "
           f"{e.accuracy['mean_accepted']}); conditional {e.accuracy['conditional']}")
+
+
+def read_prompts_once(target, answers, settings, layers, out: Path):
+    """The target reads the prompts of the training answers (cached in `out`)."""
+    from specviz.engines.medusa import reading as rd
+
+    cached = out / "reading-prompts.safetensors"
+    if cached.exists():
+        return mt.load_answers(cached)
+    t0 = time.perf_counter()
+    got = rd.read(target, rd.prompt_pieces(answers, settings.held_out, settings.seed), layers)
+    mt.save_answers(got, cached)
+    print(f"read the training answers' prompts in {time.perf_counter() - t0:.0f} s")
+    return got
 
 
 def _progress(step: int, steps: int, loss: float) -> None:
@@ -136,6 +156,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path.home() / ".cache/specviz/heads-compare")
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--kinds", type=lambda s: s.split(","), default=["medusa", "eagle"])
+    p.add_argument("--read", type=Path, action="append", default=[],
+                   help="text the target reads too (train-heads --read)")
+    p.add_argument("--read-tokens", type=int, default=100_000)
+    p.add_argument("--read-prompts", action="store_true",
+                   help="the target also reads the training answers' prompts")
     a = p.parse_args()
     a.out = a.out / a.target
     if not a.skip_train:

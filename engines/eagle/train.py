@@ -47,6 +47,7 @@ class EagleSettings(TrainSettings):
     epochs: float = 6.0
     checkpoint_every: int = 50  # steps between saves of the training state (resumable)
     draft_vocab: int = 8192  # the tokens it may draft, the answers' commonest (0: all)
+    soft: bool = True  # learn the target's whole distribution (over the draft vocabulary)
 
 
 @dataclass
@@ -80,6 +81,12 @@ class Frozen:
             return head.logits(out)
         return F.linear(head.norm(out), self.lm_weight, self.lm_bias)
 
+    def teacher(self, head: EagleHead, rows: torch.Tensor) -> torch.Tensor:
+        """The target's own logits from its LM head inputs, over the head's vocabulary."""
+        if head.lm_head is not None:
+            return head.lm_head(rows)
+        return F.linear(rows, self.lm_weight, self.lm_bias)
+
 
 def new_head(model, vocab: torch.Tensor | None = None) -> EagleHead:
     """A head shaped like the target's layers; its final norm starts as the target's (the
@@ -107,7 +114,7 @@ def draft_vocabulary(answers: Sequence[Answer], size: int, n_vocab: int) -> torc
         return None
     counts = torch.zeros(n_vocab)
     for answer in answers:
-        counts += torch.bincount(torch.tensor(answer.tokens), minlength=n_vocab)[:n_vocab]
+        counts += torch.bincount(torch.tensor(answer.labels), minlength=n_vocab)[:n_vocab]
     order = torch.sort(-counts, stable=True).indices  # ties: lower ids first
     return torch.sort(order[:size]).values
 
@@ -129,7 +136,9 @@ def draft_labels(head: EagleHead, n_vocab: int) -> torch.Tensor | None:
 class Window:
     features: torch.Tensor  # (T, 3H) rows t of the window
     tokens: torch.Tensor  # (T + ttt + 1,) token t+1 of each row, and those after
-    labelled: torch.Tensor  # (T + ttt + 1,) whether that token is the target's own
+    labelled: torch.Tensor  # (T + ttt + 1,) whether that token is an answer's
+    labels: torch.Tensor  # (T + ttt + 1,) the target's own token there (see Answer.labels)
+    teacher: torch.Tensor  # (T + ttt + 1, H) the target's LM head input there (0: unlabelled)
 
 
 def window(answer: Answer, size: int, ttt: int, rng: np.random.Generator) -> Window:
@@ -143,25 +152,34 @@ def window(answer: Answer, size: int, ttt: int, rng: np.random.Generator) -> Win
     labelled = torch.zeros(e - s + ttt + 1, dtype=torch.bool)
     later = seq[s + 1 : e + ttt + 2]
     after[: len(later)] = torch.tensor(later)
+    labels = after.clone()
+    teacher = torch.zeros(len(after), answer.hidden.shape[1])
     for i in range(len(later)):
         labelled[i] = s + 1 + i >= first_label
-    return Window(answer.features[s:e].float(), after, labelled)
+        if labelled[i]:
+            labels[i] = answer.labels[s + 1 + i - first_label]
+            teacher[i] = answer.hidden[s + 1 + i - first_label]
+    return Window(answer.features[s:e].float(), after, labelled, labels, teacher)
 
 
 def collate(windows: Sequence[Window]):
-    """Padded (B, T, 3H) features, (B, T + ttt + 1) tokens and labels mask, (B, T) rows."""
+    """Padded (B, T, 3H) features, (B, T + ttt + 1) tokens, labelled mask and labels, (B, T)
+    rows, (B, T + ttt + 1, H) the target's LM head inputs."""
     t = max(len(w.features) for w in windows)
     b = len(windows)
     feats = torch.zeros(b, t, windows[0].features.shape[1])
     extra = len(windows[0].tokens) - len(windows[0].features)
     tokens = torch.zeros(b, t + extra, dtype=torch.long)
     labelled = torch.zeros(b, t + extra, dtype=torch.bool)
+    labels = torch.zeros(b, t + extra, dtype=torch.long)
     rows = torch.zeros(b, t, dtype=torch.bool)
+    teacher = torch.zeros(b, t + extra, windows[0].teacher.shape[1])
     for i, w in enumerate(windows):
-        n = len(w.features)
+        n, m = len(w.features), len(w.tokens)
         feats[i, :n], rows[i, :n] = w.features, True
-        tokens[i, : len(w.tokens)], labelled[i, : len(w.tokens)] = w.tokens, w.labelled
-    return feats, tokens, labelled, rows
+        tokens[i, :m], labelled[i, :m], labels[i, :m] = w.tokens, w.labelled, w.labels
+        teacher[i, :m] = w.teacher
+    return feats, tokens, labelled, labels, rows, teacher
 
 
 # ---------------------------------------------------------------- the rollout
@@ -190,9 +208,8 @@ def rollout(head: EagleHead, frozen: Frozen, feats, tokens, rows, steps: int,
 
 def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
              gen: torch.Generator, to_draft: torch.Tensor | None = None) -> torch.Tensor:
-    feats, tokens, labelled, rows = batch
+    feats, tokens, labelled, labels, rows, teacher = batch
     t = feats.shape[1]
-    labels = tokens  # the head's ids of the tokens to predict
     if to_draft is not None:  # tokens the head cannot draft teach it nothing
         labels = to_draft[tokens]
         labelled = labelled & (labels != IGNORE)
@@ -205,7 +222,12 @@ def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
         pick = torch.randperm(len(where), generator=gen)[: settings.rows]
         bi, ti = where[pick, 0], where[pick, 1]
         logits = frozen.logits(head, out[bi, ti])
-        total = total + STEP_DECAY**k * F.cross_entropy(logits, target[bi, ti])
+        if settings.soft:
+            taught = frozen.teacher(head, teacher[:, k + 1 : k + 1 + t][bi, ti])
+            loss = -(taught.softmax(-1) * logits.log_softmax(-1)).sum(-1).mean()
+        else:
+            loss = F.cross_entropy(logits, target[bi, ti])
+        total = total + STEP_DECAY**k * loss
     return total
 
 
@@ -215,14 +237,16 @@ def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
 def train(target: TransformersBackend, answers: Sequence[Answer], settings: EagleSettings,
           on_step: Callable[[int, int, float], None] | None = None,
           training_facts: dict | None = None, state_dir: Path | None = None,
-          layers: Sequence[int] | None = None) -> EagleResult:
-    """Fit a head on the cached answers; its held-out acceptance by depth. With `state_dir`,
-    the training state is saved every `checkpoint_every` steps and picked up again."""
+          layers: Sequence[int] | None = None, reading: Sequence[Answer] = ()) -> EagleResult:
+    """Fit a head on the cached answers and text the target read; its held-out acceptance by
+    depth on answers it wrote. With `state_dir`, the training state is saved every
+    `checkpoint_every` steps and picked up again."""
     if not answers or answers[0].features is None:
         raise SpecvizError("these answers hold no layer features (written for Medusa heads?)")
     torch.manual_seed(settings.seed)
     layers = list(layers or default_layers(int(target.model.config.num_hidden_layers)))
     train_set, test_set = split(answers, settings.held_out, settings.seed)
+    train_set += reading
     n_vocab = int(target.model.config.vocab_size)
     vocab = draft_vocabulary(train_set, settings.draft_vocab, n_vocab)
     frozen, head = Frozen.of(target.model), new_head(target.model, vocab)
@@ -234,7 +258,7 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
                             weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, settings.lr, total_steps=steps,
                                                    pct_start=0.05)
-    plan = {"steps": steps, "draft_vocab": head.shape.draft_vocab_size}
+    plan = {"steps": steps, "draft_vocab": head.shape.draft_vocab_size, "rows": rows}
     losses, begun = _resume(state_dir, head, opt, schedule, plan)
     rng = np.random.default_rng(settings.seed + begun)
     gen = torch.Generator().manual_seed(settings.seed + begun)
@@ -258,7 +282,8 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
             _save_state(state_dir, head, opt, schedule, plan, step + 1, losses)
     head.eval()
     accuracy = evaluate(head, frozen, test_set, settings.ttt)
-    facts = {**(training_facts or {}), "answers": len(train_set),
+    facts = {**(training_facts or {}), "answers": len(train_set) - len(reading),
+             "read_chunks": len(reading),
              "held_out_answers": len(test_set), "train_rows": rows, "steps": steps,
              "batch": settings.batch, "window": settings.window, "ttt": settings.ttt,
              "lr": settings.lr, "temperature": settings.temperature,
@@ -325,7 +350,7 @@ def evaluate(head: EagleHead, frozen: Frozen, answers: Sequence[Answer], depth: 
     for answer in answers:
         w = window(answer, len(answer.prompt) + len(answer.tokens), depth,
                    np.random.default_rng(0))
-        feats, tokens, labelled, rows = collate([w])
+        feats, tokens, labelled, _labels, rows, _teacher = collate([w])
         t = feats.shape[1]
         guesses: list[torch.Tensor] = []
 

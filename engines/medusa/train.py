@@ -33,13 +33,21 @@ class Answer:
 
     Row i is the LM head's input that produced tokens[i] (row 0: the prompt's last token).
     With `layers` asked for (EAGLE), `features` holds what entered those layers at every
-    position fed, prompt and answer: rows 0..len(prompt)+len(tokens)-2.
+    position fed, prompt and answer: rows 0..len(prompt)+len(tokens)-2. Text the target read
+    rather than wrote (`reading`) has `choices`: the token the target itself would have chosen
+    (greedily) in place of each of `tokens`; the heads learn those.
     """
 
     hidden: torch.Tensor  # (n, hidden) float32 on CPU
     tokens: list[int]
     prompt: list[int] = field(default_factory=list)
     features: torch.Tensor | None = None  # (positions, 3 * hidden) float16 on CPU
+    choices: list[int] | None = None  # None: the tokens are the target's own
+
+    @property
+    def labels(self) -> list[int]:
+        """What the heads learn at each answer position: the target's own tokens."""
+        return self.tokens if self.choices is None else self.choices
 
 
 @dataclass
@@ -106,7 +114,8 @@ def _first(answer: Answer, n: int) -> Answer:
     features = answer.features
     if features is not None:
         features = features[: len(answer.prompt) + min(n, len(answer.tokens)) - 1]
-    return Answer(answer.hidden[:n], answer.tokens[:n], answer.prompt, features)
+    choices = None if answer.choices is None else answer.choices[:n]
+    return Answer(answer.hidden[:n], answer.tokens[:n], answer.prompt, features, choices)
 
 
 def _prompt_ids(target: TransformersBackend, text: str, settings: TrainSettings) -> list[int]:
@@ -238,6 +247,8 @@ def save_answers(answers: Sequence[Answer], path: Path, prompts_used: int | None
         data |= {"features": torch.cat([a.features for a in answers]).contiguous(),
                  "prompts": torch.tensor([t for a in answers for t in a.prompt]),
                  "prompt_lengths": torch.tensor([len(a.prompt) for a in answers])}
+    if answers and answers[0].choices is not None:
+        data["choices"] = torch.tensor([t for a in answers for t in a.choices])
     tmp = path.with_suffix(".tmp")
     meta = None if prompts_used is None else {"prompts_used": str(prompts_used)}
     save_file(data, str(tmp), metadata=meta)
@@ -266,14 +277,17 @@ def load_answers(path: Path) -> list[Answer]:
         feats = torch.split(data["features"], [p + n - 1 for p, n in zip(plens, lengths)])
         for answer, prompt, f in zip(answers, prompts, feats):
             answer.prompt, answer.features = prompt.tolist(), f
+    if "choices" in data:
+        for answer, c in zip(answers, torch.split(data["choices"], lengths)):
+            answer.choices = c.tolist()
     return answers
 
 
 def labels(answer: Answer, n_heads: int) -> torch.Tensor:
-    """(n, H): head k's target at row i is the token k places after tokens[i]."""
+    """(n, H): head k's target at row i is the target's token k places after tokens[i]."""
     n = len(answer.tokens)
     out = torch.full((n, n_heads), IGNORE, dtype=torch.long)
-    toks = torch.tensor(answer.tokens, dtype=torch.long)
+    toks = torch.tensor(answer.labels, dtype=torch.long)
     for k in range(1, n_heads + 1):
         if k < n:
             out[: n - k, k - 1] = toks[k:]
@@ -302,10 +316,12 @@ def stack(answers: Sequence[Answer], n_heads: int) -> tuple[torch.Tensor, torch.
 
 def train(target: TransformersBackend, answers: Sequence[Answer], settings: TrainSettings,
           on_step: Callable[[int, int, float], None] | None = None,
-          training_facts: dict | None = None) -> TrainResult:
-    """Fit the heads on cached hidden states; measure held-out top-1/top-5 per head."""
+          training_facts: dict | None = None, reading: Sequence[Answer] = ()) -> TrainResult:
+    """Fit the heads on cached hidden states (the answers' and text the target read);
+    measure held-out top-1/top-5 per head on answers it wrote."""
     torch.manual_seed(settings.seed)
     train_set, test_set = split(answers, settings.held_out, settings.seed)
+    train_set += reading
     x, y = stack(train_set, settings.n_heads)
     head = lm_head_of(target.model)
     weight = head.weight.detach().float().cpu()
@@ -316,7 +332,8 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Trai
     losses = _fit(heads, x, y, weight, bias, steps, settings, on_step)
     seconds = time.perf_counter() - t0
     accuracy = evaluate(heads, *stack(test_set, settings.n_heads), weight, bias)
-    facts = {**(training_facts or {}), "answers": len(train_set), "held_out_answers":
+    facts = {**(training_facts or {}), "answers": len(train_set) - len(reading),
+             "read_chunks": len(reading), "held_out_answers":
              len(test_set), "train_positions": len(x), "steps": steps, "batch": settings.batch,
              "lr": settings.lr, "temperature": settings.temperature,
              "train_seconds": round(seconds, 1), "final_loss": round(losses[-1], 4)}
