@@ -53,6 +53,9 @@ def register(sub) -> None:
                         "target's own next-token choices; repeatable")
     d.add_argument("--read-tokens", type=int, default=100_000,
                    help="tokens of --read text, in all (default: %(default)s)")
+    d.add_argument("--read-prompts", action=argparse.BooleanOptionalAction, default=True,
+                   help="the target also reads the prompts of the answers it trains on (one "
+                        "pass each; the held-out answers' prompts stay unseen) (default: on)")
     d.add_argument("--held-out", type=float, default=0.1,
                    help="share of answers kept out of training for the accuracy figures")
     t = p.add_argument_group("training")
@@ -90,6 +93,11 @@ def run(args: argparse.Namespace) -> int:
     answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse, layers)
     reading, read_seconds = _reading(target, read_files, args.read_tokens, folder, args.reuse,
                                      layers, args.seed)
+    if args.read_prompts:
+        prompts_read, seconds = _prompts_read(target, answers, settings, folder, args.reuse,
+                                              layers)
+        reading += prompts_read
+        read_seconds = seconds if read_seconds is None else read_seconds + (seconds or 0)
     facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
              "prompts_used": len(answers), "tokens": sum(len(a.tokens) for a in answers),
              "generate_seconds": gen_seconds, "read": [str(r) for r in args.read],
@@ -187,8 +195,34 @@ def _read_files(paths: list[Path]) -> list[Path]:
 def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, layers,
              seed: int):
     """Chunks of `files` the target has read (features, hidden rows and its own choices),
-    and the seconds that took: from the disk cache (None) when the same files and budget were
-    read before."""
+    and the seconds that took (None: from the disk cache)."""
+    from ..engines.medusa import reading as rd
+
+    if not files:
+        return [], None
+    stamp = [[str(f), f.stat().st_size] for f in files]
+
+    def pieces():
+        got = rd.chunks(target, files, tokens, rd.CHUNK, seed)
+        if not got:
+            raise SpecvizError("no readable text in --read (UTF-8 files of 32 tokens or more)")
+        return got
+
+    return _read_cached(target, ["files", tokens, seed, stamp], pieces, folder, reuse, layers)
+
+
+def _prompts_read(target, answers, settings, folder: Path, reuse: bool, layers):
+    """The training answers' prompts, read by the target (the held-out ones stay unseen)."""
+    from ..engines.medusa import reading as rd
+
+    facts = ["prompts", [a.prompt for a in answers], settings.held_out, settings.seed]
+    return _read_cached(target, facts, lambda: rd.prompt_pieces(
+        answers, settings.held_out, settings.seed), folder, reuse, layers)
+
+
+def _read_cached(target, facts: list, make_pieces, folder: Path, reuse: bool, layers):
+    """What the target reads from `make_pieces()`, cached in `folder` under a key of `facts`
+    (with the target, chunk size and layers), and the seconds reading took (None: cached)."""
     import hashlib
     import json
 
@@ -196,20 +230,16 @@ def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, 
     from ..engines.medusa import train as tr
     from ..engines.medusa.heads import target_id
 
-    if not files:
-        return [], None
-    stamp = [[str(f), f.stat().st_size] for f in files]
-    facts = [target_id(target.model, target.model_path).fingerprint, tokens, rd.CHUNK, seed,
-             layers, stamp]
+    facts = [target_id(target.model, target.model_path).fingerprint, rd.CHUNK, layers, *facts]
     key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
     cached = folder / f"reading-{key}.safetensors"
     if reuse and cached.exists():
         print(f"reusing the text the target read from {cached}", file=sys.stderr)
         return tr.load_answers(cached), None
     t0 = time.perf_counter()
-    pieces = rd.chunks(target, files, tokens, rd.CHUNK, seed)
+    pieces = make_pieces()
     if not pieces:
-        raise SpecvizError("no readable text in --read (UTF-8 files of 32 tokens or more)")
+        return [], None
     with tqdm(total=sum(map(len, pieces)), desc="target reads", unit="tok",
               file=sys.stderr) as bar:
         reading = rd.read(target, pieces, layers, on_tokens=bar.update)

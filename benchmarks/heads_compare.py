@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from specviz.app.cmd_train_heads import _answers, _read_files, _reading
+from specviz.app.cmd_train_heads import _answers, _prompts_read, _read_files, _reading
 from specviz.engines.backends import load_backend
 from specviz.engines.corpus import bundled_prompts, read_prompts
 from specviz.engines.eagle import train as et
@@ -56,7 +56,7 @@ def train_both(a, out: Path) -> None:
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
     reading, read_s = _reading(target, _read_files(a.read), a.read_tokens, out, True, layers, 0)
     if a.read_prompts:
-        reading += read_prompts_once(target, answers, settings, layers, out)
+        reading += _prompts_read(target, answers, settings, out, True, layers)[0]
     if reading:
         facts |= {"read_tokens": sum(len(x.tokens) for x in reading), "read_seconds": read_s}
         print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
@@ -85,20 +85,6 @@ def train_both(a, out: Path) -> None:
     print(f"eagle: {e.training['steps']} steps in {time.perf_counter() - t0:.0f} s; held-out "
           f"acceptance by depth {e.accuracy['acceptance']} (mean accepted "
           f"{e.accuracy['mean_accepted']}); conditional {e.accuracy['conditional']}")
-
-
-def read_prompts_once(target, answers, settings, layers, out: Path):
-    """The target reads the prompts of the training answers (cached in `out`)."""
-    from specviz.engines.medusa import reading as rd
-
-    cached = out / "reading-prompts.safetensors"
-    if cached.exists():
-        return mt.load_answers(cached)
-    t0 = time.perf_counter()
-    got = rd.read(target, rd.prompt_pieces(answers, settings.held_out, settings.seed), layers)
-    mt.save_answers(got, cached)
-    print(f"read the training answers' prompts in {time.perf_counter() - t0:.0f} s")
-    return got
 
 
 def _progress(step: int, steps: int, loss: float) -> None:

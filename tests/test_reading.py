@@ -59,6 +59,16 @@ def test_both_kinds_of_heads_learn_the_targets_choices_not_the_text():
         10, 11, 12, 13]
 
 
+def test_the_prompts_read_are_the_training_answers_only():
+    answers = [mt.Answer(torch.zeros(2, 2), [1, 2], list(range(100 * i, 100 * i + 40)))
+               for i in range(10)]
+    pieces = rd.prompt_pieces(answers, 0.2, seed=3, size=32)
+    train_set, held_out = mt.split(answers, 0.2, 3)
+    assert sorted(p[0] for p in pieces) == sorted(a.prompt[0] for a in train_set)
+    assert all(len(p) == 32 for p in pieces)  # each prompt's 8-token tail is too short to read
+    assert not {p[0] for p in pieces} & {a.prompt[0] for a in held_out}
+
+
 def test_choices_round_trip_through_the_cache(tiny_backend, tmp_path):
     read = rd.read(tiny_backend, [list(range(3, 40))], layers_of(tiny_backend))
     mt.save_answers(read, tmp_path / "r.safetensors")
@@ -95,8 +105,8 @@ def test_train_heads_reads_text_too(capsys, tiny_model_dir, tmp_path):
     out = tmp_path / "eagle"
     args = ["train-heads", "--kind", "eagle", "--target", str(tiny_model_dir), "--corpus",
             str(corpus), "--tokens", "60", "--max-new", "20", "--heads", "2", "--steps", "3",
-            "--held-out", "0.34", "--read", str(text), "--read-tokens", "200", "--out",
-            str(out)]
+            "--held-out", "0.34", "--read", str(text), "--read-tokens", "200",
+            "--no-read-prompts", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "and 199 it read" in printed  # one chunk: all but its first token
