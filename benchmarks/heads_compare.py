@@ -56,7 +56,9 @@ def train_both(a, out: Path) -> None:
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
     reading, read_s = _reading(target, _read_files(a.read), a.read_tokens, out, True, layers, 0)
     if a.read_prompts:
-        reading += _prompts_read(target, answers, settings, out, True, layers)[0]
+        prompts_read, seconds = _prompts_read(target, answers, settings, out, True, layers)
+        reading += prompts_read
+        read_s = seconds if read_s is None else read_s + (seconds or 0)
     if reading:
         facts |= {"read_tokens": sum(len(x.tokens) for x in reading), "read_seconds": read_s}
         print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
