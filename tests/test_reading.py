@@ -59,6 +59,28 @@ def test_both_kinds_of_heads_learn_the_targets_choices_not_the_text():
         10, 11, 12, 13]
 
 
+def test_hard_labels_from_a_draft_vocabulary_are_the_targets_choices(tiny_backend):
+    """With a reduced draft vocabulary, the loss maps the target's choices, not the text."""
+    torch.manual_seed(0)
+    text, choices = list(range(10, 30)), list(range(40, 60))
+    vocab = torch.arange(0, 128)
+    head = et.new_head(tiny_backend.model, vocab)
+    frozen = et.Frozen.of(tiny_backend.model)
+    to_draft = et.draft_labels(head, int(tiny_backend.model.config.vocab_size))
+    settings = et.EagleSettings(ttt=1, soft=False, rows=1000)
+    h = int(tiny_backend.model.config.hidden_size)
+
+    def loss(labels):
+        answer = mt.Answer(torch.zeros(19, h), text[1:], text[:1],
+                           torch.randn(19, 3 * h, generator=torch.Generator().manual_seed(1))
+                           .half(), labels)
+        batch = et.collate([et.window(answer, 19, 1, np.random.default_rng(0))])
+        return float(et.ttt_loss(head, frozen, batch, settings, torch.Generator(), to_draft))
+
+    assert loss(None) == loss(text[1:])  # a written answer: its tokens are its choices
+    assert loss(choices[1:]) != loss(None)
+
+
 def test_the_prompts_read_are_the_training_answers_only():
     answers = [mt.Answer(torch.zeros(2, 2), [1, 2], list(range(100 * i, 100 * i + 40)))
                for i in range(10)]

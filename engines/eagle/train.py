@@ -211,7 +211,7 @@ def ttt_loss(head: EagleHead, frozen: Frozen, batch, settings: EagleSettings,
     feats, tokens, labelled, labels, rows, teacher = batch
     t = feats.shape[1]
     if to_draft is not None:  # tokens the head cannot draft teach it nothing
-        labels = to_draft[tokens]
+        labels = to_draft[labels]
         labelled = labelled & (labels != IGNORE)
     total = torch.zeros(())
     for k, out in rollout(head, frozen, feats, tokens, rows, settings.ttt):
