@@ -107,9 +107,11 @@ class AutoK:
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""
-        rows = self.rows(k)
-        return (self._scale(round(rows)) * self.profile.cost_ms(rows, n_ctx)
-                + self._draft_ms(k, n_ctx) + self.overhead_ms)
+        return self.verify_ms(self.rows(k), n_ctx) + self._draft_ms(k, n_ctx)
+
+    def verify_ms(self, rows: float, n_ctx: int) -> float:
+        """Expected milliseconds of verifying `rows` rows, with the step's overhead."""
+        return self._scale(round(rows)) * self.profile.cost_ms(rows, n_ctx) + self.overhead_ms
 
     def rows(self, k: int) -> float:
         """Rows one verification sends for draft length k: k+1 for a linear draft."""
@@ -169,6 +171,10 @@ class AutoK:
             self.acceptance.add(self._key(i), tok.accepted)
             if not tok.accepted:
                 break
+        if event.k and event.declined == ev.DECLINE_AUTO_K:
+            # The oracle drafted, priced its guesses (`Oracle.price`) and sent none: to a
+            # draft length this step was worth nothing, like a first guess refused.
+            self.acceptance.add(self._key(1), False)
         self._learn_timing(event)
 
     def _learn_timing(self, event: ev.StepEvent) -> None:
@@ -188,6 +194,8 @@ class AutoK:
             self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
         self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
         self.steps_timed += 1
+        if event.tree is not None or (event.k and event.declined == ev.DECLINE_AUTO_K):
+            n = event.k  # a tree costs a drafting pass per depth, whatever it sends
         if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token

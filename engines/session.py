@@ -46,6 +46,10 @@ class KPolicy(Protocol):
 
     def restore(self, state: object) -> None: ...
 
+    def verify_ms(self, rows: float, n_ctx: int) -> float:
+        """Expected ms of verifying `rows` rows now (the oracle's `price`)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -190,6 +194,8 @@ class Session(RunControls):
                    self.target.n_ctx - len(self.context)) - 1
         chosen = self.k_policy.choose(self.context) if self.k_policy else self.k
         k = max(0, min(chosen, room))
+        # Oracles may be shared by lanes and runs with and without auto K: priced per step.
+        self.oracle.price_with(self.k_policy.verify_ms if self.k_policy else None)
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step

@@ -281,3 +281,15 @@ def test_auto_k_prices_a_tree_step_at_its_nodes_not_at_k_plus_one():
                                                    rel=0.1)
     linear = AutoK(FakeDraft(), profile(CPU_MS))
     assert linear.rows(3) == 4
+
+
+def test_auto_k_learns_from_a_tree_the_oracle_priced_out():
+    policy = AutoK(FakeTree(budget=16), profile(CPU_MS))
+    assert policy.verify_ms(5, 512) > policy.verify_ms(1, 512) == CPU_MS[0]
+    priced_out = dataclasses.replace(
+        step(0, 0), step=1, k=3, proposed=(), tree=None, declined=ev.DECLINE_AUTO_K,
+        timing=ev.Timing(6.0, CPU_MS[0], 0.5))
+    policy.observe(priced_out)
+    assert policy.acceptance.counts == {1: [0.0, 1.0]}  # a first guess refused
+    assert policy.draft_ms_per_token == pytest.approx(2.0)  # 6 ms for 3 depths
+    assert policy.rows(3) == 17  # nothing sent says nothing of a tree's width

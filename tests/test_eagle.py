@@ -12,6 +12,7 @@ import torch
 
 from specviz.app.cli import main
 from specviz.engines import events as ev
+from specviz.engines.auto_k import AutoK
 from specviz.engines.compare import compare
 from specviz.engines.eagle import train as et
 from specviz.engines.eagle.checkpoint import (
@@ -25,6 +26,7 @@ from specviz.engines.eagle.head import EagleHead
 from specviz.engines.errors import SpecvizError
 from specviz.engines.medusa import train as mt
 from specviz.engines.oracles import make_oracle
+from specviz.engines.profile import Profile
 from specviz.engines.sampling import SamplingParams
 from specviz.engines.session import RunSettings, Session
 
@@ -133,6 +135,38 @@ def test_training_learns_and_the_head_drafts_what_it_learned(tiny_backend, learn
     finally:
         oracle.close()
     assert tiny_backend.features(0, 1) is None  # plain runs pay nothing afterwards
+
+
+def test_priced_by_auto_k_the_head_sends_the_nodes_worth_their_rows(tiny_backend, learned):
+    """Rows all but free: the whole budget, as with a fixed K; a row costing more than any
+    node can bring: nothing, declined as auto K's; a run with auto K equals plain decoding."""
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=learned[1])
+    try:
+        steps, _ = run(tiny_backend, oracle, k=3, n=6)
+        context = tiny_backend.tokenize(PROMPT, add_special=False)
+        context += [t for s in steps for t in s.emitted_ids]
+        whole = oracle.propose(context, 3)
+        oracle.price_with(lambda rows, n_ctx: 10.0)
+        assert oracle.propose(context, 3).tokens == whole.tokens and len(whole) == 16
+        oracle.price_with(lambda rows, n_ctx: 10.0 if rows == 1 else 1e9)
+        dear = oracle.propose(context, 3)
+        assert len(dear) == 0 and dear.declined == ev.DECLINE_AUTO_K
+
+        plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
+        # A 2-core CPU's shape: 4 rows cost 3.3 single ones, 16 rows 6.
+        ms = [30, 52, 75, 99, 125, 150, 165, 180]
+        profile = Profile("synthetic", "transformers", "cpu", 2, [512],
+                          [1, 2, 3, 4, 6, 8, 12, 16], [ms])
+        session = Session(tiny_backend, oracle, RunSettings(PROMPT, chat=False, k=2,
+                                                            max_tokens=40),
+                          k_policy=AutoK(oracle, profile))
+        steps = [e for e in session if isinstance(e, ev.StepEvent)]
+        assert compare(steps, plain_steps).identical and session.summary.text == plain.text
+        sizes = {len(s.tree) for s in steps if s.tree}
+        assert sizes and max(sizes) < 16  # a confident chain is worth its rows, the rest not
+        assert session.summary.totals.accepted > 0
+    finally:
+        oracle.close()
 
 
 def test_the_registry_describes_the_eagle_oracle(tiny_backend, tmp_path):

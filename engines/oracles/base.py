@@ -133,6 +133,10 @@ class Oracle(ABC):
     evidence_decay: float = 0.0
     # The expected gain over a plain step auto K asks for before it speculates (0.1: 10%).
     min_gain: float = 0.0
+    # With auto K: ms a verification of (rows, at context length) would take now, the step's
+    # fixed costs included. A tree oracle that knows its nodes' odds cuts its tree where
+    # expected tokens per ms peak; None (a fixed K): it sends its whole budget.
+    price: Callable[[int, int], float] | None = None
 
     def __init__(self) -> None:
         self.run: RunContext | None = None
@@ -145,6 +149,10 @@ class Oracle(ABC):
     def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
         """Guess up to k tokens that follow `context` (prompt + generated so far); a tree
         oracle returns a TreeProposal k deep at most."""
+
+    def price_with(self, price: Callable[[int, int], float] | None) -> None:
+        """Auto K's prices for a verification of n rows (see `price`)."""
+        self.price = price
 
     def tree_nodes(self) -> int:
         """The most nodes (side rows included) one of its tree proposals holds; 0: linear.

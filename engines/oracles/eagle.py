@@ -10,17 +10,24 @@ the head, each gets its `top_k` likeliest children; when K deep, the `budget` mo
 nodes of all are kept (a child is never likelier than its parent, so they form a tree) and
 verified in one masked pass. The candidates are the head's top tokens, not draws, so
 verification treats them as point masses: lossless when sampling too.
+
+With auto K the tree is priced too: a node's path probability is the chance it is accepted
+(EAGLE-2's observation), so the likeliest m nodes are worth their summed scores in tokens, and
+the oracle sends the m whose expected tokens per ms (auto K's prices for m + 1 rows) peak, none
+when no m beats a plain step. The scores are scaled by how they have held up in this run: a
+head can be over- or under-confident.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import Backend, common_prefix
 from ..errors import SpecvizError
-from ..events import DECLINE_RULE
+from ..events import DECLINE_AUTO_K, DECLINE_RULE
 from .base import Oracle, RunContext, TreeProposal
 
 
@@ -58,6 +65,7 @@ class EagleOracle(Oracle):
         self._cache = KeyValues()
         self._fed: list[int] = []  # token t+1 of every row t the cache holds
         self._last = None  # the head's output at the cache's last row
+        self._trust = Trust()
         target.keep_features(self.layers)
 
     def knobs(self) -> dict[str, float | int]:
@@ -70,10 +78,13 @@ class EagleOracle(Oracle):
         super().start(run)
         self._cache.crop(0)
         self._fed, self._last = [], None
+        self._trust = Trust()
 
     def propose(self, context: Sequence[int], k: int) -> TreeProposal:
         import torch
 
+        t0 = time.perf_counter()
+        self._trust.judge(context)
         with torch.inference_mode():
             root = self._read(context)
             if root is None or k < 1 or self.budget < 1:
@@ -83,7 +94,14 @@ class EagleOracle(Oracle):
                 nodes = self._grow(root, rows, k)
             finally:
                 self._cache.crop(rows)
-        return self._proposal(nodes)
+        budget = self.budget
+        if self.price is not None:
+            budget = self._affordable(nodes, (time.perf_counter() - t0) * 1e3, len(context))
+            if budget == 0:
+                return TreeProposal(source=self.source, declined=DECLINE_AUTO_K)
+        tree, promised = self._proposal(nodes, budget)
+        self._trust.sent(context, tree, promised)
+        return tree
 
     # ------------------------------------------------------------ the head's rows
 
@@ -176,12 +194,27 @@ class EagleOracle(Oracle):
             nodes[i].row = first + j
         return {i: out[j] for j, i in enumerate(chosen)}
 
-    def _proposal(self, nodes: list[_Node]) -> TreeProposal:
-        """The `budget` likeliest nodes, parents first, siblings likeliest first."""
+    def _affordable(self, nodes: list[_Node], drafted_ms: float, n_ctx: int) -> int:
+        """How many of the likeliest nodes to send: the number with the most expected tokens
+        per ms, the drafting already done counted in every step's time."""
+        assert self.price is not None
+        scores = sorted((n.score for n in nodes), reverse=True)[: self.budget]
+        best, best_rate, gain = 0, 1.0 / (drafted_ms + self.price(1, n_ctx)), 0.0
+        for m, score in enumerate(scores, start=1):
+            gain += score
+            rate = (1.0 + self._trust.factor * gain) / (drafted_ms + self.price(1 + m, n_ctx))
+            if rate > best_rate:
+                best, best_rate = m, rate
+        return best
+
+    def _proposal(self, nodes: list[_Node], budget: int) -> tuple[TreeProposal, float]:
+        """The `budget` likeliest nodes, parents first, siblings likeliest first; and the
+        tokens their path probabilities promise."""
         kept = sorted(range(len(nodes)), key=lambda i: (-nodes[i].score, nodes[i].depth))
-        kept = sorted(kept[: self.budget], key=lambda i: (nodes[i].depth, -nodes[i].score))
+        kept = sorted(kept[:budget], key=lambda i: (nodes[i].depth, -nodes[i].score))
         index: dict[int, int] = {}  # node -> its place in the tree
         tree = TreeProposal(source=self.source, p_draft=[], details=[])
+        promised = 0.0
         for i in kept:
             node = nodes[i]
             if node.parent >= 0 and node.parent not in index:
@@ -191,8 +224,43 @@ class EagleOracle(Oracle):
             tree.parents.append(index[node.parent] if node.parent >= 0 else -1)
             tree.p_draft.append(node.p)
             tree.details.append(f"depth {node.depth}, path p {node.score:.2f}")
-        return tree
+            promised += node.score
+        return tree, promised
 
     def close(self) -> None:
         self.target.keep_features(None)
+
+
+class Trust:
+    """How the path probabilities of the trees sent have held up: tokens accepted over the
+    tokens the scores promised (a Beta-like prior of PRIOR promised tokens kept at 1)."""
+
+    PRIOR = 4.0
+
+    def __init__(self) -> None:
+        self.accepted = self.promised = 0.0
+        self._last: tuple[int, list[int], list[int], float] | None = None
+
+    @property
+    def factor(self) -> float:
+        return (self.accepted + self.PRIOR) / (self.promised + self.PRIOR)
+
+    def sent(self, context: Sequence[int], tree: TreeProposal, promised: float) -> None:
+        self._last = (len(context), tree.tokens, tree.parents, promised)
+
+    def judge(self, context: Sequence[int]) -> None:
+        """Count the last tree's accepted path, read off the context that followed it."""
+        if self._last is None:
+            return
+        start, tokens, parents, promised = self._last
+        self._last = None
+        node, depth = -1, 0
+        for token in context[start:]:
+            node = next((i for i, (t, p) in enumerate(zip(tokens, parents))
+                         if p == node and t == token), None)
+            if node is None:
+                break
+            depth += 1
+        self.accepted += depth
+        self.promised += promised
 
