@@ -43,6 +43,9 @@ def register(sub) -> None:
     d.add_argument("--max-new", type=int, default=192, help="tokens per answer (%(default)s)")
     d.add_argument("--temperature", type=float, default=0.0,
                    help="the target's answers: 0 = greedy (default), else sampled")
+    d.add_argument("--samples", type=int, default=1,
+                   help="answers the target writes to each prompt, sampled (needs "
+                        "--temperature above 0; default: %(default)s)")
     d.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
                    help="wrap prompts in the model's chat template (default: on)")
     d.add_argument("--prompt-batch", type=int, default=8,
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engines.backends import load_backend
 
     settings = _settings(args)
-    prompts = _prompts(args.corpus, args.seed)
+    prompts = _prompts(args.corpus, args.seed, args.samples)
     read_files = _read_files(args.read)
     path = resolve(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
@@ -255,7 +258,7 @@ def _settings(args: argparse.Namespace):
     batch = args.batch if args.batch is not None else kind.batch
     lr = args.lr if args.lr is not None else kind.lr
     epochs = args.epochs if args.epochs is not None else kind.epochs
-    for name in ("tokens", "max_new", "heads", "prompt_batch", "read_tokens"):
+    for name in ("tokens", "max_new", "heads", "prompt_batch", "read_tokens", "samples"):
         if getattr(args, name) < 1:
             raise SpecvizError(f"--{name.replace('_', '-')} must be at least 1")
     if args.steps is not None and args.steps < 1:
@@ -264,6 +267,9 @@ def _settings(args: argparse.Namespace):
         raise SpecvizError("--held-out must be between 0 and 1")
     if args.temperature < 0:
         raise SpecvizError("--temperature must be >= 0")
+    if args.samples > 1 and args.temperature == 0:
+        raise SpecvizError("--samples above 1 needs --temperature above 0 (greedy answers to "
+                           "one prompt are all the same)")
     if batch < 1 or lr <= 0:
         raise SpecvizError("--batch must be at least 1 and --lr above 0")
     common = dict(tokens=args.tokens, max_new=args.max_new, steps=args.steps, batch=batch,
@@ -274,7 +280,9 @@ def _settings(args: argparse.Namespace):
     return TrainSettings(n_heads=args.heads, epochs=epochs, **common)
 
 
-def _prompts(corpus: list[Path], seed: int) -> list[str]:
+def _prompts(corpus: list[Path], seed: int, samples: int = 1) -> list[str]:
+    """The corpus's prompts in a seeded order, each `samples` times in a row (one batch
+    answers them together)."""
     import numpy as np
 
     from ..engines.corpus import bundled_prompts, read_prompts
@@ -286,7 +294,8 @@ def _prompts(corpus: list[Path], seed: int) -> list[str]:
     if len(prompts) < 2:
         raise SpecvizError(f"the corpus holds {len(prompts)} prompt(s); need at least two")
     order = np.random.default_rng(seed).permutation(len(prompts))
-    return [prompts[i] for i in order]  # mixed, so a token budget samples every kind
+    return [prompts[i] for i in order for _ in range(samples)]  # mixed: a token budget
+    # samples every kind
 
 
 def _data(facts: dict) -> str:

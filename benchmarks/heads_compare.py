@@ -48,9 +48,10 @@ def train_both(a, out: Path) -> None:
     layers = default_layers(int(target.model.config.num_hidden_layers))
     prompts = read_prompts([ROOT / "prompts" / "code_edit_dev.jsonl",
                             ROOT / "prompts" / "spec_bench_dev.jsonl"])
-    prompts = [prompts[i] for i in np.random.default_rng(0).permutation(len(prompts))]
+    prompts = [prompts[i] for i in np.random.default_rng(0).permutation(len(prompts))
+               for _ in range(a.samples)]
     settings = et.EagleSettings(tokens=a.tokens, max_new=a.max_new, steps=a.eagle_steps,
-                                ttt=a.depth)
+                                ttt=a.depth, temperature=a.temperature)
     answers, gen_s = _answers(target, prompts, settings, out, True, layers)
     facts = {"tokens": sum(len(x.tokens) for x in answers), "generate_seconds": gen_s}
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
@@ -64,7 +65,7 @@ def train_both(a, out: Path) -> None:
         print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
     if "medusa" in a.kinds:
         medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
-                                  epochs=a.medusa_epochs)
+                                  epochs=a.medusa_epochs, temperature=a.temperature)
         t0 = time.perf_counter()
         m = mt.train(target, answers, medusa, None, facts, reading)
         save_heads(m.heads, m.config, out / "medusa")
@@ -133,6 +134,8 @@ def main() -> None:
     p.add_argument("--target", default="smollm2-135m")
     p.add_argument("--tokens", type=int, default=8000)
     p.add_argument("--max-new", type=int, default=128)
+    p.add_argument("--samples", type=int, default=1, help="answers a prompt (train-heads)")
+    p.add_argument("--temperature", type=float, default=0.0, help="of the answers")
     p.add_argument("--depth", type=int, default=4, help="medusa heads / eagle rollout steps")
     p.add_argument("--eagle-steps", type=int, default=600)
     p.add_argument("--medusa-epochs", type=float, default=6.0)

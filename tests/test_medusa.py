@@ -310,6 +310,45 @@ def test_medusa_is_lossless_on_smollm2(smol_hf, tmp_path):
         oracle.close()
 
 
+def test_answers_to_one_prompt_are_held_out_together():
+    def answer(prompt, n):
+        return tr.Answer(torch.zeros(n, 2), list(range(n)), list(prompt))
+
+    distinct = [answer([p], 3) for p in range(10)]
+    train, test = tr.split(distinct, 0.2, seed=0)
+    order = np.random.default_rng(0).permutation(10)  # one answer a prompt: as ever
+    assert [id(a) for a in test] == [id(distinct[i]) for i in order[:2]]
+    assert [id(a) for a in train] == [id(distinct[i]) for i in order[2:]]
+    sampled = [answer([p], 3 + s) for p in range(6) for s in range(3)]
+    for seed in range(5):
+        train, test = tr.split(sampled, 0.2, seed)
+        assert {tuple(a.prompt) for a in train}.isdisjoint(tuple(a.prompt) for a in test)
+        assert len(test) >= round(0.2 * len(sampled)) and len(train) + len(test) == 18
+    alike = [answer([1], 3), answer([1], 4)]  # one prompt: its answers split alone
+    assert [len(x) for x in tr.split(alike, 0.5, 0)] == [1, 1]
+    with pytest.raises(SpecvizError, match="at least two answers"):
+        tr.split(alike[:1], 0.5, 0)
+
+
+def test_train_heads_writes_several_sampled_answers_a_prompt(capsys, tiny_model_dir,
+                                                           tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps({"turns": [p]}) for p in
+                                ["def add(a, b):", "The quick brown fox", "for i in range(3):"]))
+    args = ["train-heads", "--target", str(tiny_model_dir), "--corpus", str(corpus),
+            "--tokens", "120", "--max-new", "10", "--heads", "2", "--steps", "2",
+            "--held-out", "0.34", "--samples", "3", "--out", str(tmp_path / "heads")]
+    assert main(args) == 2
+    assert "--samples above 1 needs --temperature" in capsys.readouterr().err
+    assert main([*args, "--temperature", "1.0"]) == 0
+    cached = tr.load_answers(next((tmp_path / "heads").glob("answers-*.safetensors")))
+    prompts = [tuple(a.prompt) for a in cached]
+    assert len(set(prompts)) == 3 and all(prompts.count(p) == 3 for p in set(prompts))
+    assert len({tuple(a.tokens) for a in cached}) > 3  # sampled: not one answer thrice
+    config = json.loads((tmp_path / "heads" / CONFIG_FILE).read_text())
+    assert config["training"]["held_out_answers"] == 3  # one prompt's three answers
+
+
 def test_answers_round_trip_through_the_disk_cache(tmp_path):
     answers = [tr.Answer(torch.randn(3, 4), [1, 2, 3]), tr.Answer(torch.randn(2, 4), [7, 8])]
     tr.save_answers(answers, tmp_path / "a.safetensors")

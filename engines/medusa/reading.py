@@ -74,10 +74,12 @@ def _texts(path: Path) -> list[str]:
 def prompt_pieces(answers: Sequence[Answer], held_out: float, seed: int,
                   size: int = CHUNK) -> list[list[int]]:
     """Chunks of the prompts of the answers training will use (`train.split` with the same
-    share and seed), so the held-out answers' prompts stay unseen."""
+    share and seed), so the held-out answers' prompts stay unseen; each prompt once, however
+    many answers it has."""
     train_set, _ = split(answers, held_out, seed)
-    return [a.prompt[s : s + size] for a in train_set for s in range(0, len(a.prompt), size)
-            if len(a.prompt[s : s + size]) >= MIN_CHUNK]
+    prompts = list(dict.fromkeys(tuple(a.prompt) for a in train_set))
+    return [list(p[s : s + size]) for p in prompts for s in range(0, len(p), size)
+            if len(p[s : s + size]) >= MIN_CHUNK]
 
 
 def read(target: TransformersBackend, pieces: Sequence[list[int]], layers: Sequence[int] | None,

@@ -163,11 +163,12 @@ def _answer_batch(target: TransformersBackend, prompts: list[list[int]], setting
             layer_rows.close()
     hidden, tokens = torch.stack(caught[: len(steps)], 1), torch.stack(steps, 1)  # (B, n, .)
     answers = [_cut_at_eos(hidden[b], tokens[b], eos) for b in range(len(prompts))]
+    for b, answer in enumerate(answers):
+        answer.prompt = list(prompts[b])
     if layer_rows:
         rows = layer_rows.rows()  # (B, width + steps - 1, 3H)
         width = ids.shape[1]
         for b, answer in enumerate(answers):
-            answer.prompt = list(prompts[b])
             fed = len(prompts[b]) + len(answer.tokens) - 1
             answer.features = rows[b, width - len(prompts[b]):][:fed].clone()
     return answers
@@ -243,10 +244,11 @@ def save_answers(answers: Sequence[Answer], path: Path, prompts_used: int | None
     data = {"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
             "tokens": torch.tensor([t for a in answers for t in a.tokens]),
             "lengths": torch.tensor([len(a.tokens) for a in answers])}
-    if answers and answers[0].features is not None:
-        data |= {"features": torch.cat([a.features for a in answers]).contiguous(),
-                 "prompts": torch.tensor([t for a in answers for t in a.prompt]),
+    if answers and answers[0].prompt:
+        data |= {"prompts": torch.tensor([t for a in answers for t in a.prompt]),
                  "prompt_lengths": torch.tensor([len(a.prompt) for a in answers])}
+    if answers and answers[0].features is not None:
+        data["features"] = torch.cat([a.features for a in answers]).contiguous()
     if answers and answers[0].choices is not None:
         data["choices"] = torch.tensor([t for a in answers for t in a.choices])
     tmp = path.with_suffix(".tmp")
@@ -271,12 +273,15 @@ def load_answers(path: Path) -> list[Answer]:
     hidden = torch.split(data["hidden"], lengths)
     tokens = torch.split(data["tokens"], lengths)
     answers = [Answer(h, t.tolist()) for h, t in zip(hidden, tokens)]
-    if "features" in data:
+    if "prompts" in data:
         plens = data["prompt_lengths"].tolist()
-        prompts = torch.split(data["prompts"], plens)
-        feats = torch.split(data["features"], [p + n - 1 for p, n in zip(plens, lengths)])
-        for answer, prompt, f in zip(answers, prompts, feats):
-            answer.prompt, answer.features = prompt.tolist(), f
+        for answer, prompt in zip(answers, torch.split(data["prompts"], plens)):
+            answer.prompt = prompt.tolist()
+    if "features" in data:
+        feats = torch.split(data["features"], [len(a.prompt) + len(a.tokens) - 1
+                                               for a in answers])
+        for answer, f in zip(answers, feats):
+            answer.features = f
     if "choices" in data:
         for answer, c in zip(answers, torch.split(data["choices"], lengths)):
             answer.choices = c.tolist()
@@ -295,15 +300,30 @@ def labels(answer: Answer, n_heads: int) -> torch.Tensor:
 
 
 def split(answers: Sequence[Answer], held_out: float, seed: int):
-    """(train, held-out) answers: whole answers are held out, never parts of one."""
-    order = np.random.default_rng(seed).permutation(len(answers))
+    """(train, held-out) answers: whole answers are held out, never parts of one, and the
+    answers to one prompt (`--samples`) all on one side, so held-out prompts are unseen
+    (unless every answer has the same prompt: then answers are split alone)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, answer in enumerate(answers):  # an answer cached without its prompt: alone
+        groups.setdefault(tuple(answer.prompt) or ("answer", i), []).append(i)
+    members = list(groups.values())
+    if len(members) == 1:
+        members = [[i] for i in range(len(answers))]
+    order = np.random.default_rng(seed).permutation(len(members))
     n_out = min(len(answers) - 1, max(1, round(held_out * len(answers)))) if held_out else 0
-    if len(answers) < 2 or n_out < 1:
+    out: list[int] = []
+    for g in order:
+        if len(out) >= n_out:
+            break
+        out += members[g]
+    if len(members) < 2 or n_out < 1 or len(out) == len(answers):
         raise SpecvizError(
             f"need at least two answers to hold one out; got {len(answers)} (give more prompts "
             "or tokens)"
         )
-    return [answers[i] for i in order[n_out:]], [answers[i] for i in order[:n_out]]
+    held = set(out)
+    kept = [i for g in order for i in members[g] if i not in held]
+    return [answers[i] for i in kept], [answers[i] for i in out]
 
 
 def stack(answers: Sequence[Answer], n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
