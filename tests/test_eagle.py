@@ -23,6 +23,7 @@ from specviz.engines.eagle.checkpoint import (
     shape_for,
 )
 from specviz.engines.eagle.head import EagleHead
+from specviz.engines.eagle.precision import available_engines, int8_engine
 from specviz.engines.errors import SpecvizError
 from specviz.engines.medusa import train as mt
 from specviz.engines.oracles import make_oracle
@@ -165,6 +166,31 @@ def test_priced_by_auto_k_the_head_sends_the_nodes_worth_their_rows(tiny_backend
         sizes = {len(s.tree) for s in steps if s.tree}
         assert sizes and max(sizes) < 16  # a confident chain is worth its rows, the rest not
         assert session.summary.totals.accepted > 0
+    finally:
+        oracle.close()
+
+
+def test_int8_heads_draft_where_the_cpu_has_quantized_kernels():
+    assert int8_engine("cpu", ["qnnpack", "onednn", "x86", "fbgemm"]) == "x86"
+    assert int8_engine("cpu", ["qnnpack"]) == "qnnpack"  # an ARM CPU
+    assert int8_engine("cpu", ["none"]) is None
+    assert int8_engine("cuda", ["x86", "fbgemm"]) is None and int8_engine("mps", ["x86"]) is None
+
+
+def test_the_int8_knob_swaps_the_head_and_keeps_the_fusion_layer_in_float(tiny_backend,
+                                                                          learned):
+    oracle = make_oracle("eagle", target=tiny_backend, eagle_head=learned[1])
+    try:
+        assert oracle.knobs()["int8"] == 1 and available_engines()
+        layer = oracle.head.midlayer
+        assert type(layer.mlp.up_proj) is not torch.nn.Linear  # int8 weights
+        assert type(layer.self_attn.q_proj) is not torch.nn.Linear
+        assert type(oracle.head.fc) is torch.nn.Linear  # the raw features: float32
+        int8_steps, _ = run(tiny_backend, oracle)
+        oracle.set_knob("int8", 0)
+        assert type(oracle.head.midlayer.mlp.up_proj) is torch.nn.Linear
+        float_steps, _ = run(tiny_backend, oracle)
+        assert compare(int8_steps, float_steps).identical  # both lossless
     finally:
         oracle.close()
 

@@ -60,6 +60,9 @@ class EagleOracle(Oracle):
                                                         head_folder)
         self.budget = 16  # most nodes verified in a step
         self.top_k = 4  # children per expanded node, and nodes expanded per depth
+        self._float_head, self._int8_head = self.head, None
+        self._int8 = 0
+        self.int8 = 1  # where the CPU's quantized kernels run (eagle.precision)
         self._embed = target.model.get_input_embeddings()
         self._lm_head = None if self.head.lm_head is not None else lm_head_of(target.model)
         self._cache = KeyValues()
@@ -69,7 +72,22 @@ class EagleOracle(Oracle):
         target.keep_features(self.layers)
 
     def knobs(self) -> dict[str, float | int]:
-        return {"budget": self.budget, "top_k": self.top_k}
+        return {"budget": self.budget, "top_k": self.top_k, "int8": self.int8}
+
+    @property
+    def int8(self) -> int:
+        """1: draft with the head's int8 copy where the device has quantized kernels."""
+        return self._int8
+
+    @int8.setter
+    def int8(self, on: int) -> None:
+        from ..eagle.precision import available_engines, int8_engine, quantized
+
+        self._int8 = 1 if on else 0
+        engine = int8_engine(str(self.target.device), available_engines()) if on else None
+        if engine and self._int8_head is None:
+            self._int8_head = quantized(self._float_head, engine)
+        self.head = self._int8_head if engine and self._int8_head else self._float_head
 
     def tree_nodes(self) -> int:
         return self.budget

@@ -96,7 +96,9 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
                (Setting("budget", 16, 1, 256, "budget", "most nodes verified in a step"),
                 Setting("top_k", 4, 1, 32, None,
-                        "children per node, and nodes expanded per depth"))),
+                        "children per node, and nodes expanded per depth"),
+                Setting("int8", 1, 0, 1, "eagle-int8",
+                        "1: int8 weights on a CPU (drafts ~3.5x faster), 0: float32"))),
 )}
 
 ORACLES = tuple(ORACLE_INFO)
