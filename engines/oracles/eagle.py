@@ -60,15 +60,15 @@ class EagleOracle(Oracle):
                                                         head_folder)
         self.budget = 16  # most nodes verified in a step
         self.top_k = 4  # children per expanded node, and nodes expanded per depth
-        self._float_head, self._int8_head = self.head, None
-        self._int8 = 0
-        self.int8 = 1  # where the CPU's quantized kernels run (eagle.precision)
         self._embed = target.model.get_input_embeddings()
         self._lm_head = None if self.head.lm_head is not None else lm_head_of(target.model)
         self._cache = KeyValues()
         self._fed: list[int] = []  # token t+1 of every row t the cache holds
         self._last = None  # the head's output at the cache's last row
         self._trust = Trust()
+        self._float_head, self._int8_head = self.head, None
+        self._int8 = 0
+        self.int8 = 1  # where the CPU's quantized kernels run (eagle.precision)
         target.keep_features(self.layers)
 
     def knobs(self) -> dict[str, float | int]:
@@ -87,7 +87,11 @@ class EagleOracle(Oracle):
         engine = int8_engine(str(self.target.device), available_engines()) if on else None
         if engine and self._int8_head is None:
             self._int8_head = quantized(self._float_head, engine)
-        self.head = self._int8_head if engine and self._int8_head else self._float_head
+        head = self._int8_head if engine and self._int8_head else self._float_head
+        if head is not self.head:  # the other head's cached rows are not this one's
+            self.head = head
+            self._cache.crop(0)
+            self._fed, self._last = [], None
 
     def tree_nodes(self) -> int:
         return self.budget
