@@ -294,8 +294,8 @@ def _prompts(corpus: list[Path], seed: int, samples: int = 1) -> list[str]:
     if len(prompts) < 2:
         raise SpecvizError(f"the corpus holds {len(prompts)} prompt(s); need at least two")
     order = np.random.default_rng(seed).permutation(len(prompts))
-    return [prompts[i] for i in order for _ in range(samples)]  # mixed: a token budget
-    # samples every kind
+    # Mixed, so a token budget samples every kind.
+    return [prompts[i] for i in order for _ in range(samples)]
 
 
 def _data(facts: dict) -> str:

@@ -1,9 +1,9 @@
 """The head's weights when drafting on a CPU: int8 where PyTorch's quantized kernels run.
 
 Drafting a tree reads all of the head's weights once per depth, and on a CPU that is bound by
-memory bandwidth: smollm2-135m's head holds 35 MB in float32, about 6 ms a depth on 2 cores,
-a quarter of a plain step at K = 4. Int8 weights (per output channel) with dynamic int8
-activations, PyTorch's fbgemm/x86 or qnnpack kernels, take it to a quarter of that. The fusion
+memory bandwidth: smollm2-135m's head holds 35 MB in float32, 24-28 ms a step at K = 4 on 2
+cores, a third of a plain step. Int8 weights (per output channel) with dynamic int8 activations,
+PyTorch's fbgemm/x86 or qnnpack kernels, take it to 7-8 ms. The fusion
 layer `fc` stays in float32: it reads the target's raw residual streams, whose outlier channels
 an int8 activation scale cannot hold (quantizing it too cost up to 0.16 accepted tokens a step
 on the sample prompts; without it, at most 0.09). Lossless either way: the target verifies.
@@ -45,7 +45,7 @@ def quantized(head: nn.Module, engine: str) -> nn.Module | None:
     except ImportError:
         return None
     names = {n for n, m in head.named_modules() if isinstance(m, nn.Linear) and n != "fc"}
-    torch.backends.quantized.engine = engine
+    torch.backends.quantized.engine = engine  # the kernels the quantized layers call
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the deprecation notices of torch.ao, said above
         return quantize_dynamic(head, {n: per_channel_dynamic_qconfig for n in names})
