@@ -171,9 +171,7 @@ class AutoK:
             self.acceptance.add(self._key(i), tok.accepted)
             if not tok.accepted:
                 break
-        if event.k and event.declined == ev.DECLINE_AUTO_K:
-            # The oracle drafted, priced its guesses (`Oracle.price`) and sent none: to a
-            # draft length this step was worth nothing, like a first guess refused.
+        if priced_out(event):  # to a draft length it was worth nothing: a first guess refused
             self.acceptance.add(self._key(1), False)
         self._learn_timing(event)
 
@@ -194,12 +192,17 @@ class AutoK:
             self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
         self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
         self.steps_timed += 1
-        if event.tree is not None or (event.k and event.declined == ev.DECLINE_AUTO_K):
+        if event.tree is not None or priced_out(event):
             n = event.k  # a tree costs a drafting pass per depth, whatever it sends
         if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+
+
+def priced_out(event: ev.StepEvent) -> bool:
+    """The oracle drafted, priced its guesses (`Oracle.price`) and sent none."""
+    return bool(event.k) and event.declined == ev.DECLINE_AUTO_K
 
 
 def settle(old: float, new: float, seen: int) -> float:
