@@ -17,7 +17,7 @@ from ..engines import events as ev
 from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
-from .board_model import BoardModel
+from .board_model import BoardModel, k_label
 from .lane import LaneWidget
 from .runs import LaneConfig
 
@@ -209,7 +209,7 @@ class LaneBoard(QWidget):
 
     def _append(self, lane: LaneWidget, event: ev.Event) -> None:
         if self.model.lanes[lane.lane_id].append(event):
-            self.graphs.mark_k_change(lane.lane_id, event.step, event.k)
+            self.graphs.mark_k_change(lane.lane_id, event.step, k_label(event))
         if isinstance(event, ev.StepEvent):
             self.graphs.append(lane.lane_id, event)
         lane.append(event)

@@ -60,12 +60,22 @@ class LaneState:
 
 
 def k_changed(previous: ev.StepEvent | None, event: ev.StepEvent, max_tokens: int | None) -> bool:
-    """Did the person change K before this step? Near the end of a run the session cuts K to
-    the tokens left; that is no change of theirs."""
-    if previous is None or event.k == previous.k:
+    """Did the person change K before this step: another fixed K, or auto K on or off? The
+    K auto K picks each step is not theirs, nor is the cut, near the end of a run, to the
+    tokens left."""
+    if previous is None:
+        return False
+    if event.auto_k != previous.auto_k:
+        return True
+    if event.auto_k or event.k == previous.k:
         return False
     room = None if max_tokens is None else max_tokens - previous.totals.tokens - 1
     return not (event.k < previous.k and event.k == room)
+
+
+def k_label(event: ev.StepEvent) -> str:
+    """How a step's K reads on the graphs' markers."""
+    return "K auto" if event.auto_k else f"K={event.k}"
 
 
 class BoardModel:

@@ -51,7 +51,8 @@ def train_both(a, out: Path) -> None:
     prompts = [prompts[i] for i in np.random.default_rng(0).permutation(len(prompts))
                for _ in range(a.samples)]
     settings = et.EagleSettings(tokens=a.tokens, max_new=a.max_new, steps=a.eagle_steps,
-                                ttt=a.depth, temperature=a.temperature)
+                                ttt=a.depth, temperature=a.temperature,
+                                prompt_batch=a.prompt_batch)
     answers, gen_s = _answers(target, prompts, settings, out, True, layers)
     facts = {"tokens": sum(len(x.tokens) for x in answers), "generate_seconds": gen_s}
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
@@ -136,6 +137,7 @@ def main() -> None:
     p.add_argument("--max-new", type=int, default=128)
     p.add_argument("--samples", type=int, default=1, help="answers a prompt (train-heads)")
     p.add_argument("--temperature", type=float, default=0.0, help="of the answers")
+    p.add_argument("--prompt-batch", type=int, default=8, help="prompts answered together")
     p.add_argument("--depth", type=int, default=4, help="medusa heads / eagle rollout steps")
     p.add_argument("--eagle-steps", type=int, default=600)
     p.add_argument("--medusa-epochs", type=float, default=6.0)

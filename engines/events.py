@@ -220,6 +220,7 @@ class StepEvent:
     lookahead: Lookahead | None = None
     lossy: bool = False  # accepted by typical acceptance: not the target's exact distribution
     declined: str | None = None  # DECLINE_*: why a speculating oracle proposed nothing
+    auto_k: bool = False  # K was chosen by auto K (--k auto), not set by the person
     kind: str = field(default="step", init=False)
 
     @property
@@ -327,6 +328,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         lookahead=_lookahead_from_dict(d["lookahead"]) if d.get("lookahead") else None,
         lossy=bool(d.get("lossy", False)),
         declined=d.get("declined"),
+        auto_k=bool(d.get("auto_k", False)),
     )
 
 

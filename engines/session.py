@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -207,6 +208,7 @@ class Session(RunControls):
         if not event.proposed and not event.tree and not is_plain(self.oracle.name):
             event = event.marked_declined(self._why_declined(chosen, k, proposal))
         if self.k_policy:
+            event = dataclasses.replace(event, auto_k=True)
             self.k_policy.observe(event)
         return event
 

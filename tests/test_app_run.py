@@ -120,7 +120,7 @@ def test_k_change_marks_the_graphs(window, monkeypatch):
     for step, k in enumerate((4, 4, 9, 9)):
         window.board.push(lane.lane_id, make_step(step, k))
     window.board.drain()
-    assert marks == [(lane.lane_id, 2, 9)]
+    assert marks == [(lane.lane_id, 2, "K=9")]
 
 
 def test_closing_mid_run_ends_the_engine_quickly(window, app_env, qtbot, tiny_model_dir):

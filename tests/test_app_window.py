@@ -201,6 +201,23 @@ def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
     assert not k_changed(step(8, 95), step(4, 99), 100)  # 100 - 95 - 1 = 4 tokens of room
 
 
+def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
+    import dataclasses
+
+    from step_factory import make_step
+
+    from specviz.app.board_model import k_changed, k_label
+
+    def step(k: int, tokens: int, auto: bool) -> ev.StepEvent:
+        return dataclasses.replace(make_step(k=k, tokens=tokens), auto_k=auto)
+
+    assert not k_changed(step(4, 10, True), step(2, 15, True), 100)  # auto K's own choice
+    assert k_changed(step(4, 10, False), step(4, 15, True), 100)  # the person turned it on
+    assert k_changed(step(3, 10, True), step(3, 15, False), 100)  # and off again
+    assert k_label(step(3, 10, True)) == "K auto"
+    assert k_label(step(3, 10, False)) == "K=3"
+
+
 # ---------------------------------------------------------------- settings
 
 

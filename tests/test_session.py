@@ -231,6 +231,8 @@ def test_auto_k_says_whether_it_had_nothing_to_copy_or_found_no_k_worth_it(tiny_
                                                         k=32, max_tokens=12), k_policy=policy)
     steps = [e for e in session if isinstance(e, ev.StepEvent)]
     assert {s.declined for s in steps} <= {ev.DECLINE_NO_MATCH, ev.DECLINE_END}
+    assert all(s.auto_k for s in steps)  # each K was auto K's, which the window marks apart
+    assert ev.from_dict(ev.to_dict(steps[0])).auto_k
     ids = tiny_backend.tokenize(CODE_EDIT, add_special=False)
     context = ids + ids[10:16]  # its end repeats the prompt: something to copy
     assert oracle.match_length(context) > 0

@@ -226,7 +226,7 @@ def _k_markers(plot: pg.PlotWidget) -> list[tuple[float, str]]:
 def test_k_change_markers(graphs):
     graphs.add_lane("a", "a", DARK.lanes[0])
     feed(graphs, "a", run([(4, 2)] * 5, ms=100.0))
-    graphs.mark_k_change("a", 4, 8)
+    graphs.mark_k_change("a", 4, "K=8")
     assert _k_markers(graphs.race_plot) == [(pytest.approx(0.5), "K=8")]
     assert _k_markers(graphs.speedup_plot) == [(pytest.approx(0.5), "K=8")]
     assert _k_markers(graphs.acceptance_plot) == [(4, "K=8")]

@@ -197,15 +197,16 @@ class LaneGraphs(QWidget):
             lane.histogram = _bump(lane.histogram, n_accepted)
         self._dirty.add(lane_id)
 
-    def mark_k_change(self, lane_id: str, event_step: int, k: int) -> None:
-        """A labelled vertical line at the lane's current time, and at `event_step` by steps."""
+    def mark_k_change(self, lane_id: str, event_step: int, label: str) -> None:
+        """A vertical line labelled `label` ("K=8") at the lane's current time, and at
+        `event_step` by steps."""
         lane = self._lanes[lane_id]
         rows = lane.rows
         now = float(rows.column(SECONDS)[-1]) if rows.n else 0.0
         for plot, x in ((self.race_plot, now), (self.speedup_plot, now),
                         (self.acceptance_plot, float(event_step))):
             marker = pg.InfiniteLine(
-                pos=x, angle=90, pen=_marker_pen(lane.colour), label=f"K={k}",
+                pos=x, angle=90, pen=_marker_pen(lane.colour), label=label,
                 labelOpts={"position": 0.92, "color": lane.colour, "movable": False},
             )
             plot.addItem(marker)

@@ -54,9 +54,10 @@ class StepInspector(QWidget):
         self._event = event
         judged = (f"nothing proposed: {DECLINE_WORDS.get(event.declined, event.declined)}"
                   if event.declined else f"{event.n_accepted}/{len(event.proposed)} accepted")
+        k = f"K={event.k} (auto)" if event.auto_k else f"K={event.k}"
         self.header.setText(
-            f"step {event.step} · {event.oracle} · K={event.k} · context position "
-            f"{event.position} · {judged}"
+            f"step {event.step} · {event.oracle} · {k} · context position {event.position} · "
+            f"{judged}"
         )
         rows = [_proposal_row(event, i, t) for i, t in enumerate(event.proposed)]
         rows.append(_target_row(event))
