@@ -102,8 +102,9 @@ def add_tree_args(g) -> None:
                    help="tree: most nodes in a tree (default 16); medusa: verify a candidate "
                         "tree of this many nodes instead of the heads' top chain (default 0); "
                         "eagle: most nodes verified in a step (default 16)")
-    g.add_argument("--eagle-int8", type=int, choices=(0, 1), default=None,
-                   help="eagle: 1 drafts with int8 weights on a CPU (default), 0 in float32")
+    g.add_argument("--int8", "--eagle-int8", type=int, choices=(0, 1), default=None,
+                   help="eagle, medusa: 1 drafts with int8 weights on a CPU (default), 0 in "
+                        "float32 (the target verifies in its own precision)")
     g.add_argument("--window", type=int, default=None, metavar="W",
                    help="lookahead: Jacobi window width W (default 5)")
     g.add_argument("--ngram-size", type=int, default=None, metavar="N",

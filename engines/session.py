@@ -12,10 +12,10 @@ next step boundary.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 

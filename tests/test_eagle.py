@@ -23,10 +23,10 @@ from specviz.engines.eagle.checkpoint import (
     shape_for,
 )
 from specviz.engines.eagle.head import EagleHead
-from specviz.engines.eagle.precision import available_engines, int8_engine
 from specviz.engines.errors import SpecvizError
 from specviz.engines.medusa import train as mt
 from specviz.engines.oracles import make_oracle
+from specviz.engines.precision import available_engines, int8_engine
 from specviz.engines.profile import Profile
 from specviz.engines.sampling import SamplingParams
 from specviz.engines.session import RunSettings, Session

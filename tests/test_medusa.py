@@ -236,6 +236,23 @@ def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_
         oracle.close()
 
 
+def test_the_int8_knob_drafts_through_an_int8_lm_head_losslessly(tiny_backend, medusa):
+    import torch
+
+    from specviz.engines.precision import available_engines
+
+    if not available_engines():
+        pytest.skip("this PyTorch has no quantized CPU kernels")
+    assert medusa.knobs()["int8"] == 1
+    assert type(medusa._lm_head) is not torch.nn.Linear  # the int8 copy
+    int8_steps, _ = run(tiny_backend, medusa)
+    medusa.set_knob("int8", 0)
+    assert medusa._lm_head is medusa._lm_heads.float
+    float_steps, _ = run(tiny_backend, medusa)
+    assert compare(int8_steps, float_steps).identical  # the target verifies both
+    assert sum(len(s.proposed) for s in int8_steps) > 0
+
+
 def test_sampled_medusa_gives_its_distributions(tiny_backend, medusa):
     steps, _ = run(tiny_backend, medusa, params=SamplingParams(0.8, seed=2))
     judged = [t for s in steps for t in s.proposed if t.reject_reason != ev.REJECT_AFTER]

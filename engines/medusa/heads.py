@@ -52,8 +52,9 @@ class MedusaHeads(nn.Module):
         return torch.stack([block(h) for block in blocks], dim=-2)
 
     def logits(self, h: torch.Tensor, lm_head: nn.Module, n: int | None = None) -> torch.Tensor:
-        """(..., hidden) -> (..., n, vocab), through the target's LM head (one matmul)."""
-        return F.linear(self.features(h, n), lm_head.weight, lm_head.bias)
+        """(..., hidden) -> (..., n, vocab), through the target's LM head (one matmul; the
+        module may be its int8 copy, engines.precision)."""
+        return lm_head(self.features(h, n))
 
 
 @dataclass

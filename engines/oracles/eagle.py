@@ -54,6 +54,7 @@ class EagleOracle(Oracle):
         from ..eagle.checkpoint import load_head
         from ..eagle.head import KeyValues
         from ..medusa.heads import lm_head_of
+        from ..precision import Int8Copy
 
         self.target = target
         self.head, self.layers, self.config = load_head(target.model, target.model_path,
@@ -61,14 +62,17 @@ class EagleOracle(Oracle):
         self.budget = 16  # most nodes verified in a step
         self.top_k = 4  # children per expanded node, and nodes expanded per depth
         self._embed = target.model.get_input_embeddings()
-        self._lm_head = None if self.head.lm_head is not None else lm_head_of(target.model)
+        # A head without a draft vocabulary drafts through the target's LM head.
+        lm_head = None if self.head.lm_head is not None else lm_head_of(target.model)
+        self._lm_heads = None if lm_head is None else Int8Copy(lm_head)
+        self._lm_head = lm_head
         self._cache = KeyValues()
         self._fed: list[int] = []  # token t+1 of every row t the cache holds
         self._last = None  # the head's output at the cache's last row
         self._trust = Trust()
-        self._float_head, self._int8_head = self.head, None
+        self._heads = Int8Copy(self.head, keep={"fc"})  # see engines.precision
         self._int8 = 0
-        self.int8 = 1  # where the CPU's quantized kernels run (eagle.precision)
+        self.int8 = 1  # where the CPU's quantized kernels run
         target.keep_features(self.layers)
 
     def knobs(self) -> dict[str, float | int]:
@@ -76,18 +80,17 @@ class EagleOracle(Oracle):
 
     @property
     def int8(self) -> int:
-        """1: draft with the head's int8 copy where the device has quantized kernels."""
+        """1: draft with int8 copies of the head (and of the target's LM head, where the head
+        drafts through it) where the device has quantized kernels."""
         return self._int8
 
     @int8.setter
     def int8(self, on: int) -> None:
-        from ..eagle.precision import available_engines, int8_engine, quantized
-
         self._int8 = 1 if on else 0
-        engine = int8_engine(str(self.target.device), available_engines()) if on else None
-        if engine and self._int8_head is None:
-            self._int8_head = quantized(self._float_head, engine)
-        head = self._int8_head if engine and self._int8_head else self._float_head
+        device = str(self.target.device)
+        if self._lm_heads:
+            self._lm_head = self._lm_heads.pick(bool(on), device)
+        head = self._heads.pick(bool(on), device)
         if head is not self.head:  # the other head's cached rows are not this one's
             self.head = head
             self._cache.crop(0)

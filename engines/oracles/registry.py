@@ -90,14 +90,16 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                ("medusa",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
                (Setting("budget", 0, 0, 256, "budget",
                         "verify a candidate tree of this many nodes (0: the top chain)"),
-                Setting("top_k", 4, 1, 32, None, "candidates per head in the tree"))),
+                Setting("top_k", 4, 1, 32, None, "candidates per head in the tree"),
+                Setting("int8", 1, 0, 1, "int8",
+                        "1: the LM head the heads draft through in int8 on a CPU, 0: float32"))),
     OracleInfo("eagle", "an EAGLE head on the target's features, its tree grown where it is "
                "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
                (Setting("budget", 16, 1, 256, "budget", "most nodes verified in a step"),
                 Setting("top_k", 4, 1, 32, None,
                         "children per node, and nodes expanded per depth"),
-                Setting("int8", 1, 0, 1, "eagle-int8",
+                Setting("int8", 1, 0, 1, "int8",
                         "1: int8 weights on a CPU (drafts ~3.5x faster), 0: float32"))),
 )}
 
