@@ -105,17 +105,50 @@ def test_batched_answers_are_plain_greedy_decoding(tiny_backend):
     """Left-padded prompts answered together write what each writes alone."""
     prompts = ["def add(a, b):", "The quick brown fox jumps over", "El niño"]
     settings = tr.TrainSettings(tokens=100, max_new=12, chat=False, prompt_batch=3)
-    together = tr.generate_answers(tiny_backend, prompts, settings)
-    for prompt, answer in zip(prompts, together):
+    together = {tuple(a.prompt): a for a in tr.generate_answers(tiny_backend, prompts,
+                                                                 settings)}
+    for prompt in prompts:
         plain = Session(tiny_backend, make_oracle("none"),
                         RunSettings(prompt, chat=False, k=0, max_tokens=12))
         plain.run_to_end()
+        answer = together[tuple(plain.prompt_ids)]
         assert answer.tokens == plain.context[len(plain.prompt_ids):]
     alone = tr.generate_answers(tiny_backend, prompts, dataclasses.replace(settings,
                                                                           prompt_batch=1))
-    for a, b in zip(together, alone):
+    for b in alone:
+        a = together[tuple(b.prompt)]
         assert a.tokens == b.tokens
         assert torch.allclose(a.hidden, b.hidden, atol=1e-4)
+
+
+def test_prompts_are_batched_with_prompts_of_their_length(tiny_backend, monkeypatch):
+    """A batch is padded to its longest prompt: within a group of batches, short prompts
+    go together and long ones together, and every prompt is answered once."""
+    widths = []
+    answer_batch = tr._answer_batch
+
+    def spy(target, prompts, *args, **kwargs):
+        widths.append(sorted(len(p) for p in prompts))
+        return answer_batch(target, prompts, *args, **kwargs)
+
+    monkeypatch.setattr(tr, "_answer_batch", spy)
+    long = "The quick brown fox jumps over the lazy dog " * 4
+    prompts = [long, "def add(a, b):", long + "again", "El niño"]
+    settings = tr.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=2)
+    answers = tr.generate_answers(tiny_backend, prompts, settings)
+    assert len(widths) == 2 and max(widths[0]) < min(widths[1])  # short ones, then long
+    assert len(answers) == 4
+
+
+def test_writing_resumes_after_the_last_saved_group_of_batches(tiny_backend):
+    prompts = ["def add(a, b):", "The quick brown fox", "El niño", "x = 1", "import os", "a"]
+    settings = tr.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=1)
+    saved = []
+    whole = tr.generate_answers(tiny_backend, prompts, settings,
+                                on_batch=lambda a, used: saved.append((list(a), used)))
+    assert [used for _, used in saved] == [tr.CHUNK_BATCHES, len(prompts)]
+    resumed = tr.generate_answers(tiny_backend, prompts, settings, resume=saved[0])
+    assert [a.tokens for a in resumed] == [a.tokens for a in whole]
 
 
 def test_backend_keeps_hidden_states_only_when_asked_and_drops_rolled_back_rows(tiny_backend):
