@@ -73,6 +73,10 @@ def register(sub) -> None:
                    help="medusa: positions per step (64); eagle: sequences per step (4)")
     t.add_argument("--lr", type=float, default=None,
                    help="learning rate (medusa 1e-3, eagle 3e-4)")
+    t.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="of training's matrix products: bf16 (mixed precision, float32 "
+                        "weights) where the CPU multiplies bfloat16 natively (AVX-512 BF16, "
+                        "AMX), else fp32 (default: %(default)s)")
     t.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="folder for the heads (default: beside the model in the cache)")
@@ -274,7 +278,7 @@ def _settings(args: argparse.Namespace):
         raise SpecvizError("--batch must be at least 1 and --lr above 0")
     common = dict(tokens=args.tokens, max_new=args.max_new, steps=args.steps, batch=batch,
                   lr=lr, held_out=args.held_out, temperature=args.temperature, chat=args.chat,
-                  seed=args.seed, prompt_batch=args.prompt_batch)
+                  seed=args.seed, prompt_batch=args.prompt_batch, precision=args.precision)
     if args.kind == "eagle":
         return EagleSettings(ttt=args.heads, epochs=epochs, **common)
     return TrainSettings(n_heads=args.heads, epochs=epochs, **common)
@@ -307,7 +311,8 @@ def _report(config, folder: Path) -> None:
     acc, facts = config.accuracy, config.training
     print(f"trained {config.n_heads} heads on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
-          f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
+          f"{facts['train_seconds']} s in {facts['precision']}; held out "
+          f"{facts['held_out_answers']} answers)")
     print("head  ahead  top-1   top-5   positions")
     for k, (a1, a5, n) in enumerate(zip(acc["top1"], acc["top5"], acc["positions"]), 1):
         print(f"{k:>4}  {k + 1:>5}  {a1:6.1%}  {a5:6.1%}  {n:>9}")
@@ -318,7 +323,8 @@ def _report_eagle(result, folder: Path) -> None:
     acc, facts = result.accuracy, result.training
     print(f"trained an EAGLE head on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
-          f"{facts['train_seconds']} s; held out {facts['held_out_answers']} answers)")
+          f"{facts['train_seconds']} s in {facts['precision']}; held out "
+          f"{facts['held_out_answers']} answers)")
     print("depth  accepted  given the depth before  positions")
     for d, (a, c, n) in enumerate(zip(acc["acceptance"], acc["conditional"],
                                       acc["positions"]), 1):

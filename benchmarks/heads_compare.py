@@ -52,7 +52,7 @@ def train_both(a, out: Path) -> None:
                for _ in range(a.samples)]
     settings = et.EagleSettings(tokens=a.tokens, max_new=a.max_new, steps=a.eagle_steps,
                                 ttt=a.depth, temperature=a.temperature,
-                                prompt_batch=a.prompt_batch)
+                                prompt_batch=a.prompt_batch, precision=a.precision)
     answers, gen_s = _answers(target, prompts, settings, out, True, layers)
     facts = {"tokens": sum(len(x.tokens) for x in answers), "generate_seconds": gen_s}
     print(f"answers: {len(answers)}, {facts['tokens']} tokens (written in {gen_s} s)")
@@ -66,7 +66,8 @@ def train_both(a, out: Path) -> None:
         print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
     if "medusa" in a.kinds:
         medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
-                                  epochs=a.medusa_epochs, temperature=a.temperature)
+                                  epochs=a.medusa_epochs, temperature=a.temperature,
+                                  precision=a.precision)
         t0 = time.perf_counter()
         m = mt.train(target, answers, medusa, None, facts, reading)
         save_heads(m.heads, m.config, out / "medusa")
@@ -77,7 +78,8 @@ def train_both(a, out: Path) -> None:
     for n in a.curve:
         part = _first_tokens(answers, n)
         steps = max(1, round(a.eagle_steps * n / facts["tokens"]))
-        r = et.train(target, part, et.EagleSettings(steps=steps, ttt=a.depth), None, facts,
+        r = et.train(target, part, et.EagleSettings(steps=steps, ttt=a.depth,
+                                                    precision=a.precision), None, facts,
                      layers=layers)
         print(f"curve: {n} tokens, {steps} steps: acceptance by depth "
               f"{r.accuracy['acceptance']} (mean accepted {r.accuracy['mean_accepted']})",
@@ -143,6 +145,8 @@ def main() -> None:
     p.add_argument("--medusa-epochs", type=float, default=6.0)
     p.add_argument("--curve", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="of the heads' training products (train-heads --precision)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--runs", type=lambda s: [r for r in s.split(",") if r],
                    default=["medusa:4", "eagle:4", "eagle:auto"])

@@ -1,4 +1,4 @@
-"""Drafting weights in int8 on a CPU, where PyTorch's quantized kernels run.
+"""Lower precision on a CPU: int8 weights for drafting, bfloat16 products for training.
 
 Drafting from a head reads all of its weights once per depth, and on a CPU that is bound by
 memory bandwidth: smollm2-135m's EAGLE head holds 35 MB in float32, 24-28 ms a step at K = 4 on
@@ -12,16 +12,25 @@ the target verifies what was drafted.
 
 PyTorch's eager dynamic quantization (`torch.ao`) is deprecated in favour of torchao, which
 specviz does not depend on; where a PyTorch release lacks it, the weights stay in float32.
+
+Training heads is bound by matrix products instead (three quarters of an EAGLE step), and
+where the processor multiplies bfloat16 natively PyTorch's autocast runs them in it, with the
+weights, gradients' accumulation and optimiser in float32 (mixed precision, as on GPUs).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 
 from torch import nn
 
 ENGINES = ("x86", "fbgemm", "onednn", "qnnpack")  # PyTorch's quantized CPU kernels
+PRECISIONS = ("auto", "bf16", "fp32")
+# x86 instructions that multiply bfloat16 matrices natively; without them PyTorch converts
+# bfloat16 back to float32 around each product, which is slower than float32 throughout.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def int8_engine(device: str, engines: Sequence[str]) -> str | None:
@@ -72,3 +81,33 @@ class Int8Copy:
         if engine and not self._tried:
             self._int8, self._tried = quantized(self.float, engine, self._keep), True
         return self._int8 if engine and self._int8 is not None else self.float
+
+
+def training_precision(choice: str, cpu_flags: Collection[str]) -> str:
+    """"bf16" or "fp32": what training heads on a CPU computes its products in. "auto" takes
+    bfloat16 where the processor multiplies it natively (an EAGLE step 1.75x faster on an
+    AVX-512 BF16 core) and float32 elsewhere; the weights and optimiser stay float32."""
+    if choice not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {choice!r}")
+    if choice != "auto":
+        return choice
+    return "bf16" if any(flag in cpu_flags for flag in BF16_FLAGS) else "fp32"
+
+
+def precision_here(choice: str) -> str:
+    """`training_precision` on this machine's processor."""
+    from .hardware import read_cpu
+
+    return training_precision(choice, read_cpu().flags)
+
+
+@contextmanager
+def autocast(precision: str) -> Iterator[None]:
+    """Mixed precision for a training step's forward pass on the CPU ("fp32": none)."""
+    import torch
+
+    with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                    enabled=precision == "bf16"):
+        # bfloat16 rows into a float32 norm take the unfused kernel, which is as exact.
+        warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
+        yield

@@ -26,7 +26,11 @@ from specviz.engines.eagle.head import EagleHead
 from specviz.engines.errors import SpecvizError
 from specviz.engines.medusa import train as mt
 from specviz.engines.oracles import make_oracle
-from specviz.engines.precision import available_engines, int8_engine
+from specviz.engines.precision import (
+    available_engines,
+    int8_engine,
+    training_precision,
+)
 from specviz.engines.profile import Profile
 from specviz.engines.sampling import SamplingParams
 from specviz.engines.session import RunSettings, Session
@@ -112,10 +116,34 @@ def test_the_oracle_drafts_as_the_head_was_trained(tiny_backend, tmp_path):
 def learned(tiny_backend, tmp_path_factory):
     """A head that knows the PROMPT's answer by heart."""
     answer = answers_to(tiny_backend, [PROMPT])[0]
-    settings = et.EagleSettings(steps=120, lr=3e-3, batch=2, chat=False)
+    settings = et.EagleSettings(steps=120, lr=3e-3, batch=2, chat=False, precision="fp32")
     result = et.train(tiny_backend, [answer, answer, answer], settings,
                       layers=layers_of(tiny_backend))
     return result, et.save(result, tiny_backend, tmp_path_factory.mktemp("eagle"))
+
+
+def test_training_in_bfloat16_learns_as_well_and_keeps_float32_weights(tiny_backend, learned):
+    answer = answers_to(tiny_backend, [PROMPT])[0]
+    settings = et.EagleSettings(steps=120, lr=3e-3, batch=2, chat=False, precision="bf16")
+    result = et.train(tiny_backend, [answer, answer, answer], settings,
+                      layers=layers_of(tiny_backend))
+    assert result.training["precision"] == "bf16"
+    assert learned[0].training["precision"] == "fp32"
+    assert result.losses != learned[0].losses  # the products did run in bfloat16
+    assert np.mean(result.losses[-10:]) < 0.5 * np.mean(result.losses[:10])
+    assert result.accuracy["acceptance"][0] > 0.8
+    assert {p.dtype for p in result.head.parameters()} == {torch.float32}
+
+
+def test_training_takes_bfloat16_where_the_cpu_multiplies_it():
+    assert training_precision("auto", {"avx2", "avx512f", "avx512_bf16"}) == "bf16"
+    assert training_precision("auto", {"avx2", "amx_tile", "amx_bf16"}) == "bf16"
+    assert training_precision("auto", {"avx2", "fma", "avx512f"}) == "fp32"  # emulated: slower
+    assert training_precision("auto", {"asimd"}) == "fp32"
+    assert training_precision("bf16", set()) == "bf16"
+    assert training_precision("fp32", {"avx512_bf16"}) == "fp32"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        training_precision("fp16", set())
 
 
 def test_training_learns_and_the_head_drafts_what_it_learned(tiny_backend, learned):

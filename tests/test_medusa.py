@@ -173,10 +173,11 @@ def test_backend_keeps_hidden_states_only_when_asked_and_drops_rolled_back_rows(
         tiny_backend.reset()
 
 
-def overfit_heads(backend, prompt: str, n_heads: int = 3, steps: int = 60):
+def overfit_heads(backend, prompt: str, n_heads: int = 3, steps: int = 60,
+                  precision: str = "fp32"):
     """Heads trained on the greedy answer to one prompt: they know it by heart."""
     settings = tr.TrainSettings(n_heads=n_heads, tokens=40, max_new=40, chat=False,
-                                steps=steps, lr=5e-2, batch=40)
+                                steps=steps, lr=5e-2, batch=40, precision=precision)
     answer = tr.generate_answers(backend, [prompt], settings)[0]
     return tr.train(backend, [answer, answer], settings)
 
@@ -198,6 +199,15 @@ def test_training_learns_and_heads_load_back_identical(tiny_backend, learned):
     head = lm_head_of(tiny_backend.model)
     with torch.no_grad():
         assert torch.equal(loaded.logits(h, head), result.heads.logits(h, head))
+
+
+def test_heads_trained_in_bfloat16_learn_too(tiny_backend, learned):
+    result = overfit_heads(tiny_backend, PROMPT, precision="bf16")
+    assert result.config.training["precision"] == "bf16"
+    assert result.losses != learned[0].losses
+    assert np.mean(result.losses[-10:]) < 0.5 * np.mean(result.losses[:10])
+    assert result.config.accuracy["top1"][0] > 0.5
+    assert {p.dtype for p in result.heads.parameters()} == {torch.float32}
 
 
 def test_loading_names_the_fix(tiny_backend, tmp_path):

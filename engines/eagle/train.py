@@ -30,6 +30,7 @@ from ..backends.hf import TransformersBackend
 from ..errors import SpecvizError
 from ..medusa.heads import lm_head_of, target_id
 from ..medusa.train import IGNORE, Answer, TrainSettings, split
+from ..precision import autocast, precision_here
 from .checkpoint import default_layers, save_head, shape_for
 from .head import EagleHead, KeyValues
 
@@ -258,6 +259,7 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
                             weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(opt, settings.lr, total_steps=steps,
                                                    pct_start=0.05)
+    precision = precision_here(settings.precision)
     plan = {"steps": steps, "draft_vocab": head.shape.draft_vocab_size, "rows": rows}
     losses, begun = _resume(state_dir, head, opt, schedule, plan)
     rng = np.random.default_rng(settings.seed + begun)
@@ -269,7 +271,8 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
                             replace=False)
         batch = collate([window(train_set[i], settings.window, settings.ttt, rng)
                          for i in chosen])
-        loss = ttt_loss(head, frozen, batch, settings, gen, to_draft)
+        with autocast(precision):
+            loss = ttt_loss(head, frozen, batch, settings, gen, to_draft)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -286,7 +289,7 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Eagl
              "read_chunks": len(reading),
              "held_out_answers": len(test_set), "train_rows": rows, "steps": steps,
              "batch": settings.batch, "window": settings.window, "ttt": settings.ttt,
-             "lr": settings.lr, "temperature": settings.temperature,
+             "lr": settings.lr, "temperature": settings.temperature, "precision": precision,
              "draft_vocab": len(vocab) if vocab is not None else n_vocab,
              "draft_vocab_covers": _coverage(test_set, vocab),
              "train_seconds": round(time.perf_counter() - t0, 1),

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 
 from ..backends.hf import TransformersBackend
 from ..errors import SpecvizError
+from ..precision import autocast, precision_here
 from .heads import HeadsConfig, MedusaHeads, lm_head_of, target_id
 
 IGNORE = -100  # label of a position with no token k places ahead (end of an answer)
@@ -67,6 +68,7 @@ class TrainSettings:
     prompt_batch: int = 8  # prompts answered together
     chat: bool = True
     seed: int = 0
+    precision: str = "auto"  # of training's products: auto, bf16, fp32 (engines.precision)
 
 
 @dataclass
@@ -360,14 +362,15 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Trai
     bias = None if head.bias is None else head.bias.detach().float().cpu()
     heads = MedusaHeads(x.shape[1], settings.n_heads)
     steps = settings.steps or max(1, math.ceil(settings.epochs * len(x) / settings.batch))
+    precision = precision_here(settings.precision)
     t0 = time.perf_counter()
-    losses = _fit(heads, x, y, weight, bias, steps, settings, on_step)
+    losses = _fit(heads, x, y, weight, bias, steps, settings, on_step, precision)
     seconds = time.perf_counter() - t0
     accuracy = evaluate(heads, *stack(test_set, settings.n_heads), weight, bias)
     facts = {**(training_facts or {}), "answers": len(train_set) - len(reading),
              "read_chunks": len(reading), "held_out_answers":
              len(test_set), "train_positions": len(x), "steps": steps, "batch": settings.batch,
-             "lr": settings.lr, "temperature": settings.temperature,
+             "lr": settings.lr, "temperature": settings.temperature, "precision": precision,
              "train_seconds": round(seconds, 1), "final_loss": round(losses[-1], 4)}
     config = HeadsConfig(target_id(target.model, target.model_path), settings.n_heads,
                          int(x.shape[1]), facts, accuracy)
@@ -375,7 +378,7 @@ def train(target: TransformersBackend, answers: Sequence[Answer], settings: Trai
 
 
 def _fit(heads: MedusaHeads, x, y, weight, bias, steps: int, settings: TrainSettings,
-         on_step) -> list[float]:
+         on_step, precision: str = "fp32") -> list[float]:
     opt = torch.optim.AdamW(heads.parameters(), lr=settings.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     gen = torch.Generator().manual_seed(settings.seed)
@@ -384,8 +387,9 @@ def _fit(heads: MedusaHeads, x, y, weight, bias, steps: int, settings: TrainSett
     heads.train()
     for step in range(steps):
         idx = torch.randint(len(x), (min(settings.batch, len(x)),), generator=gen)
-        logits = F.linear(heads.features(x[idx]), weight, bias)  # (B, H, V)
-        loss = (_head_losses(logits, y[idx]) * decay).sum()
+        with autocast(precision):
+            logits = F.linear(heads.features(x[idx]), weight, bias)  # (B, H, V)
+            loss = (_head_losses(logits, y[idx]) * decay).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
