@@ -5,7 +5,9 @@ heads, rms_norm_eps, rope_theta, vocab_size, draft_vocab_size; the target layers
 under `eagle_config.eagle_aux_hidden_state_layer_ids`, default {2, L//2, L-3}) and the weights
 in `model.safetensors` (or `pytorch_model.bin`, read as plain tensors). Heads trained by
 specviz add a `specviz` block to the config: the target's fingerprint, how they were trained,
-their held-out acceptance by depth; they have no `lm_head` (they use the target's).
+their held-out acceptance by depth; their `lm_head` holds the target's rows for their draft
+vocabulary (`d2t` maps it back), and a head trained on the whole vocabulary has none (it uses
+the target's own).
 """
 
 from __future__ import annotations
