@@ -38,6 +38,7 @@ def _register_shot(sub) -> None:
                    help="draft length of every lane, or auto (each lane's cost-aware K; "
                         "measures a missing cost profile first)")
     p.add_argument("--draft", default=None, help="draft model for a draft lane")
+    options.add_head_paths(p)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     options.add_model_args(p)

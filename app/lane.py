@@ -116,6 +116,7 @@ class LaneWidget(QFrame):
         self.trace_path = None  # where this lane's run was recorded or replayed from
         self._replay_title: str | None = None
         self._replay_oracle: str | None = None
+        self._heads: dict = {}  # trained heads' folders given with the config (no control)
         self.colour = colour
         self.title = QLabel()
         self.oracle = QComboBox()
@@ -182,7 +183,7 @@ class LaneWidget(QFrame):
                           self.exit_layer.value() if _has_exit_layer(oracle) else 0,
                           self.k.is_auto() and oracle != SERVER,
                           server=self.server.text().strip() or None if oracle == SERVER
-                          else None)
+                          else None, **self._heads)
 
     def set_config(self, config: LaneConfig) -> None:
         self.oracle.setCurrentText(config.oracle)
@@ -191,6 +192,7 @@ class LaneWidget(QFrame):
         self.draft.set_model(config.draft)
         self.exit_layer.setValue(config.exit_layer)
         self.server.setText(config.server or "")
+        self._heads = {"medusa_heads": config.medusa_heads, "eagle_head": config.eagle_head}
         self._on_oracle(config.oracle)
 
     def set_colour(self, colour: str) -> None:

@@ -111,6 +111,11 @@ def add_tree_args(g) -> None:
                    help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
     g.add_argument("--guesses", type=int, default=None, metavar="G",
                    help="lookahead: n-grams kept per first token and verified (default 5)")
+    add_head_paths(g)
+
+
+def add_head_paths(g) -> None:
+    """Where the medusa and eagle oracles' trained heads are (default: beside the target)."""
     g.add_argument("--medusa-heads", type=Path, default=None, metavar="DIR",
                    help="Medusa heads folder for the medusa oracle (transformers backend; "
                         "default: beside the target, as `specviz train-heads` saves them)")

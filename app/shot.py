@@ -89,8 +89,10 @@ def lane_configs(args: argparse.Namespace) -> list[LaneConfig]:
     auto = args.k == options.AUTO
     names = args.oracles if args.oracles is not None else (
         "" if args.server else "none,prompt-lookup")
+    heads = {"medusa_heads": args.medusa_heads and str(args.medusa_heads),
+             "eagle_head": args.eagle_head and str(args.eagle_head)}
     local = [LaneConfig(name, 4 if auto else args.k, args.draft,
-                        auto_k=auto and not is_plain(name))
+                        auto_k=auto and not is_plain(name), **heads)
              for name in (n.strip() for n in names.split(",")) if name]
     return local + [LaneConfig(SERVER, 4 if auto else args.k, server=url) for url in args.server]
 

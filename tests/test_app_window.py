@@ -305,6 +305,20 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
         parser.parse_args(["shot", "o.png", "--engine", "gpu"])  # no port
 
 
+def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
+    from specviz.app.cli import build_parser
+    from specviz.app.shot import lane_configs
+
+    args = build_parser().parse_args(["shot", "o.png", "--oracles", "none,eagle,medusa",
+                                      "--eagle-head", "/h/eagle", "--medusa-heads", "/h/m"])
+    configs = lane_configs(args)
+    assert [(c.eagle_head, c.medusa_heads) for c in configs] == [("/h/eagle", "/h/m")] * 3
+    lane = window.add_lane(configs[1])
+    assert lane.config() == configs[1]
+    lane.k.setValue(6)  # a person's change keeps what no control shows
+    assert (lane.config().k, lane.config().eagle_head) == (6, "/h/eagle")
+
+
 # ---------------------------------------------------------------- fetching a model
 
 
