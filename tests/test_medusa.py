@@ -326,11 +326,12 @@ def test_train_heads_then_run_from_the_command_line(capsys, tiny_model_dir, tmp_
     out = tmp_path / "heads"
     assert main(["train-heads", "--target", str(tiny_model_dir), "--corpus", str(corpus),
                  "--tokens", "60", "--max-new", "20", "--heads", "2", "--steps", "5",
-                 "--held-out", "0.34", "--out", str(out)]) == 0
+                 "--held-out", "0.34", "--precision", "bf16", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "top-1" in printed and f"saved to {out}" in printed
+    assert "top-1" in printed and f"saved to {out}" in printed and "s in bf16" in printed
     config = json.loads((out / CONFIG_FILE).read_text())
     assert len(config["accuracy"]["top1"]) == 2 and config["training"]["steps"] == 5
+    assert config["training"]["precision"] == "bf16"
     assert main(["run", "--backend", "transformers", "--target", str(tiny_model_dir),
                  "--oracle", "medusa", "--medusa-heads", str(out), "--prompt", "def add(",
                  "--max-tokens", "12", "--baseline", "--json", "--no-chat"]) == 0
