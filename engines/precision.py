@@ -85,7 +85,7 @@ class Int8Copy:
 
 def training_precision(choice: str, cpu_flags: Collection[str]) -> str:
     """"bf16" or "fp32": what training heads on a CPU computes its products in. "auto" takes
-    bfloat16 where the processor multiplies it natively (an EAGLE step 1.75x faster on an
+    bfloat16 where the processor multiplies it natively (EAGLE training 1.64x faster on an
     AVX-512 BF16 core) and float32 elsewhere; the weights and optimiser stay float32."""
     if choice not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {choice!r}")
