@@ -115,12 +115,12 @@ def speed_runs(a, out: Path) -> None:
               str(out / "eagle")]
     if a.threads:
         common += ["--threads", str(a.threads)]
-    print("set        oracle     K     accepted/step  speedup")
+    print("set        oracle     K     accepted/step  speedup  same as plain")
     for name, pattern in SETS.items():
         files = sorted(bundled_prompts().glob(pattern))
         for run in a.runs:
             oracle, k = run.split(":")
-            tokens = steps = 0
+            tokens = steps = same = 0
             spec_s = plain_s = 0.0
             for f in files:
                 r = specviz("run", *common, "--oracle", oracle, "--k", k, "--baseline",
@@ -128,8 +128,9 @@ def speed_runs(a, out: Path) -> None:
                 tokens, steps = tokens + r["tokens"], steps + r["steps"]
                 spec_s += r["tokens"] / r["tok_per_s"]
                 plain_s += r["tokens"] / r["baseline_tok_per_s"]
+                same += bool(r["identical_to_baseline"])
             print(f"{name:10} {oracle:10} {k:5} {tokens / steps:13.2f}  "
-                  f"{plain_s / spec_s:6.2f}x", flush=True)
+                  f"{plain_s / spec_s:6.2f}x  {same}/{len(files)}", flush=True)
 
 
 def main() -> None:
