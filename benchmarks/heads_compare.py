@@ -30,6 +30,7 @@ from specviz.engines.eagle.checkpoint import default_layers
 from specviz.engines.medusa import train as mt
 from specviz.engines.medusa.heads import save_heads
 from specviz.engines.models import resolve
+from specviz.engines.precision import PRECISIONS
 
 ROOT = Path(__file__).resolve().parent
 SETS = {"code-edit": "code-edit-*.txt", "prose": "[cs][hu]*.txt"}  # chat-*, summarise-*
@@ -146,7 +147,7 @@ def main() -> None:
     p.add_argument("--medusa-epochs", type=float, default=6.0)
     p.add_argument("--curve", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="of the heads' training products (train-heads --precision)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--runs", type=lambda s: [r for r in s.split(",") if r],
