@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
+from ..models import home_dir
+from . import small_rows
 from .base import Backend
 from .hf_features import LayerFeatures
 
@@ -68,6 +70,7 @@ class TransformersBackend(Backend):
         self.model_path = str(model_path)
         self._dtype = _pick_dtype(torch, self.device, dtype)
         self._model, self._tok, self._gguf = _load(Path(model_path), self.device, self._dtype)
+        self.small_rows = self._route_small_rows(torch)
         self._cache = None
         self._pieces = _piece_table(self._tok)
         self._special = frozenset(self._tok.all_special_ids) | _added_special_ids(self._tok)
@@ -75,6 +78,15 @@ class TransformersBackend(Backend):
         self._template = _chat_template(self._tok, self._gguf)
         self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
         self._features = LayerFeatures()  # chosen layers' outputs, likewise
+
+    def _route_small_rows(self, torch) -> frozenset[int]:
+        """On a CPU, the row counts whose products go the faster way here (small_rows.py)."""
+        if self.device != "cpu":
+            return frozenset()
+        store = home_dir("cache") / "profiles" / "small-rows.json"
+        rows = small_rows.plan(self._model, torch.get_num_threads(), store)
+        small_rows.route(self._model, rows)
+        return rows
 
     # ------------------------------------------------------------ properties
 
