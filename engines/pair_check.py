@@ -34,12 +34,13 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
     if vocab.verdict == VERDICT_UNUSABLE:
         return report
     profile = prof.load(target_name, target.name, target.device, threads)
-    if profile is None:
+    if profile is None or not profile.fits(target):
         if not measure_profile:
             seconds = prof.estimate_seconds(target)  # what `specviz profile` would do
-            raise SpecvizError(f"no cost profile of {target_name} on this machine yet: "
-                               f"`specviz profile --target {target_name}` measures it "
-                               f"(once, about {seconds:.0f} s here)")
+            state = "no cost profile" if profile is None else "an outdated cost profile"
+            raise SpecvizError(f"{state} of {target_name} on this machine: `specviz profile "
+                               f"--target {target_name} --refresh` measures it (once, about "
+                               f"{seconds:.0f} s here)")
         profile = prof.measure(target, target_name, threads, repeats=PROFILE_REPEATS,
                                on_progress=stage("profile"))
         prof.save(profile)

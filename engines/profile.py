@@ -53,6 +53,13 @@ class Profile:
     created: float = field(default_factory=time.time)
     machine: dict = field(default_factory=dict)
     version: int = PROFILE_VERSION
+    small_rows: list[int] = field(default_factory=list)  # the backend's routed row counts
+
+    def fits(self, backend: Backend) -> bool:
+        """Whether it was measured with the products `backend` computes now (on a CPU the
+        transformers backend routes small ones its own way, which changes the profile's
+        shape: see backends/small_rows.py)."""
+        return self.small_rows == sorted(getattr(backend, "small_rows", ()))
 
     def cost_ms(self, n_tokens: int, context: int) -> float:
         """Forward time of `n_tokens` at `context` tokens already cached, interpolated.
@@ -124,7 +131,8 @@ def measure(
     from .trace import machine_info
 
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
-                   repeats, machine=machine_info())
+                   repeats, machine=machine_info(),
+                   small_rows=sorted(getattr(backend, "small_rows", ())))
 
 
 def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,

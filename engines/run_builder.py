@@ -147,9 +147,10 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
 
     def profile_of(name: str, backend: Backend) -> prof.Profile:
         stored = prof.load(name, model.backend, backend.device, model.threads)
-        if stored is not None and not refresh:
+        if stored is not None and stored.fits(backend) and not refresh:
             return stored  # whatever sizes it has: the cost model interpolates
-        say(f"measuring the cost profile of {name} once (see specviz profile)")
+        again = " again (its products are computed differently now)" if stored else " once"
+        say(f"measuring the cost profile of {name}{again} (see specviz profile)")
         measured = prof.measure(backend, name, model.threads, repeats=3)
         prof.save(measured)
         return measured

@@ -113,3 +113,27 @@ def test_run_with_auto_k_reports_the_mean_k(capsys, tiny_model_dir, tmp_path, mo
     assert code == 0 and result["k"] == "auto" and "mean_k" in result
     assert result["identical_to_baseline"]
     assert "measuring the cost profile" in captured.err
+
+
+def test_a_profile_measured_with_other_small_row_products_is_measured_again(
+        capsys, tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    args = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
+            "--prompt", CODE_EDIT, "--max-tokens", "8", "--oracle", "prompt-lookup", "--k",
+            "auto", "--threads", "1"]
+    assert main(args) == 0
+    stored = prof.load(str(tiny_model_dir), "transformers", "cpu", 1)
+    assert stored.small_rows == sorted(prof_rows())  # measured with the routed products
+    prof.save(dataclasses.replace(stored, small_rows=[]))  # as measured before routing
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "measuring the cost profile" in capsys.readouterr().err
+    assert prof.load(str(tiny_model_dir), "transformers", "cpu", 1).small_rows == stored.small_rows
+    assert main(args) == 0
+    assert "measuring" not in capsys.readouterr().err  # now it fits
+
+
+def prof_rows():
+    from specviz.engines.backends.small_rows import ROWS
+
+    return ROWS
