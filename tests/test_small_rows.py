@@ -53,6 +53,18 @@ def test_route_sends_the_chosen_row_counts_the_routed_way(monkeypatch):
     assert sr.route(_mlp(), frozenset()) == 0
 
 
+def test_a_copy_of_a_routed_layer_computes_with_its_own_weights():
+    import copy
+
+    layer = torch.nn.Linear(8, 8)
+    sr.route(torch.nn.Sequential(layer), frozenset({1}))
+    twin = copy.deepcopy(layer)
+    with torch.no_grad():
+        twin.weight.mul_(2.0)
+    x = torch.randn(1, 8)
+    torch.testing.assert_close(twin(x), x @ twin.weight.T + twin.bias)
+
+
 def test_the_plan_is_measured_once_and_remembered(tmp_path, monkeypatch):
     monkeypatch.setenv(sr.ENV, "auto")
     measured = []

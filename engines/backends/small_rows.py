@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import time
+import types
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -56,19 +57,23 @@ def routed_product(weight, bias, x):
 
 def route(model, rows: frozenset[int]) -> int:
     """Make `model`'s linear layers route products of `rows` rows; returns how many layers."""
-    import torch.nn.functional as F
     from torch import nn
 
     if not rows:
         return 0
     layers = [m for m in model.modules() if type(m) is nn.Linear]
     for layer in layers:
-        def forward(x, layer=layer):
-            if covers(rows, x.numel() // x.shape[-1]):
-                return routed_product(layer.weight, layer.bias, x)
-            return F.linear(x, layer.weight, layer.bias)
-        layer.forward = forward
+        layer.small_rows = rows
+        layer.forward = types.MethodType(_routed_forward, layer)  # a deep copy rebinds it
     return len(layers)
+
+
+def _routed_forward(layer, x):
+    import torch.nn.functional as F
+
+    if covers(layer.small_rows, x.numel() // x.shape[-1]):
+        return routed_product(layer.weight, layer.bias, x)
+    return F.linear(x, layer.weight, layer.bias)
 
 
 def time_products(weights: list, rows: Iterable[int] = ROWS, repeats: int = REPEATS):
