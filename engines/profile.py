@@ -59,7 +59,7 @@ class Profile:
         """Whether it was measured with the products `backend` computes now (on a CPU the
         transformers backend routes small ones its own way, which changes the profile's
         shape: see backends/small_rows.py)."""
-        return self.small_rows == sorted(getattr(backend, "small_rows", ()))
+        return self.small_rows == routed_rows(backend)
 
     def cost_ms(self, n_tokens: int, context: int) -> float:
         """Forward time of `n_tokens` at `context` tokens already cached, interpolated.
@@ -132,7 +132,12 @@ def measure(
 
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
                    repeats, machine=machine_info(),
-                   small_rows=sorted(getattr(backend, "small_rows", ())))
+                   small_rows=routed_rows(backend))
+
+
+def routed_rows(backend: Backend) -> list[int]:
+    """The row counts whose products `backend` routes (none, for most backends)."""
+    return sorted(getattr(backend, "small_rows", ()))
 
 
 def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,

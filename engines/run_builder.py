@@ -149,7 +149,8 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
         stored = prof.load(name, model.backend, backend.device, model.threads)
         if stored is not None and stored.fits(backend) and not refresh:
             return stored  # whatever sizes it has: the cost model interpolates
-        again = " again (its products are computed differently now)" if stored else " once"
+        stale = stored is not None and not refresh  # so it no longer fits
+        again = " again (its products are computed differently now)" if stale else " once"
         say(f"measuring the cost profile of {name}{again} (see specviz profile)")
         measured = prof.measure(backend, name, model.threads, repeats=3)
         prof.save(measured)
