@@ -61,9 +61,10 @@ def route(model, rows: frozenset[int]) -> int:
 
     if not rows:
         return 0
+    routed = frozenset(m for m in range(ROWS[-1] + 1) if covers(rows, m))
     layers = [m for m in model.modules() if type(m) is nn.Linear]
     for layer in layers:
-        layer.small_rows = rows
+        layer.routed_rows = routed
         layer.forward = types.MethodType(_routed_forward, layer)  # a deep copy rebinds it
     return len(layers)
 
@@ -71,7 +72,7 @@ def route(model, rows: frozenset[int]) -> int:
 def _routed_forward(layer, x):
     import torch.nn.functional as F
 
-    if covers(layer.small_rows, x.numel() // x.shape[-1]):
+    if x.numel() // x.shape[-1] in layer.routed_rows:
         return routed_product(layer.weight, layer.bias, x)
     return F.linear(x, layer.weight, layer.bias)
 
