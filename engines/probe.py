@@ -30,6 +30,7 @@ import platformdirs
 
 from .errors import BackendCrashed, BackendError, SpecvizError
 from .hardware import CpuFacts, read_cpu
+from .json_file import read_dict, write_dict
 
 PROBE_VERSION = 1
 TIMEOUT_S = 600
@@ -117,11 +118,7 @@ def cache_path() -> Path:
 
 
 def load_cache() -> dict[str, dict]:
-    try:
-        data = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_dict(cache_path())
 
 
 def store(key: str, result: ProbeResult, forget_backend: bool = False) -> None:
@@ -131,12 +128,8 @@ def store(key: str, result: ProbeResult, forget_backend: bool = False) -> None:
     if forget_backend:
         data = {k: v for k, v in data.items() if v.get("backend") != result.backend}
     data[key] = asdict(result)
-    path = cache_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
+        write_dict(cache_path(), data)
     except OSError:
         pass  # an unwritable cache only means probing again next time
 

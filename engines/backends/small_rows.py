@@ -17,13 +17,14 @@ weight shapes, once per CPU, torch version, thread count and set of shapes, and 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 import types
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from ..json_file import read_dict, write_dict
 
 ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # row counts measured; above 16 the default is kept
 MARGIN = 0.9  # route a row count only where it is at least 10% faster
@@ -107,7 +108,7 @@ def plan(model, threads: int | None, store: Path | None) -> frozenset[int]:
     if not weights:
         return frozenset()
     key = _key(weights, threads)
-    known = _read(store)
+    known = read_dict(store)
     if key in known:
         return frozenset(known[key])
     rows = faster_rows(*time_products(weights))
@@ -143,21 +144,10 @@ def _fastest(fn, repeats: int) -> float:
     return best * 1000.0
 
 
-def _read(store: Path | None) -> dict:
-    try:
-        data = json.loads(store.read_text(encoding="utf-8")) if store else {}
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _write(store: Path | None, data: dict) -> None:
     if store is None:
         return
     try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        tmp.replace(store)
+        write_dict(store, data)
     except OSError:
         pass  # measured again next time
