@@ -18,6 +18,18 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def check_system_libs() -> None:
+    """Fail with one line naming the missing libraries (and the command that installs them)
+    before Qt loads; Qt itself would abort the process with a message that names none."""
+    from ..engines import display_libs
+
+    if not display_libs.needed() or os.environ.get("SPECVIZ_SKIP_LIB_CHECK"):
+        return
+    found = display_libs.check()
+    if not found.ok:
+        raise SpecvizError(found.advice())
+
+
 def make_app(offscreen_if_headless: bool = False):
     """The QApplication, and a qasync loop on it as the asyncio loop (close it when done).
 
@@ -28,6 +40,7 @@ def make_app(offscreen_if_headless: bool = False):
             raise SpecvizError("no display to open the window on; run it in a desktop session "
                                "or under xvfb-run, or use `specviz shot` / `specviz run`")
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    check_system_libs()
     # Qt's raster engine hands large fills (axes, curves) to a pool of threads and waits for
     # them; with the cores busy generating, the GUI thread then sat waiting for a core for
     # hundreds of milliseconds (py-spy: QLatch::waitInternal under AxisItem.paint). Serial

@@ -32,6 +32,7 @@ def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None)
         "torch": torch_facts(),
         "models": model_facts(),
         "profiles": profile_facts(),
+        "window": window_facts(),
         "probes": [],
     }
     if run_probes:
@@ -47,6 +48,17 @@ def gpu_hardware() -> dict:
         "amd": Path("/opt/rocm").exists() or Path("/dev/kfd").exists(),
         "apple": platform.system() == "Darwin" and platform.machine() == "arm64",
     }
+
+
+def window_facts() -> dict:
+    """Whether Qt finds the system libraries it needs for a window (on Linux)."""
+    from . import display_libs
+
+    if not display_libs.needed():
+        return {"checked": False}
+    found = display_libs.check()
+    return {"checked": True, "platform": found.platform, "missing": list(found.missing),
+            "how": found.how, "advice": found.advice() if found.missing else ""}
 
 
 def llama_facts() -> dict:
@@ -129,6 +141,9 @@ def advice(facts: dict) -> list[str]:
                        f"{REINSTALL}")
         elif gpu["amd"]:
             out.append(f'llama.cpp was built without ROCm: CMAKE_ARGS="-DGGML_HIP=on" {REINSTALL}')
+    window = facts.get("window", {})
+    if window.get("missing"):
+        out.append(window["advice"])
     if not torch.get("installed"):
         out.append("transformers backend missing: pip install torch transformers")
     elif gpu["nvidia"] and not torch.get("cuda"):
@@ -173,6 +188,7 @@ def render(facts: dict) -> str:
     rows.append(("CPU features", ", ".join(c["features"]) or "none of AVX2/AVX-512/AMX"))
     gpus = [name for name, here in facts["gpu"].items() if here]
     rows.append(("GPU hardware", ", ".join(gpus) or "none found"))
+    rows.append(("window", _window_line(facts.get("window", {}))))
     rows += _llama_rows(facts["llama"])
     rows += _torch_rows(facts["torch"])
     for r in facts["probes"]:
@@ -185,6 +201,14 @@ def render(facts: dict) -> str:
     if facts["advice"]:
         lines += ["", "To do:"] + [f"  - {a}" for a in facts["advice"]]
     return "\n".join(lines)
+
+
+def _window_line(window: dict) -> str:
+    if not window.get("checked"):
+        return "not checked (Qt brings its own libraries here)"
+    if window["missing"]:
+        return f"cannot open ({window['platform']}): missing {', '.join(window['missing'])}"
+    return f"system libraries for Qt's {window['platform']} platform found ({window['how']})"
 
 
 def _llama_rows(llama: dict) -> list[tuple[str, str]]:
