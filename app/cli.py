@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         args = parser.parse_args(["gui"])
     try:
+        from .cmd_models import fetch_named
+
+        fetch_named(args)
         return int(args.func(args) or 0)
     except SpecvizError as exc:
         print(f"specviz: {exc}", file=sys.stderr)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
 from specviz.engines.models import (
     ModelSpec,
+    fetch_allowed,
     get_spec,
     is_present,
     load_registry,
+    missing,
     model_path,
     pull,
     resolve,
 )
+
+MODEL_ARGS = ("target", "draft", "cross_draft")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,8 +57,26 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def fetch_named(args: argparse.Namespace) -> None:
+    """Fetch the registry models a command names (--target, --draft, --cross-draft) that are
+    not downloaded yet, with a progress bar, so that a first run needs no separate step.
+    With --no-fetch or SPECVIZ_NO_FETCH=1 nothing is fetched: the command then stops at the
+    missing model with the command that fetches it."""
+    if getattr(args, "replay", None) or (getattr(args, "server", None)
+                                          and not getattr(args, "oracles", None)):
+        return  # no local model is loaded
+    if getattr(args, "no_fetch", False) or not fetch_allowed():
+        return
+    for spec in missing([getattr(args, name, None) for name in MODEL_ARGS]):
+        print(f"specviz: {spec.name} is not downloaded yet; fetching it "
+              f"({spec.size / 1e6:.0f} MB, checked against its SHA-256; --no-fetch stops "
+              "instead)", file=sys.stderr, flush=True)
+        _pull_with_bar(spec)
+
+
 def _pull_with_bar(spec: ModelSpec) -> Path:
-    with tqdm(total=spec.size, desc=spec.name, unit="B", unit_scale=True) as bar:
+    with tqdm(total=spec.size, desc=spec.name, unit="B", unit_scale=True,
+              file=sys.stderr) as bar:
 
         def show(done: int, total: int, message: str) -> None:
             bar.set_postfix_str(message, refresh=False)

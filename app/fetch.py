@@ -83,11 +83,14 @@ class FetchDialog(QDialog):
         self._on_cancel()
 
 
-async def fetch(parent: QWidget, name: str, executor: Executor) -> Path | None:
-    """Offer to fetch registry model `name`; its path, or None when declined or cancelled."""
+async def fetch(parent: QWidget, name: str, executor: Executor,
+                ask_first: bool = False) -> Path | None:
+    """Fetch registry model `name` with a progress dialog whose Cancel stops it (after a
+    question, with `ask_first`); its path, or None when declined or cancelled."""
     spec = models.get_spec(name)
-    if not await ask(parent, "Fetch model",
-                     f"{name} ({_mb(spec.size)}) is not downloaded yet. Fetch it now?"):
+    if ask_first and not await ask(parent, "Fetch model",
+                                   f"{name} ({_mb(spec.size)}) is not downloaded yet. "
+                                   "Fetch it now?"):
         return None
     dialog = FetchDialog(name, parent)
     dialog.show()

@@ -125,8 +125,9 @@ class LiveRunner(QObject):
     # ------------------------------------------------------------ steps
 
     async def _models_ready(self, request: RunRequest, lanes: dict) -> bool:
-        """Registry models that are not downloaded yet: fetch them, if the person agrees."""
-        if not self.interactive or self.remote is not None:
+        """Registry models that are not downloaded yet: fetch them, with a progress dialog
+        that can cancel (SPECVIZ_NO_FETCH=1: not fetched, each lane then says how to)."""
+        if not self.interactive or self.remote is not None or not models.fetch_allowed():
             return True  # a missing model is then each lane's error (a remote engine's own)
         registry = models.load_registry()
         wanted = {request.model.target, *(lane.config().draft for lane in lanes.values())}

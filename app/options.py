@@ -24,6 +24,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
+    g.add_argument("--no-fetch", action="store_true",
+                   help="stop at a registry model that is not downloaded instead of fetching "
+                        "it (also SPECVIZ_NO_FETCH=1)")
 
 
 def add_prompt_args(p: argparse.ArgumentParser) -> None:

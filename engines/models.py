@@ -225,6 +225,19 @@ def identify(name_or_path: str | os.PathLike[str]) -> dict[str, str | int | None
     return {"name": path.name, "path": str(path), "size": size, "sha256": None}
 
 
+def fetch_allowed() -> bool:
+    """Whether a command may fetch a registry model it needs (SPECVIZ_NO_FETCH=1: never, for
+    offline machines and CI; the command then stops with the pull command instead)."""
+    return os.environ.get("SPECVIZ_NO_FETCH", "").strip().lower() in ("", "0", "false", "no")
+
+
+def missing(names: list[str | None]) -> list[ModelSpec]:
+    """The registry models among `names` that are not in the cache yet (each once)."""
+    registry = load_registry()
+    specs = {registry[n].name: registry[n] for n in names if n and n in registry}
+    return [spec for spec in specs.values() if not is_present(spec)]
+
+
 def _cached(spec: ModelSpec) -> Path:
     path = model_path(spec)
     if is_present(spec):

