@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QProgressBar
 
 from ..engines.oracles import DRAFT_ORACLES
 from ..engines.pair_text import render
+from ..engines.profile import time_left
 from .board import LaneBoard
 from .lane import LaneWidget
 from .live import LiveRunner
@@ -82,14 +83,6 @@ class Checks(QObject):
     def _idle(self) -> None:
         self._began.clear()
         self.bar.setRange(0, 0)  # back to the busy indicator the runs use
-
-
-def time_left(elapsed_s: float, done: int, total: int) -> str:
-    """", about 40 s left" at the rate so far; nothing until there is a rate to go by."""
-    if done < 2 or done >= total or elapsed_s <= 0:
-        return ""
-    left = elapsed_s / done * (total - done)
-    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 
 def pair_line(report: dict) -> str:

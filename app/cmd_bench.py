@@ -26,8 +26,9 @@ def register(sub) -> None:
                    help="draft model for the draft and cross-draft oracles")
     p.add_argument("--cross-draft", default=None,
                    help="draft model for the cross-draft oracle (default: --draft)")
-    p.add_argument("--k", default="4",
-                   help="draft length, or a comma-separated list; auto: cost-aware, per step")
+    p.add_argument("--k", default="auto",
+                   help="draft length, or a comma-separated list; auto (the default): "
+                        "cost-aware, per step")
     p.add_argument("--max-ngram", type=int, default=None)
     p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)

@@ -34,9 +34,9 @@ def _register_shot(sub) -> None:
     p.add_argument("--server", action="append", default=[], metavar="URL",
                    help="add a lane on this OpenAI-compatible server (repeatable); a server "
                         "without speculation is the lanes' baseline")
-    p.add_argument("--k", type=options.k_or_auto, default=4,
-                   help="draft length of every lane, or auto (each lane's cost-aware K; "
-                        "measures a missing cost profile first)")
+    p.add_argument("--k", type=options.k_or_auto, default=options.AUTO,
+                   help="draft length of every lane, or auto (the default: each lane's "
+                        "cost-aware K; measures a missing cost profile first)")
     p.add_argument("--draft", default=None, help="draft model for a draft lane")
     options.add_head_paths(p)
     p.add_argument("--max-tokens", type=int, default=128)

@@ -79,6 +79,9 @@ def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
         result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
     if args.baseline:
         result.update(_baseline(target, session, steps, summary))
+        why = _why_slower(args, target, result)
+        if why:
+            result["why_slower"] = why
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -168,6 +171,18 @@ def _baseline(target, session: Session, steps, summary: ev.SummaryEvent) -> dict
     return out
 
 
+def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
+    """Why speculation lost to plain decoding here, from this machine's cost profile."""
+    from ..engines import profile as prof
+    from ..engines.why_slower import loss_reason
+
+    stored = prof.load(args.target, args.backend, target.device, args.threads)
+    if stored is None:
+        return ""
+    costs = [stored.relative(n, 512) for n in range(1, 34)]
+    return loss_reason(args.oracle, result, costs)
+
+
 def _result(args, target, summary: ev.SummaryEvent) -> dict:
     t = summary.totals
     return {
@@ -206,5 +221,7 @@ def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict)
               "distribution exactly", file=sys.stderr)
     if "divergence" in result:
         print(f"note: {result['divergence'].get('note', '')}", file=sys.stderr)
+    if result.get("why_slower"):
+        print(f"note: {result['why_slower']}", file=sys.stderr)
     if printer.colour:
         print(printer.legend(), file=sys.stderr)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.errors import SpecvizError
+from ..engines.why_slower import loss_reason
 from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
 from ..widgets.palette import DARK, THEMES, Theme, high_contrast
@@ -116,7 +117,8 @@ class MainWindow(QMainWindow):
         self.run_action = a("Run", self.start_run, ["Ctrl+Return", "Ctrl+Enter"])
         self.stop_action = a("Stop", self.stop, "Esc")
         self.pause_action = a("Pause", self._on_pause, "Ctrl+P", checkable=True)
-        self.add_lane_action = a("Add lane", lambda: self.add_lane(LaneConfig("prompt-lookup")))
+        self.add_lane_action = a("Add lane", lambda: self.add_lane(
+            LaneConfig("prompt-lookup", auto_k=True)))
         self.add_plain_action = a("Add plain-decoding lane",
                                   lambda: self.add_lane(LaneConfig("none")))
         self.open_action = a("Open trace…", self._ask_open_traces, QKeySequence.StandardKey.Open)
@@ -251,10 +253,21 @@ class MainWindow(QMainWindow):
     def _run_ended(self, task: asyncio.Future, model: ModelChoice) -> None:
         # An auto-K lane measures a missing profile during the run: price the curves with it.
         self._show_costs(model)
+        self._explain_losses(model)
         if not task.cancelled() and task.exception() is not None:  # a bug: say so, keep going
             error = task.exception()
             traceback.print_exception(error, file=sys.stderr)
             self.show_status(f"internal error: {error!r}")
+
+    def _explain_losses(self, model: ModelChoice) -> None:
+        """A lane slower than plain decoding says why, from this machine's cost profile."""
+        costs, _label, _profiled = profile_costs(model)
+        for lane_id, lane in self.board.lanes.items():
+            if lane.view.token_count == 0:
+                continue
+            why = loss_reason(lane.oracle_name(), self.graphs.figures(lane_id), costs)
+            if why:
+                lane.show_message(why, error=False)
 
     def _show_costs(self, model: ModelChoice | None = None) -> None:
         """Price the theoretical curves with the target's stored profile, if there is one."""

@@ -57,8 +57,9 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                    help="draft model for the draft and cross-draft oracles")
     g.add_argument("--cross-draft", default=None,
                    help="draft model for the cross-draft oracle (default: --draft)")
-    g.add_argument("--k", type=k_or_auto, default=4,
-                   help=f"draft length, 0..{K_MAX}, or auto (cost-aware, chosen every step)")
+    g.add_argument("--k", type=k_or_auto, default=AUTO,
+                   help=f"draft length, 0..{K_MAX}, or auto (the default: chosen every step "
+                        "from this machine's costs; measures a missing cost profile first)")
     g.add_argument("--max-ngram", type=int, default=None, help="longest n-gram to match")
     g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,

@@ -15,7 +15,9 @@ from PySide6.QtWidgets import QMainWindow
 
 from .runs import LaneConfig, ModelChoice
 
-DEFAULT_LANES = (LaneConfig("none", 4), LaneConfig("prompt-lookup", 4))
+# The first race: plain decoding against prompt lookup with auto K, which declines to draft
+# where drafting cannot pay on this machine (a fixed K loses on most CPUs).
+DEFAULT_LANES = (LaneConfig("none", 4), LaneConfig("prompt-lookup", 4, auto_k=True))
 
 
 def qsettings() -> QSettings:

@@ -94,3 +94,4 @@ def best_k(
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = k, rate
     return best, best_rate
+

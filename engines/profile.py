@@ -135,6 +135,31 @@ def measure(
                    small_rows=routed_rows(backend))
 
 
+def progress_lines(what: str, say: Callable[[str], None], every_s: float = 3.0,
+                   clock: Callable[[], float] = time.monotonic) -> Callable[[int, int], None]:
+    """A `measure` progress callback that says "what: 40%, about 20 s left" at most every
+    `every_s` seconds (a status line in the window, a line on the console for `run`)."""
+    began = clock()
+    last = [began]
+
+    def report(done: int, total: int) -> None:
+        now = clock()
+        if now - last[0] < every_s or done >= total:
+            return
+        last[0] = now
+        say(f"{what}: {done / total:.0%}{time_left(now - began, done, total)}")
+
+    return report
+
+
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """", about 40 s left" at the rate so far; nothing until there is a rate to go by."""
+    if done < 2 or done >= total or elapsed_s <= 0:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+
+
 def routed_rows(backend: Backend) -> list[int]:
     """The row counts whose products `backend` routes (none, for most backends)."""
     return sorted(getattr(backend, "small_rows", ()))

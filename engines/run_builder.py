@@ -151,8 +151,9 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
             return stored  # whatever sizes it has: the cost model interpolates
         stale = stored is not None and not refresh  # so it no longer fits
         again = " again (its products are computed differently now)" if stale else " once"
-        say(f"measuring the cost profile of {name}{again} (see specviz profile)")
-        measured = prof.measure(backend, name, model.threads, repeats=3)
+        say(f"measuring the cost profile of {name}{again}, for auto K (see specviz profile)")
+        measured = prof.measure(backend, name, model.threads, repeats=3,
+                                on_progress=prof.progress_lines(f"cost profile of {name}", say))
         prof.save(measured)
         return measured
 

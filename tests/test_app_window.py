@@ -293,7 +293,7 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
     with pytest.raises(SystemExit):
         parser.parse_args(["shot", "o.png", "--k", "99"])
     default = lane_configs(parser.parse_args(["shot", "o.png"]))
-    assert [c.oracle for c in default] == ["none", "prompt-lookup"]
+    assert [(c.oracle, c.auto_k) for c in default] == [("none", False), ("prompt-lookup", True)]
     servers = lane_configs(parser.parse_args(["shot", "o.png", "--server", "http://a:1",
                                               "--server", "http://b:2"]))
     assert [(c.oracle, c.server) for c in servers] == [("server", "http://a:1"),

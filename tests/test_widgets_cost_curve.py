@@ -91,3 +91,17 @@ def test_without_a_profile_nothing_is_promised_and_one_click_asks_for_one(qtbot)
         widget.profile_button.click()
     widget.set_costs(CPU)
     assert not widget.profile_button.isVisible() and len(widget.curve_data("a")[0]) == 33
+
+
+def test_k_axis_stays_whole_without_a_profile(qtbot):
+    """Without a profile only the dots are drawn; K's axis must not shrink to 0..1 around
+    them, and a lane run beyond the axis widens it."""
+    widget = CostCurve()
+    qtbot.addWidget(widget)
+    widget.set_costs(None, profiled=False)
+    widget.set_lane("a", "prompt-lookup", "#e69f00", 0.2, 0.4, 0.7)
+    widget.plot.getPlotItem().getViewBox().prepareForPaint()
+    low, high = widget.plot.getPlotItem().getViewBox().viewRange()[0]
+    assert low <= 0 and high >= 16
+    widget.set_lane("b", "ngram", "#009e73", 0.9, 24.0, 1.1)
+    assert widget.plot.getPlotItem().getViewBox().viewRange()[0][1] >= 25

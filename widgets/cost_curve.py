@@ -32,6 +32,7 @@ from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 
 K_LIMIT = 32
+K_VIEW = 16  # K shown at first: on a CPU the curves have peaked by then
 
 
 def theory_curve(alpha: float, relative: Sequence[float] | None, k_max: int = K_LIMIT,
@@ -63,7 +64,12 @@ class CostCurve(QWidget):
 
     def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.plot = make_plot("Theoretical speedup by K (dot: each lane)", "K", "× plain")
+        self.plot = make_plot("Theoretical speedup by K (dot: each lane)", "K", "× plain",
+                              whole_x=True)
+        # K's axis is fixed, not fitted to what is drawn: without a profile only the dots are
+        # drawn, and an auto range would stretch K from 0 to 1 around them.
+        self.plot.setXRange(0, K_VIEW, padding=0.02)
+        self.plot.getPlotItem().getViewBox().setLimits(xMin=-0.5, xMax=K_LIMIT + 0.5)
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, label="break-even",
                                           labelOpts={"position": 0.92}))
         self.plot.setToolTip(
@@ -166,7 +172,8 @@ class CostCurve(QWidget):
                 self.plot.removeItem(item)
 
     def curve_data(self, lane_id: str) -> tuple[np.ndarray, np.ndarray]:
-        return self._items[lane_id][0].getData()
+        """The whole curve, also where it runs beyond K's axis (drawing clips to the view)."""
+        return self._items[lane_id][0].getOriginalDataset()
 
     def dot_data(self, lane_id: str) -> tuple[np.ndarray, np.ndarray]:
         return self._items[lane_id][1].getData()
@@ -215,6 +222,13 @@ class CostCurve(QWidget):
             dot.setData([], [])
         else:
             dot.setData([lane["k"]], [lane["speedup"]])
+            self._keep_in_view(lane["k"])
+
+    def _keep_in_view(self, k: float) -> None:
+        """Widen K's axis to show a lane run at a K beyond it (never narrow it)."""
+        low, high = self.plot.getPlotItem().getViewBox().viewRange()[0]
+        if k > high - 0.5:
+            self.plot.setXRange(low, min(k + 1, K_LIMIT), padding=0.02)
 
 
 def what_if_verdict(speedups: np.ndarray, relative: Sequence[float] | None,

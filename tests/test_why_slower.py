@@ -1,0 +1,56 @@
+"""Why a lane lost to plain decoding: one sentence from the machine's cost profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.engines.cost import break_even_acceptance
+from specviz.engines.profile import progress_lines
+from specviz.engines.why_slower import easiest_k, loss_reason, why_no_gain
+
+# Cost of n tokens over one (n = 1..9): a 2-core CPU where a short batch is dear.
+CPU = [1.0, 1.63, 2.0, 2.71, 3.3, 4.0, 4.6, 5.2, 6.28]
+
+
+def test_the_easiest_k_needs_the_least_acceptance():
+    k, need = easiest_k(CPU)
+    assert need == pytest.approx(min(break_even_acceptance(j, CPU[j]) for j in range(1, 9)))
+    assert need == pytest.approx(break_even_acceptance(k, CPU[k]))
+
+
+def test_the_sentence_names_the_cost_the_need_and_what_was_reached():
+    k, need = easiest_k(CPU)
+    line = why_no_gain("prompt-lookup", CPU, 0.22)
+    assert line == (f"{k + 1} tokens cost {CPU[k]:.1f} one-token steps here; prompt-lookup "
+                    f"needs {need:.0%} acceptance at K = {k} to pay, it reached 22%")
+    assert why_no_gain("ngram", CPU, None).endswith("it proposed nothing that could pay")
+    assert why_no_gain("ngram", CPU, 0.99) == ""  # that acceptance would pay
+    dear = [1.0, 2.2, 3.3, 4.4]  # batches dearer than their tokens: nothing can pay
+    assert "no draft length pays" in why_no_gain("ngram", dear, 0.9)
+
+
+@pytest.mark.parametrize(("oracle", "figures", "costs", "said"), [
+    ("prompt-lookup", {"speedup": 0.8, "acceptance_rate": 0.2}, CPU, True),
+    ("prompt-lookup", {"speedup": 1.2, "acceptance_rate": 0.2}, CPU, False),  # it won
+    ("prompt-lookup", {"speedup": None, "acceptance_rate": 0.2}, CPU, False),  # no baseline
+    ("prompt-lookup", {"speedup": 0.8, "acceptance_rate": 0.2}, None, False),  # no profile
+    ("none", {"speedup": 0.99, "acceptance_rate": None}, CPU, False),  # plain decoding
+    ("draft", {"speedup": 0.8, "acceptance_rate": 0.2}, CPU, False),  # the pair check's job
+])
+def test_loss_reason_only_where_the_profile_explains_a_loss(oracle, figures, costs, said):
+    line = loss_reason(oracle, figures, costs)
+    assert bool(line) is said
+    if said:
+        assert line.startswith("0.80× plain decoding: ")
+
+
+def test_profile_progress_is_said_every_few_seconds_with_the_time_left():
+    said, now = [], [0.0]
+    report = progress_lines("cost profile of m", said.append, every_s=3.0,
+                            clock=lambda: now[0])
+    for done in range(1, 11):
+        now[0] = done * 1.0  # one pass a second
+        report(done, 10)
+    assert said == ["cost profile of m: 30%, about 7 s left",
+                    "cost profile of m: 60%, about 4 s left",
+                    "cost profile of m: 90%, about 1 s left"]
