@@ -19,7 +19,7 @@ def run_cli(capsys, *argv):
 
 def tiny_args(model_dir, *extra):
     return ["run", "--target", str(model_dir), "--backend", "transformers", "--no-chat",
-            "--prompt", PROMPT, "--max-tokens", "24", *extra]
+            "--prompt", PROMPT, "--max-tokens", "24", "--k", "4", *extra]  # a later --k wins
 
 
 def test_run_json_reports_the_speculative_figures(capsys, tiny_model_dir):

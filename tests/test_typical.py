@@ -59,7 +59,8 @@ def test_sampled_run_with_typical_acceptance_is_marked_lossy(tiny_backend, tiny_
 
 def test_cli_labels_typical_acceptance_lossy(capsys, tiny_model_dir):
     argv = ["run", "--backend", "transformers", "--target", str(tiny_model_dir), "--no-chat",
-            "--prompt", "The quick", "--max-tokens", "8", "--oracle", "prompt-lookup", "--json"]
+            "--prompt", "The quick", "--max-tokens", "8", "--oracle", "prompt-lookup", "--k", "4",
+            "--json"]
     assert main([*argv, "--typical-acceptance", "--temperature", "0.8"]) == 0
     assert json.loads(capsys.readouterr().out)["lossy"] is True
     assert main(argv) == 0
