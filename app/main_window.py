@@ -37,7 +37,7 @@ from .key_dialog import ServerKeyDialog
 from .lane import LaneWidget, editor_range
 from .live import LiveRunner
 from .options import DEFAULT_TARGET
-from .prompt_panel import PromptPanel
+from .prompt_panel import PromptPanel, first_prompt
 from .remote_engine import RemoteEngine
 from .replay import ReplayPlayer
 from .replay_control import ReplayControl
@@ -203,7 +203,7 @@ class MainWindow(QMainWindow):
     def _restore(self) -> None:
         s = self.settings
         self.prompt.set_model_choice(s.model(ModelChoice(DEFAULT_TARGET)))
-        self.prompt.set_prompt(s.prompt())
+        self.prompt.set_prompt(s.prompt() or first_prompt())
         self.prompt.temperature.setValue(s.temperature())
         self.prompt.max_tokens.setValue(s.max_tokens())
         self._add_lanes(s.lanes())

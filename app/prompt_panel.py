@@ -24,6 +24,15 @@ from .runs import ModelChoice
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
+# The prompt a first start shows: a code edit whose answer copies a 25-line function, the
+# work where prompt lookup pays even on a 2-core CPU (docs/results.md, "The first race").
+FIRST_SAMPLE = "code edit logging"
+
+
+def first_prompt() -> str:
+    return sample_prompts().get(FIRST_SAMPLE, "")
+
+
 def sample_prompts() -> dict[str, str]:
     """Sample prompts shipped in assets/prompts, by title ("code edit rename")."""
     folder = files("specviz").joinpath("assets/prompts")

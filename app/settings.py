@@ -86,7 +86,7 @@ class AppSettings:
         self.store.setValue("run/temperature", value)
 
     def max_tokens(self) -> int:
-        return _number(self.store.value("run/max_tokens"), int, 128)
+        return _number(self.store.value("run/max_tokens"), int, 256)
 
     def set_max_tokens(self, value: int) -> None:
         self.store.setValue("run/max_tokens", value)

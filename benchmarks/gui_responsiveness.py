@@ -38,10 +38,10 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 
 from specviz.app.main_window import MainWindow
-from specviz.app.options import k_value
+from specviz.app.options import k_or_auto
 from specviz.app.qt_app import freeze_heap, make_app
 from specviz.app.settings import AppSettings
-from specviz.app.shot import _live
+from specviz.app.shot import _live, lane_configs
 from specviz.engines.backends import BACKENDS
 
 HEARTBEAT_MS = 5
@@ -211,7 +211,7 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
 def headless(args: argparse.Namespace) -> dict[str, float]:
     """Each lane's tokens/s with no window: the window's lanes, stepped in turn, no Qt."""
     from specviz.app.cmd_run import read_prompt
-    from specviz.app.runs import LaneConfig, ModelChoice, RunRequest, gui_threads
+    from specviz.app.runs import ModelChoice, RunRequest, gui_threads
     from specviz.engines import events as ev
     from specviz.engines.model_pool import ModelPool
     from specviz.engines.run_builder import build_lane
@@ -220,10 +220,9 @@ def headless(args: argparse.Namespace) -> dict[str, float]:
     prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
     model = ModelChoice(args.target, args.backend, args.device, args.threads or gui_threads())
     request = RunRequest(prompt, model, args.max_tokens, args.temperature)
-    oracles = [name.strip() for name in args.oracles.split(",") if name.strip()]
     pool = ModelPool()  # lanes of one model share its weights, as in the engine process
-    jobs = [build_lane(f"{i}", LaneConfig(o, args.k, args.draft), request, pool)
-            for i, o in enumerate(oracles)]
+    jobs = [build_lane(f"{i}", lane, request, pool)
+            for i, lane in enumerate(lane_configs(args))]  # the window's lanes, as shot makes them
 
     def steps(job):
         warm_up(job.session.target, job.session.prompt_ids)
@@ -234,7 +233,7 @@ def headless(args: argparse.Namespace) -> dict[str, float]:
         for i in list(runs):
             event = next(runs[i])
             if isinstance(event, ev.SummaryEvent):
-                rates[f"{i}:{oracles[i]}"] = round(event.tok_per_s, 2)
+                rates[f"{i}:{jobs[i].header['oracle']}"] = round(event.tok_per_s, 2)
                 jobs[i].close()
                 del runs[i]
     return dict(sorted(rates.items(), key=lambda item: int(item[0].split(":")[0])))
@@ -271,7 +270,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--target", default="qwen2.5-coder-1.5b")
     p.add_argument("--draft", default="qwen2.5-coder-0.5b")
     p.add_argument("--oracles", default="none,prompt-lookup,draft")
-    p.add_argument("--k", type=k_value, default=4)
+    p.add_argument("--k", type=k_or_auto, default=4)
     p.add_argument("--max-tokens", type=int, default=2000)
     p.add_argument("--prompt-file", type=Path, default=DEFAULT_PROMPT)
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
@@ -283,6 +282,7 @@ def parse_args() -> argparse.Namespace:
                    help="then run the same lanes without the window and compare tokens/s")
     args = p.parse_args()
     args.temperature = 0.0  # what shot's run reads
+    args.server, args.medusa_heads, args.eagle_head = [], None, None
     return args
 
 

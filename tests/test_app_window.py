@@ -50,6 +50,18 @@ def window(app_env, qtbot):
     return win
 
 
+def test_a_first_start_shows_a_race_that_can_pay(window):
+    """No stored settings: the code-edit sample whose answer copies its function, plain
+    decoding against prompt lookup with auto K, 256 tokens."""
+    from specviz.app.prompt_panel import sample_prompts
+
+    assert window.prompt.prompt() == sample_prompts()["code edit logging"]
+    assert [(c.oracle, c.auto_k) for c in (lane.config() for lane in
+                                            window.board.lanes.values())] == [
+        ("none", False), ("prompt-lookup", True)]
+    assert window.prompt.max_tokens.value() == 256
+
+
 def replay_fully(window, paths):
     player = window.open_replay(paths)
     player.finish()

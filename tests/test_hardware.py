@@ -193,3 +193,12 @@ def test_doctor_replaces_what_was_known_of_a_backend_on_any_device(probe_cache):
     probe.store("torch", probe.ProbeResult("transformers", "auto", "ok"))
     probe.store("llama-auto", probe.ProbeResult("llama", "auto", "ok"), forget_backend=True)
     assert set(json.loads(probe_cache.read_text())) == {"torch", "llama-auto"}
+
+
+@pytest.mark.parametrize(("cores", "headless", "window"), [(1, 1, 1), (2, 2, 2), (4, 4, 3),
+                                                           (16, 16, 15)])
+def test_threads_beside_the_window_leave_a_core_except_on_two(cores, headless, window):
+    from specviz.engines.hardware import compute_threads
+
+    assert compute_threads(cores=cores) == headless
+    assert compute_threads(beside_a_window=True, cores=cores) == window
