@@ -167,7 +167,8 @@ def advice(facts: dict) -> list[str]:
                        f"(logits differ by up to {r.max_logit_diff}); specviz reports where "
                        "a speculative run departs from plain decoding")
     if not facts["profiles"]:
-        out.append("no cost profile yet: specviz profile --target MODEL (auto K needs one)")
+        out.append("no cost profile yet: the first run with --k auto measures one (or "
+                   "specviz profile --target MODEL)")
     return out
 
 
