@@ -279,6 +279,11 @@ class LaneWidget(QFrame):
             self.message.setToolTip("")
         self.message.show()
 
+    def add_note(self, text: str) -> None:
+        """Append a sentence to the lane's line (its end and the note read together)."""
+        shown = self.message.text() if self.message.isVisible() and not self._details else ""
+        self.show_message(f"{shown} · {text}" if shown else text, error=False)
+
     def show_details(self) -> None:
         """The message's details in a window of their own (fixed-width: they hold tables)."""
         if not self._details:

@@ -267,7 +267,7 @@ class MainWindow(QMainWindow):
                 continue
             why = loss_reason(lane.oracle_name(), self.graphs.figures(lane_id), costs)
             if why:
-                lane.show_message(why, error=False)
+                lane.add_note(why)
 
     def _show_costs(self, model: ModelChoice | None = None) -> None:
         """Price the theoretical curves with the target's stored profile, if there is one."""

@@ -58,7 +58,7 @@ class PromptPanel(QWidget):
         self.threads = QSpinBox(minimum=0, maximum=os.cpu_count() or 1,
                                 specialValueText="auto",
                                 toolTip="CPU threads per model (auto: all cores but one, "
-                                        "leaving one to draw)")
+                                        "leaving one to draw; both of two)")
         self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, decimals=2)
         self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=128, singleStep=16)
         self._layout()

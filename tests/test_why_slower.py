@@ -36,6 +36,9 @@ def test_the_sentence_names_the_cost_the_need_and_what_was_reached():
     ("prompt-lookup", {"speedup": 0.8, "acceptance_rate": 0.2}, None, False),  # no profile
     ("none", {"speedup": 0.99, "acceptance_rate": None}, CPU, False),  # plain decoding
     ("draft", {"speedup": 0.8, "acceptance_rate": 0.2}, CPU, False),  # the pair check's job
+    # A batch as cheap as one token: drafting pays at any acceptance, the profile explains
+    # nothing (a tiny model's profile in noise).
+    ("prompt-lookup", {"speedup": 0.8, "acceptance_rate": None}, [1.0, 1.0, 1.4], False),
 ])
 def test_loss_reason_only_where_the_profile_explains_a_loss(oracle, figures, costs, said):
     line = loss_reason(oracle, figures, costs)
