@@ -25,8 +25,9 @@ def _register_shot(sub) -> None:
     p = sub.add_parser("shot", help="render the window after a run or replay and save a PNG",
                        description="Render the window without a person at the screen "
                                    "(works with QT_QPA_PLATFORM=offscreen).")
-    p.add_argument("out", type=Path, metavar="OUT.png")
-    p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="traces to replay")
+    p.add_argument("out", type=Path, nargs="?", metavar="OUT.png")
+    p.add_argument("--replay", nargs="+", type=Path, metavar="FILE",
+                   help="traces to replay (OUT.png may come before or after them)")
     options.add_prompt_args(p)  # a live run of this prompt
     p.add_argument("--oracles", default=None,
                    help="lanes for a live run, comma-separated (default: none,prompt-lookup; "

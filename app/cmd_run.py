@@ -15,6 +15,7 @@ from ..engines.oracles import is_plain
 from ..engines.oracles.none import NoOracle
 from ..engines.run_builder import BuiltLane, build_lane, build_server_lane
 from ..engines.session import RunSettings, Session, warm_up
+from ..engines.text_file import read_text
 from ..engines.trace import TraceWriter
 from . import options
 from .console import EventPrinter, summary_line
@@ -41,11 +42,7 @@ def register(sub) -> None:
 
 def read_prompt(args: argparse.Namespace) -> str:
     if getattr(args, "prompt_file", None):
-        try:
-            return args.prompt_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecvizError(
-                f"cannot read prompt file {args.prompt_file}: {exc.strerror}") from None
+        return read_text(args.prompt_file, "prompt file")
     if getattr(args, "prompt", None) is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
     return args.prompt

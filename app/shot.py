@@ -16,6 +16,7 @@ from PySide6.QtCore import QSettings
 from ..engines.errors import SpecvizError
 from ..engines.oracles import is_plain
 from ..engines.run_spec import SERVER
+from ..engines.trace import read_trace
 from . import exports, options
 from .cmd_run import read_prompt
 from .main_window import MainWindow
@@ -25,10 +26,15 @@ from .runs import LaneConfig, ModelChoice
 from .settings import AppSettings
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+
+
 def take_shot(args: argparse.Namespace) -> int:
+    args.out = picture_name(args)
     if not args.replay and not (args.prompt or args.prompt_file):
         raise SpecvizError("give traces with --replay FILE..., or a prompt with --prompt TEXT "
                            "or --prompt-file F")
+    problems = [p for p in (_readable(path) for path in args.replay or ()) if p]
     app, loop = make_app(offscreen_if_headless=True)
     with tempfile.TemporaryDirectory() as tmp, loop:
         store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
@@ -45,8 +51,29 @@ def take_shot(args: argparse.Namespace) -> int:
         _settle(app, window)
         exports.save_png(window, args.out)
         window.close()
+    if problems:  # the picture shows what was readable; the console says what was not
+        print(f"specviz: {problems[0]}; saved {args.out} with the steps before it",
+              file=sys.stderr)
+        return 2
     print(f"saved {args.out}", file=sys.stderr)
     return status
+
+
+def picture_name(args: argparse.Namespace) -> Path:
+    """OUT.png, also where it was typed after the traces (`--replay a.jsonl out.png`, which
+    argparse reads as one more trace)."""
+    if args.out is not None:
+        return args.out
+    if args.replay and len(args.replay) > 1 and args.replay[-1].suffix.lower() in IMAGE_SUFFIXES:
+        return args.replay.pop()
+    raise SpecvizError("name the picture to save: specviz shot OUT.png --replay TRACE...")
+
+
+def _readable(path: Path) -> str:
+    """"" for a whole trace, the problem of one whose tail is corrupt; a trace with nothing
+    readable (missing, not a trace) stops the shot before anything is drawn or saved."""
+    problem = read_trace(path).problem
+    return str(problem) if problem else ""
 
 
 def _replay(window: MainWindow, paths: list[Path]) -> int:

@@ -25,11 +25,12 @@ from pathlib import Path
 from . import events as ev
 from .backends.base import Backend
 from .compare import check_against_plain
-from .errors import SpecvizError
+from .errors import ContextOverflow, SpecvizError
 from .oracles.base import Oracle
 from .oracles.registry import PLAIN, is_plain
 from .sampling import GREEDY, SamplingParams
 from .session import KPolicy, RunSettings, Session, starting_k, warm_up
+from .text_file import read_text
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")
@@ -123,10 +124,7 @@ def load_questions(path: str | Path, categories: Sequence[str] | None = None,
                    limit: int | None = None) -> list[Question]:
     """Questions from a Spec-Bench JSONL file; `limit` applies per category group."""
     questions, taken = [], {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise SpecvizError(f"cannot read questions {path}: {exc.strerror}") from None
+    lines = read_text(path, "questions", allow_empty=True).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -145,6 +143,17 @@ def load_questions(path: str | Path, categories: Sequence[str] | None = None,
     if not questions:
         raise SpecvizError(f"no questions selected from {path}")
     return questions
+
+
+def check_fits(target: Backend, questions: Iterable[Question]) -> None:
+    """Stop before the first run on a question whose text alone overflows the context (the
+    chat template and earlier turns add more; the session checks those as it goes)."""
+    for q in questions:
+        for turn in q.turns:
+            n = len(target.tokenize(turn, False))
+            if n + 1 > target.n_ctx:
+                raise ContextOverflow(f"question {q.question_id} is {n} tokens but the model's "
+                                      f"context holds {target.n_ctx}; shorten it or leave it out")
 
 
 def run_bench(

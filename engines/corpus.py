@@ -10,6 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from .errors import SpecvizError
+from .text_file import read_text
 
 PAIR_PROMPTS = ("code-edit-scale.txt", "summarise-article.txt", "chat-explain.txt")
 
@@ -43,12 +44,7 @@ def read_prompts(paths: Iterable[Path]) -> list[str]:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecvizError(f"cannot read corpus file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecvizError(f"corpus file {path} is not UTF-8 text") from None
+    return read_text(path, "corpus file", allow_empty=True)
 
 
 def _jsonl_prompts(path: Path) -> list[str]:

@@ -19,6 +19,7 @@ from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
 from .run_spec import SERVER, LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
 from .session import RunSettings, Session, starting_k
+from .text_file import read_text
 
 Say = Callable[[str], None]
 
@@ -118,12 +119,7 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
 def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
     corpus = None
     if lane.oracle == "ngram" and lane.ngram_corpus:
-        try:
-            text = Path(lane.ngram_corpus).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecvizError(f"cannot read n-gram corpus {lane.ngram_corpus}: "
-                               f"{exc.strerror}") from None
-        corpus = target.tokenize(text, False)
+        corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
     try:
         return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
                            min_ngram=lane.min_ngram, corpus_ids=corpus,

@@ -76,11 +76,15 @@ def iter_trace(path: str | Path) -> Iterator[dict[str, Any] | ev.Event]:
         f = path.open(encoding="utf-8")
     except OSError as exc:
         raise TraceError(f"cannot open trace {path}: {exc.strerror}") from None
-    empty = True
+    empty, number = True, 0
     with f:
-        for number, line in enumerate(f, start=1):
-            empty = False
-            yield _parse(path, number, line)
+        try:
+            for number, line in enumerate(f, start=1):
+                empty = False
+                yield _parse(path, number, line)
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}, line {number + 1}: not UTF-8 text"
+                             + (", not a specviz trace" if number == 0 else "")) from None
     if empty:
         raise TraceError(f"{path}: empty file, not a specviz trace")
 

@@ -36,7 +36,7 @@ def why_no_gain(oracle: str, relative: Sequence[float] | None, acceptance: float
         return ""
     k, need = easiest_k(relative, draft_cost)
     cost = f"{k + 1} tokens cost {relative[k]:.1f} one-token steps here"
-    if need is not None and (need < 0.01 or acceptance is not None and acceptance >= need):
+    if need is not None and (need < 0.01 or (acceptance is not None and acceptance >= need)):
         return ""  # drafting would pay here: what was lost is not the cost model's to explain
     reached = ("it proposed nothing that could pay" if acceptance is None
                else f"it reached {acceptance:.0%}")

@@ -428,7 +428,7 @@ def test_train_an_eagle_head_then_run_it_from_the_command_line(capsys, tiny_mode
     assert config["specviz"]["training"]["steps"] == 4
     assert main(["run", "--backend", "transformers", "--target", str(tiny_model_dir),
                  "--oracle", "eagle", "--eagle-head", str(out), "--prompt", "def add(",
-                 "--max-tokens", "12", "--baseline", "--json", "--no-chat"]) == 0
+                 "--max-tokens", "12", "--k", "3", "--baseline", "--json", "--no-chat"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["identical_to_baseline"] and result["oracle"] == "eagle"
     assert main(args) == 0

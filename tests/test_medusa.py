@@ -334,7 +334,7 @@ def test_train_heads_then_run_from_the_command_line(capsys, tiny_model_dir, tmp_
     assert config["training"]["precision"] == "bf16"
     assert main(["run", "--backend", "transformers", "--target", str(tiny_model_dir),
                  "--oracle", "medusa", "--medusa-heads", str(out), "--prompt", "def add(",
-                 "--max-tokens", "12", "--baseline", "--json", "--no-chat"]) == 0
+                 "--max-tokens", "12", "--k", "3", "--baseline", "--json", "--no-chat"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["identical_to_baseline"] and result["oracle"] == "medusa"
     assert main(["train-heads", "--target", str(tiny_model_dir), "--corpus", str(corpus),

@@ -42,6 +42,7 @@ def _llama():
 
 _load_lock = threading.Lock()  # one load at a time: the buffer list and the log are global
 _load_log: list[str] | None = None  # llama.cpp's lines while a model loads
+ERROR_MARK = "\x00error: "  # marks llama.cpp's error lines among a load's lines
 _BUFFER_LINE = re.compile(r"(\S+) model buffer size\s*=\s*([\d.]+) MiB")
 
 
@@ -50,10 +51,10 @@ def _log_errors_only(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     if not text:
         return
     line = text.decode("utf-8", "replace")
-    if level == 4:  # GGML_LOG_LEVEL_ERROR
+    if _load_log is not None:  # a load's lines, errors too: its failure is said in one line
+        _load_log.append(f"{ERROR_MARK}{line}" if level == 4 else line)
+    elif level == 4:  # GGML_LOG_LEVEL_ERROR
         logging.getLogger("specviz.llama").error(line.rstrip())
-    elif _load_log is not None:
-        _load_log.append(line)
 
 
 def _quiet_logs(llama_cpp) -> None:
@@ -402,6 +403,7 @@ def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str
 def _load_model(lib, path: Path, gpu_layers: int) -> tuple[object, dict[str, float]]:
     """The loaded model and the MiB of weights llama.cpp put in each buffer type."""
     global _load_log
+    check_gguf_magic(path)
     params = lib.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
     with _load_lock:
@@ -412,11 +414,32 @@ def _load_model(lib, path: Path, gpu_layers: int) -> tuple[object, dict[str, flo
         finally:
             lines, _load_log = _load_log, None
     if not model:
-        raise BackendError(f"llama.cpp could not load {path}: not a valid GGUF model file")
+        raise BackendError(f"llama.cpp could not load {path}: {load_failure(lines)}")
     buffers: dict[str, float] = {}
     for match in _BUFFER_LINE.finditer("".join(lines)):
         buffers[match[1]] = buffers.get(match[1], 0.0) + float(match[2])
     return model, buffers
+
+
+def check_gguf_magic(path: Path) -> None:
+    """A file that is not a GGUF at all is named before llama.cpp reads it."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise BackendError(f"cannot read model file {path}: {exc.strerror}") from None
+    if not magic:
+        raise BackendError(f"model file {path} is empty")
+    if magic != b"GGUF":
+        raise BackendError(f"{path} is not a GGUF model file (it does not start with GGUF)")
+
+
+def load_failure(lines: list[str]) -> str:
+    """llama.cpp's own reason from a failed load's lines (its first error, the cause, without
+    the names of the functions that passed it on)."""
+    errors = [line[len(ERROR_MARK):].strip() for line in lines if line.startswith(ERROR_MARK)]
+    reason = errors[0].rsplit(": ", 1)[-1] if errors else ""
+    return reason or "not a valid GGUF model file"
 
 
 def _choose_extra_buffers(lib, params) -> None:

@@ -21,6 +21,7 @@ import torch
 from ..backends.hf import TransformersBackend
 from ..corpus import read_prompts
 from ..errors import SpecvizError
+from ..text_file import read_text
 from .heads import lm_head_of
 from .train import Answer, _LayerInputs, split
 
@@ -30,12 +31,15 @@ MIN_CHUNK = 32  # a file's tail shorter than this is left unread
 
 
 def text_files(paths: Iterable[Path]) -> list[Path]:
-    """The readable files among `paths` and the folders in them (searched recursively)."""
+    """The readable files among `paths` and the folders in them (searched recursively); a
+    file named itself must be text (in a folder, one that is not is passed over)."""
     found: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
             found += sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
         elif path.is_file():
+            if path.suffix != ".jsonl":
+                read_text(path, "text to read")
             found.append(path)
         else:
             raise SpecvizError(f"text to read not found: {path}")
