@@ -11,6 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..engines.errors import SpecvizError
+from ..engines.head_floor import will_not_pay
 from ..engines.models import resolve
 from . import options
 
@@ -37,7 +38,9 @@ def register(sub) -> None:
     d.add_argument("--corpus", type=Path, action="append", default=[],
                    help="prompts: a .jsonl file (Spec-Bench questions: first turn; or "
                         "\"prompt\"/\"text\" fields), a text file (one prompt) or a folder of "
-                        "them; repeatable (default: the sample prompts in assets/prompts)")
+                        "them; repeatable (default: the sample prompts in assets/prompts and "
+                        "requests made from Python's standard library: code to edit, explain "
+                        "or test, documentation to summarise)")
     d.add_argument("--tokens", type=int, default=4000,
                    help="tokens the target writes to train on, in all (default: %(default)s)")
     d.add_argument("--max-new", type=int, default=192, help="tokens per answer (%(default)s)")
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engines.backends import load_backend
 
     settings = _settings(args)
-    prompts = _prompts(args.corpus, args.seed, args.samples)
+    prompts = _prompts(args.corpus, args.seed, args.samples, args.tokens // 48 + 16)
     read_files = _read_files(args.read)
     path = resolve(args.target)
     target = load_backend("transformers", path, device=args.device, threads=args.threads)
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     folder = args.out or _default_folder(path, eagle)
     layers = _layers(target) if eagle else None
     answers, gen_seconds = _answers(target, prompts, settings, folder, args.reuse, layers)
+    _say_if_ran_out(answers, len(prompts), settings.tokens)
     reading, read_seconds = _reading(target, read_files, args.read_tokens, folder, args.reuse,
                                      layers, args.seed)
     if args.read_prompts:
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                                               layers)
         reading += prompts_read
         read_seconds = seconds if read_seconds is None else read_seconds + (seconds or 0)
-    facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts"],
+    facts = {"corpus": [str(c) for c in args.corpus] or ["assets/prompts", "python stdlib"],
              "prompts_used": len(answers), "tokens": sum(len(a.tokens) for a in answers),
              "generate_seconds": gen_seconds, "read": [str(r) for r in args.read],
              "read_tokens": sum(len(a.tokens) for a in reading),
@@ -118,10 +122,40 @@ def run(args: argparse.Namespace) -> int:
             bar.refresh()
 
         if eagle:
-            _train_eagle(target, answers, settings, on_step, facts, folder, layers, reading)
+            result = _train_eagle(target, answers, settings, on_step, facts, layers, reading,
+                                  folder)
         else:
-            _train_medusa(target, answers, settings, on_step, facts, folder, reading)
+            result = _train_medusa(target, answers, settings, on_step, facts, reading, folder)
+    save, accuracy = result
+    saved_in = where_to_save(folder, args.out is not None, accuracy,
+                             "--eagle-head" if eagle else "--medusa-heads")
+    save(saved_in)
+    print(f"saved to {saved_in}")
     return 0
+
+
+def where_to_save(folder: Path, asked: bool, accuracy: dict, flag: str) -> Path:
+    """The folder asked for, or the model's own; a head that will not pay goes beside the
+    model's folder instead, so no lane takes it for the model's head without being told."""
+    why = will_not_pay(accuracy)
+    if not why:
+        return folder
+    more = "more written text and steps help (e.g. --tokens 16000 --steps 1500)"
+    if asked:
+        print(f"specviz: {why}; {more}", file=sys.stderr)
+        return folder
+    weak = folder.with_name(f"{folder.name}-below-floor")
+    print(f"specviz: {why}; saved apart, not as the model's head (try it with {flag} {weak}); "
+          f"{more}", file=sys.stderr)
+    return weak
+
+
+def _say_if_ran_out(answers, n_prompts: int, asked: int) -> None:
+    written = sum(len(a.tokens) for a in answers)
+    if written < asked:
+        print(f"specviz: the corpus ran out: its {n_prompts} prompts gave {written} of the "
+              f"{asked} tokens asked; for more, give more prompts with --corpus, or several "
+              "sampled answers to each with --temperature 0.8 --samples 3", file=sys.stderr)
 
 
 def _default_folder(path: Path, eagle: bool) -> Path:
@@ -140,23 +174,25 @@ def _layers(target) -> list[int]:
     return default_layers(int(target.model.config.num_hidden_layers))
 
 
-def _train_medusa(target, answers, settings, on_step, facts, folder: Path, reading) -> None:
+def _train_medusa(target, answers, settings, on_step, facts, reading, folder: Path):
+    """Trained heads, reported: how to save them, and their accuracy figures."""
     from ..engines.medusa import train as tr
     from ..engines.medusa.heads import save_heads
 
     result = tr.train(target, answers, settings, on_step, facts, reading)
-    save_heads(result.heads, result.config, folder)
-    _report(result.config, folder)
+    _report(result.config)
+    return (lambda out: save_heads(result.heads, result.config, out)), result.config.accuracy
 
 
-def _train_eagle(target, answers, settings, on_step, facts, folder: Path, layers,
-                 reading) -> None:
+def _train_eagle(target, answers, settings, on_step, facts, layers, reading, folder: Path):
+    """A trained head, reported (its training state kept in `folder`): how to save it, and
+    its accuracy figures."""
     from ..engines.eagle import train as et
 
     result = et.train(target, answers, settings, on_step, facts, state_dir=folder,
                       layers=layers, reading=reading)
-    et.save(result, target, folder)
-    _report_eagle(result, folder)
+    _report_eagle(result)
+    return (lambda out: et.save(result, target, out)), result.accuracy
 
 
 def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, layers=None):
@@ -284,17 +320,21 @@ def _settings(args: argparse.Namespace):
     return TrainSettings(n_heads=args.heads, epochs=epochs, **common)
 
 
-def _prompts(corpus: list[Path], seed: int, samples: int = 1) -> list[str]:
+def _prompts(corpus: list[Path], seed: int, samples: int = 1, made: int = 0) -> list[str]:
     """The corpus's prompts in a seeded order, each `samples` times in a row (one batch
-    answers them together)."""
+    answers them together). Without a corpus: the sample prompts and `made` more from
+    Python's standard library (engines.stdlib_prompts)."""
     import numpy as np
 
     from ..engines.corpus import bundled_prompts, read_prompts
+    from ..engines.stdlib_prompts import stdlib_prompts
 
     for path in corpus:
         if not path.exists():
             raise SpecvizError(f"corpus not found: {path}")
     prompts = read_prompts(corpus or [bundled_prompts()])
+    if not corpus:
+        prompts += stdlib_prompts(made, seed)
     if len(prompts) < 2:
         raise SpecvizError(f"the corpus holds {len(prompts)} prompt(s); need at least two")
     order = np.random.default_rng(seed).permutation(len(prompts))
@@ -307,7 +347,7 @@ def _data(facts: dict) -> str:
     return f"{wrote} and {facts['read_tokens']} it read" if facts.get("read_tokens") else wrote
 
 
-def _report(config, folder: Path) -> None:
+def _report(config) -> None:
     acc, facts = config.accuracy, config.training
     print(f"trained {config.n_heads} heads on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
@@ -316,10 +356,9 @@ def _report(config, folder: Path) -> None:
     print("head  ahead  top-1   top-5   positions")
     for k, (a1, a5, n) in enumerate(zip(acc["top1"], acc["top5"], acc["positions"]), 1):
         print(f"{k:>4}  {k + 1:>5}  {a1:6.1%}  {a5:6.1%}  {n:>9}")
-    print(f"saved to {folder}")
 
 
-def _report_eagle(result, folder: Path) -> None:
+def _report_eagle(result) -> None:
     acc, facts = result.accuracy, result.training
     print(f"trained an EAGLE head on {_data(facts)} "
           f"({facts['prompts_used']} answers; {facts['steps']} steps, "
@@ -331,4 +370,3 @@ def _report_eagle(result, folder: Path) -> None:
         print(f"{d:>5}  {a:8.1%}  {c:22.1%}  {n:>9}")
     print(f"mean accepted tokens per step, drafting a chain of {len(acc['acceptance'])}: "
           f"{acc['mean_accepted']:.2f}")
-    print(f"saved to {folder}")

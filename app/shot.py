@@ -25,7 +25,6 @@ from .remote_engine import remote_engine
 from .runs import LaneConfig, ModelChoice
 from .settings import AppSettings
 
-
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 
 

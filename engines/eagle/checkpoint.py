@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import SpecvizError
+from ..head_floor import refuse_weak_default
 from ..medusa.heads import TargetId, lm_head_of, target_id
 from .head import EagleHead, HeadShape
 
@@ -89,12 +90,16 @@ def load_head(model: nn.Module, model_path: str | Path, folder: Path | None = No
               ) -> tuple[EagleHead, list[int], dict]:
     """The head in `folder` (default: beside the model), checked against this target, on its
     device and dtype; with the layers it reads and its config. Nothing is loaded on error."""
+    given = folder is not None
     folder = Path(folder) if folder else head_dir(model_path)
     hint = f"train one with: specviz train-heads --kind eagle --target {model_path}"
     if not (folder / CONFIG_FILE).exists():
         raise SpecvizError(f"no EAGLE head in {folder}; {hint}")
     config = read_config(folder)
     _check_target(config, model, model_path, folder, hint)
+    if not given:
+        refuse_weak_default(config.get("specviz", {}).get("accuracy", {}), folder, hint,
+                            "--eagle-head")
     shape = _shape(config, model, folder)
     layers = _layers(config, model, folder)
     state = _read_weights(folder)

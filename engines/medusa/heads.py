@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import SpecvizError
+from ..head_floor import refuse_weak_default
 
 FORMAT = "specviz-medusa-1"
 WEIGHTS_FILE = "heads.safetensors"
@@ -127,6 +128,7 @@ def load_heads(model: nn.Module, model_path: str | Path,
     """The heads trained for this model, on its device and dtype; clear errors otherwise."""
     from safetensors.torch import load_file
 
+    given = folder is not None
     folder = Path(folder) if folder else heads_dir(model_path)
     hint = f"train them with: specviz train-heads --target {model_path}"
     if not (folder / CONFIG_FILE).exists() or not (folder / WEIGHTS_FILE).exists():
@@ -136,6 +138,8 @@ def load_heads(model: nn.Module, model_path: str | Path,
         state = load_file(str(folder / WEIGHTS_FILE))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecvizError(f"cannot read the Medusa heads in {folder}: {exc}; {hint}") from None
+    if not given:
+        refuse_weak_default(config.accuracy or {}, folder, hint, "--medusa-heads")
     mine = target_id(model, model_path)
     if config.target.fingerprint != mine.fingerprint:
         raise SpecvizError(
