@@ -87,7 +87,7 @@ def test_corrupt_model_file_is_one_clear_line(capsys, tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model at all")
     code, _, err = run_cli(capsys, "run", "--target", str(bad), "--prompt", "x")
-    assert code == 2 and "could not load" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "is not a GGUF model file" in err and len(err.strip().splitlines()) == 1
 
 
 def test_k_out_of_range_is_refused(capsys):
