@@ -41,7 +41,7 @@ def register(sub) -> None:
                         "them; repeatable (default: the sample prompts in assets/prompts and "
                         "requests made from Python's standard library: code to edit, explain "
                         "or test, documentation to summarise)")
-    d.add_argument("--tokens", type=int, default=4000,
+    d.add_argument("--tokens", type=int, default=12000,
                    help="tokens the target writes to train on, in all (default: %(default)s)")
     d.add_argument("--max-new", type=int, default=192, help="tokens per answer (%(default)s)")
     d.add_argument("--temperature", type=float, default=0.0,
@@ -71,7 +71,7 @@ def register(sub) -> None:
     length = t.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, default=None, help="optimiser steps")
     length.add_argument("--epochs", type=float, default=None,
-                        help="passes over the training positions (medusa 3, eagle 6)")
+                        help="passes over the training positions (medusa 3, eagle 16)")
     t.add_argument("--batch", type=int, default=None,
                    help="medusa: positions per step (64); eagle: sequences per step (4)")
     t.add_argument("--lr", type=float, default=None,

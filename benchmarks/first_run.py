@@ -10,9 +10,11 @@ Steps, each timed and checked:
    (it fetches the model and measures the cost profile the first time): its speedup line;
 4. the same command again (model and profile now present);
 5. the window: `specviz shot` of the first race under xvfb-run (time from start to a saved
-   picture, an upper bound on time to the first window), where xvfb-run exists.
+   picture, an upper bound on time to the first window), where xvfb-run exists;
+6. with `--train KIND`: `specviz train-heads --kind KIND` with every default (its time and
+   the held-out acceptance of the head's first guess).
 
-    python benchmarks/first_run.py [--keep DIR] [--json FILE]
+    python benchmarks/first_run.py [--keep DIR] [--json FILE] [--train eagle|medusa]
 
 Nothing outside the temporary folder is touched (SPECVIZ_HOME points into it); pip's own
 cache is used, as on a person's machine that installed anything before.
@@ -68,12 +70,21 @@ def speedup_of(stderr: str) -> float | None:
     return float(found[-1]) if found else None
 
 
+def first_guess(stdout: str) -> float | None:
+    """Held-out acceptance of a trained head's first guess, from train-heads' table (EAGLE:
+    depth 1 accepted; Medusa: head 1's top-1)."""
+    found = re.search(r"^\s+1\s+(?:2\s+)?([0-9.]+)%", stdout, re.M)
+    return float(found.group(1)) / 100 if found else None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--torch-spec", default="torch==2.13.0",
                    help="what `pip install` is given for torch (default: %(default)s)")
     p.add_argument("--keep", type=Path, help="work in this folder and keep it")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--train", choices=("eagle", "medusa"),
+                   help="also train heads of this kind with train-heads' defaults")
     args = p.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="specviz-first-run-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -97,6 +108,9 @@ def main() -> int:
             steps["window"] = timed("the window's first race (shot)", [
                 "xvfb-run", "-a", "specviz", "shot", str(work / "first-race.png"),
                 "--prompt-file", str(prompt), "--max-tokens", "256"], env)
+        if args.train:
+            steps["train"] = timed(f"train-heads --kind {args.train} (defaults)",
+                                   ["specviz", "train-heads", "--kind", args.train], env)
     finally:
         figures = {name: {"seconds": s["seconds"], "exit": s["exit"]}
                    for name, s in steps.items()}
@@ -104,6 +118,9 @@ def main() -> int:
             if name in steps:
                 figures[name]["speedup"] = speedup_of(steps[name]["stderr"])
                 figures[name]["last_lines"] = steps[name]["stderr"].strip().splitlines()[-3:]
+        if "train" in steps:
+            figures["train"]["first_guess"] = first_guess(steps["train"]["stdout"])
+            figures["train"]["report"] = steps["train"]["stdout"].strip().splitlines()[:3]
         print(json.dumps(figures, indent=1))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=1) + "\n")

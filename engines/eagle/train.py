@@ -45,7 +45,7 @@ class EagleSettings(TrainSettings):
     batch: int = 4  # sequences per optimiser step
     rows: int = 192  # labelled rows per rollout step that go through the LM head
     lr: float = 3e-4
-    epochs: float = 6.0
+    epochs: float = 16.0  # about 500 steps on the default text: a head worth using in minutes
     checkpoint_every: int = 50  # steps between saves of the training state (resumable)
     draft_vocab: int = 8192  # the tokens it may draft, the answers' commonest (0: all)
     soft: bool = True  # learn the target's whole distribution (over the draft vocabulary)
