@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
 from ..errors import BackendError
 from ..models import home_dir
 from . import small_rows
@@ -28,26 +29,12 @@ _END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<
 
 
 def available_devices() -> list[str]:
-    import torch
-
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices.insert(0, "cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        devices.insert(0, "mps")
-    return devices
+    return torch_devices(DeviceFacts.read())
 
 
 def pick_device(requested: str | None) -> str:
     """`requested` if usable, else the best available (cuda, then mps, then cpu)."""
-    devices = available_devices()
-    if requested in (None, "", "auto"):
-        return "cuda" if "cuda" in devices else devices[0]
-    if requested.split(":")[0] not in devices:
-        raise BackendError(
-            f"device {requested!r} is not available here; available: {', '.join(devices)}"
-        )
-    return requested
+    return torch_device(requested, DeviceFacts.read())
 
 
 class TransformersBackend(Backend):
@@ -368,10 +355,7 @@ class _HiddenRows:
 
 
 def _pick_dtype(torch, device: str, dtype: str | None):
-    if dtype:
-        return getattr(torch, dtype)
-    # float32 on CPU: exact greedy comparisons and no slow half-precision CPU kernels.
-    return torch.float32 if device == "cpu" else torch.float16
+    return getattr(torch, torch_dtype(device, dtype, DeviceFacts.read()))
 
 
 def _load(path: Path, device: str, dtype):

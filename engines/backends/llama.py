@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..device_choice import llama_offload
 from ..errors import BackendError
 from ..hardware import compute_threads, read_cpu
 from . import llama_buffers
@@ -387,17 +388,7 @@ def seq_groups(depths: list[int], visible: list[list[int]]) -> tuple[list[int], 
 
 def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str, int]:
     """llama.cpp runs on the CPU unless it was built with a GPU backend and one is asked for."""
-    gpu = bool(lib.llama_supports_gpu_offload())
-    if device in (None, "", "auto"):
-        device = "gpu" if gpu and n_gpu_layers != 0 else "cpu"
-    if device == "cpu":
-        return "cpu", 0
-    if not gpu:
-        raise BackendError(
-            f"device {device!r} is not available to llama.cpp here (this build has no GPU "
-            "support); available: cpu"
-        )
-    return device, 999 if n_gpu_layers is None else n_gpu_layers
+    return llama_offload(device, n_gpu_layers, bool(lib.llama_supports_gpu_offload()))
 
 
 def _load_model(lib, path: Path, gpu_layers: int) -> tuple[object, dict[str, float]]:

@@ -1,0 +1,66 @@
+"""Device, dtype and layer offload on a machine's facts: a CUDA card with and without
+bfloat16, a Mac, a machine with neither, tested here on whatever this machine is."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.engines.device_choice import (
+    ALL_LAYERS,
+    DeviceFacts,
+    llama_offload,
+    torch_device,
+    torch_devices,
+    torch_dtype,
+)
+from specviz.engines.errors import BackendError
+
+AMPERE = DeviceFacts(cuda=True, cuda_bf16=True)  # A100, H100, RTX 30xx and later
+TURING = DeviceFacts(cuda=True, cuda_bf16=False)  # T4, RTX 20xx: no native bfloat16
+MAC = DeviceFacts(mps=True)
+BARE = DeviceFacts()
+
+
+@pytest.mark.parametrize(("facts", "auto", "dtype"), [
+    (AMPERE, "cuda", "bfloat16"),
+    (TURING, "cuda", "float16"),
+    (MAC, "mps", "float16"),
+    (BARE, "cpu", "float32"),
+])
+def test_auto_picks_the_best_device_and_its_dtype(facts, auto, dtype):
+    assert torch_device(None, facts) == torch_device("auto", facts) == auto
+    assert torch_dtype(auto, None, facts) == dtype
+    assert torch_dtype("cpu", None, facts) == "float32"  # asked for the CPU: exact float32
+    assert torch_dtype(auto, "float32", facts) == "float32"  # --dtype wins
+
+
+def test_a_device_that_is_not_here_is_one_line_naming_those_that_are():
+    assert torch_device("cuda:1", AMPERE) == "cuda:1"
+    assert torch_device("cpu", AMPERE) == "cpu"
+    with pytest.raises(BackendError, match="'cuda' is not available here; available: mps, cpu"):
+        torch_device("cuda", MAC)
+    with pytest.raises(BackendError, match=r"available: cpu$"):
+        torch_device("mps", BARE)
+    assert torch_devices(DeviceFacts(cuda=True, mps=True)) == ["cuda", "mps", "cpu"]
+
+
+@pytest.mark.parametrize(("requested", "layers", "gpu_build", "expected"), [
+    (None, None, True, ("gpu", ALL_LAYERS)),  # a CUDA/Metal build: every layer offloaded
+    ("auto", 12, True, ("gpu", 12)),  # a partial offload as asked
+    (None, 0, True, ("cpu", 0)),  # offload refused: the CPU
+    ("cpu", None, True, ("cpu", 0)),
+    (None, None, False, ("cpu", 0)),  # a CPU build
+])
+def test_llama_offloads_every_layer_where_its_build_can(requested, layers, gpu_build, expected):
+    assert llama_offload(requested, layers, gpu_build) == expected
+
+
+def test_llama_asked_for_a_gpu_its_build_lacks_says_so():
+    with pytest.raises(BackendError, match="this build has no GPU support"):
+        llama_offload("gpu", None, gpu_build=False)
+
+
+def test_this_machines_facts_are_read_and_used():
+    facts = DeviceFacts.read()
+    assert torch_device(None, facts) in torch_devices(facts)
+    assert not facts.cuda_bf16 or facts.cuda
