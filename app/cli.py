@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["gui"])
     try:
         from .cmd_models import fetch_named
+        from .options import settle_backend
 
         fetch_named(args)
+        settle_backend(args)
         return int(args.func(args) or 0)
     except SpecvizError as exc:
         print(f"specviz: {exc}", file=sys.stderr)

