@@ -1,4 +1,5 @@
-"""Fetching a registry model from the window: ask first, then a progress dialog that can cancel.
+"""Fetching a registry model or a Hub name from the window: ask first, then a progress dialog
+that can cancel.
 
 `models.pull` runs on an executor thread; its progress callback crosses to the GUI thread as a
 queued signal. Dialogs are opened non-modally and awaited, never `exec()`ed: a nested event loop
@@ -85,11 +86,10 @@ class FetchDialog(QDialog):
 
 async def fetch(parent: QWidget, name: str, executor: Executor,
                 ask_first: bool = False) -> Path | None:
-    """Fetch registry model `name` with a progress dialog whose Cancel stops it (after a
-    question, with `ask_first`); its path, or None when declined or cancelled."""
-    spec = models.get_spec(name)
+    """Fetch registry model or Hub name `name` with a progress dialog whose Cancel stops it
+    (after a question, with `ask_first`); its path, or None when declined or cancelled."""
     if ask_first and not await ask(parent, "Fetch model",
-                                   f"{name} ({_mb(spec.size)}) is not downloaded yet. "
+                                   f"{name} ({models.size_line(name)}) is not downloaded yet. "
                                    "Fetch it now?"):
         return None
     dialog = FetchDialog(name, parent)

@@ -125,17 +125,15 @@ class LiveRunner(QObject):
     # ------------------------------------------------------------ steps
 
     async def _models_ready(self, request: RunRequest, lanes: dict) -> bool:
-        """Registry models that are not downloaded yet: fetch them, with a progress dialog
-        that can cancel (SPECVIZ_NO_FETCH=1: not fetched, each lane then says how to)."""
+        """Registry models and Hub names that are not downloaded yet: fetch them, with a
+        progress dialog that can cancel (SPECVIZ_NO_FETCH=1: not fetched, each lane then says
+        how to)."""
         if not self.interactive or self.remote is not None or not models.fetch_allowed():
             return True  # a missing model is then each lane's error (a remote engine's own)
-        registry = models.load_registry()
-        wanted = {request.model.target, *(lane.config().draft for lane in lanes.values())}
+        wanted = [request.model.target, *(lane.config().draft for lane in lanes.values())]
         loop = asyncio.get_event_loop()
-        for name in sorted(n for n in wanted if n in registry):
-            self.statusChanged.emit(f"checking {name}…", True)
-            if await loop.run_in_executor(self._executor, models.is_present, registry[name]):
-                continue
+        self.statusChanged.emit("checking the models…", True)
+        for name in await loop.run_in_executor(self._executor, models.missing, wanted):
             self.statusChanged.emit(f"fetching {name}…", True)
             try:
                 if await fetch(self.window, name, self._executor) is None:

@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
         file = menus.addMenu("&File")
         file.addAction(self.open_action)
         file.addAction(self._action("Save traces as JSONL…", self._save_traces, "Ctrl+S"))
+        file.addAction(self._action("Add model folder…", self._ask_model_folder))
         file.addSeparator()
         file.addAction(self._action("Export window PNG…", self._export_window, "Ctrl+E"))
         graphs = file.addMenu("Export graph PNG")
@@ -486,6 +487,21 @@ class MainWindow(QMainWindow):
         if not self.replaying:  # replayed lanes are not the person's set-up
             self.settings.set_lanes(self.board.configs())
         self._set_mode()
+
+    def _ask_model_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder of models")
+        if folder:
+            self.add_model_folder(folder)
+
+    def add_model_folder(self, folder: str) -> None:
+        """Search `folder` for models from now on; the pickers list what it holds."""
+        from .model_combo import local_models
+
+        self.settings.set_model_folders([*self.settings.model_folders(), folder])
+        found = [m for m in local_models(refresh=True) if Path(m.path).is_relative_to(folder)]
+        for combo in [self.prompt.model, *(lane.draft for lane in self.board.lanes.values())]:
+            combo.reload()
+        self.show_status(f"{folder}: {len(found)} model(s) found there")
 
     def _remember_model(self, path: str) -> None:
         self.settings.add_recent_model(path)
