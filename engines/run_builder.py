@@ -8,14 +8,15 @@ owns its backend's cache); the pool shares the weights between lanes of one mode
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import profile as prof
 from .backends.base import Backend
-from .errors import SpecvizError
+from .errors import IncompatibleModels, SpecvizError
 from .model_pool import ModelPool
 from .oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
+from .oracles.draft import CROSS_HINT
 from .run_spec import SERVER, LaneSpec, ModelChoice, RunRequest
 from .sampling import SamplingParams
 from .session import RunSettings, Session, starting_k
@@ -72,7 +73,7 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
                                    "window: pick a draft model in the lane)")
             draft = acquire(pool, request.model, lane.draft_model)
             backends.append(draft)
-        oracle = build_oracle(lane, target, draft)
+        oracle = build_oracle(lane, target, draft, say)
         policy = k_policy(lane, request.model, oracle, target, draft, say)
         session = Session(target, oracle, run_settings, k_policy=policy)
     except BaseException:
@@ -116,7 +117,23 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
     return keys
 
 
-def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
+def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None,
+                 say: Say = lambda _: None) -> Oracle:
+    """The lane's oracle; a draft model whose tokenizer is not the target's is routed to the
+    cross-draft oracle (drafting through text), with the reason said, never run as a draft of
+    the same vocabulary."""
+    try:
+        return _make(lane, target, draft)
+    except IncompatibleModels as exc:
+        if lane.oracle != "draft":
+            raise
+        reason = str(exc).replace(CROSS_HINT, "")
+        say(f"{lane.draft_model} does not share the target's tokenizer ({reason}): this lane "
+            "drafts through text instead (cross-draft)")
+        return _make(replace(lane, oracle="cross-draft", cross_draft=lane.draft), target, draft)
+
+
+def _make(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
     corpus = None
     if lane.oracle == "ngram" and lane.ngram_corpus:
         corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
@@ -210,7 +227,7 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "draft": identify(lane.draft_model) if lane.draft_model else None,
         "backend": target.name,
         "device": target.device,
-        "oracle": lane.oracle,
+        "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
         "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,
                      "seed": request.seed, "chat": request.chat,

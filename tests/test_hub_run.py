@@ -65,3 +65,23 @@ def test_no_fetch_names_the_pull_command(hub_with_models, capsys):
     assert capsys.readouterr().err.strip() == (
         "specviz: org/tiny-GGUF:Q4_0 is not downloaded yet; fetch it with `specviz models pull "
         f"org/tiny-GGUF:Q4_0` (from {hub_with_models.url})")
+
+
+def test_a_hub_draft_with_another_tokenizer_is_routed_to_cross_draft(
+        hub_with_models, tiny_model_dir, tmp_path, capsys):
+    from tests.tiny_model import build_tiny_model
+
+    other = build_tiny_model(tmp_path / "other", seed=1, vocab_size=360,
+                             extra_corpus=("zebra quartz jukebox vexing waltz " * 3,))
+    hub_with_models.repos["org/other-vocab"] = Repo(folder_files(other))
+    trace = tmp_path / "routed.jsonl"
+    assert main(["run", "--target", "org/tiny-llama", "--oracle", "draft",
+                 "--draft", "org/other-vocab", "--k", "3", "--prompt", "def add(",
+                 "--max-tokens", "10", "--baseline", "--json", "--no-chat",
+                 "--trace", str(trace)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["identical_to_baseline"]
+    assert ("org/other-vocab does not share the target's tokenizer (" in captured.err
+            and "this lane drafts through text instead (cross-draft)" in captured.err)
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["oracle"] == "cross-draft" and header["draft"]["hub"]["repo"] == "org/other-vocab"
