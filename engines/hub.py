@@ -191,6 +191,20 @@ def lookup(name: HubName) -> HubModel:
     return _plan(name, info.sha or "", sizes)
 
 
+def is_unreachable(repo: str) -> bool:
+    """One quick question to the Hub (no retries): cannot it be reached at all? huggingface_hub's
+    downloads retry for about 20 s first, too long a wait before another source is tried."""
+    from huggingface_hub import HfApi
+
+    if offline_forced():
+        return True
+    try:
+        HfApi(endpoint=endpoint()).model_info(repo, timeout=10)
+    except Exception as error:  # only whether it was reached matters here
+        return bool({c.__name__ for c in type(error).__mro__} & _OFFLINE_CLASSES)
+    return False
+
+
 def _plan(name: HubName, commit: str, sizes: dict[str, int]) -> HubModel:
     files = sorted(sizes)
     if name.wants_gguf:

