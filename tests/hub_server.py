@@ -33,7 +33,18 @@ def git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+_described: dict[tuple[str, int, int], dict] = {}
+
+
 def describe(path: str, data: bytes) -> dict:
+    """A file's tree entry (hashed once per file: benchmarks serve models of a gigabyte)."""
+    key = (path, id(data), len(data))
+    if key not in _described:
+        _described[key] = _entry(path, data)
+    return _described[key]
+
+
+def _entry(path: str, data: bytes) -> dict:
     entry = {"type": "file", "path": path, "size": len(data), "oid": git_oid(data)}
     if len(data) >= LFS_FROM:
         entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
