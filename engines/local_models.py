@@ -193,9 +193,19 @@ def folder(root: Path) -> Iterator[LocalModel]:
     for config in sorted(_walk(root, MAX_DEPTH, lambda p: p.name == "config.json")):
         model = config.parent
         weights = [p for p in model.iterdir() if p.name.endswith(hub_names.WEIGHTS)]
-        if weights:
+        if weights and not _is_heads(config):
             name = model.relative_to(root).as_posix() if model != root else model.name
             yield LocalModel(name, "transformers", _size(weights), None, FOLDER, model)
+
+
+def _is_heads(config: Path) -> bool:
+    """Heads specviz trained (beside a model, saying so in their config) are not models."""
+    if config.parent.suffix in (".eagle", ".medusa"):
+        return True
+    try:
+        return "specviz" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _relative_ggufs(root: Path, depth: int) -> list[str]:

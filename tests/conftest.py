@@ -83,3 +83,22 @@ def smol_hf(smollm2_path):
     from specviz.engines.backends import load_backend
 
     return load_backend("transformers", smollm2_path, device="cpu")
+
+
+@pytest.fixture
+def app_env(qapp, tmp_path, monkeypatch):
+    """Settings and traces in a temporary folder; a qasync loop as the asyncio loop."""
+    import asyncio
+
+    import qasync
+    from PySide6.QtCore import QSettings
+
+    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
+                      str(tmp_path / "settings"))
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.close()
+    asyncio.set_event_loop(None)

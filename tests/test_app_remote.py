@@ -12,7 +12,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from test_app_run import PROMPT, lane_texts, run_to_end, set_up, tiny
-from test_app_window import app_env  # noqa: F401  (a fixture, used by name)
 from test_engine_crash import kill_mid_run
 from test_serve import served  # noqa: F401  (a fixture, used by name)
 

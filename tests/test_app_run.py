@@ -12,7 +12,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from step_factory import make_step
-from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
+from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.app.checks import time_left
 from specviz.app.runs import LaneConfig, ModelChoice, gui_threads, profile_costs, traces_dir

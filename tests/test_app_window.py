@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
 from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
@@ -22,22 +21,6 @@ pytestmark = pytest.mark.gui
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "small_trace.jsonl"  # smollm2-135m, prompt-lookup, K=4, 64 tokens
 PLAIN = DATA / "small_trace_plain.jsonl"  # the same prompt decoded plainly
-
-
-@pytest.fixture
-def app_env(qapp, tmp_path, monkeypatch):
-    """Settings and traces in a temporary folder; a qasync loop as the asyncio loop."""
-    import qasync
-
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
-                      str(tmp_path / "settings"))
-    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
-    loop = qasync.QEventLoop(qapp)
-    asyncio.set_event_loop(loop)
-    yield loop
-    loop.close()
-    asyncio.set_event_loop(None)
 
 
 @pytest.fixture

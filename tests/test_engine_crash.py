@@ -12,7 +12,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from test_app_run import finish, lane_texts, run_to_end, set_up, tiny
-from test_app_window import app_env, window  # noqa: F401  (fixtures, used by name)
+from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.app.runs import LaneConfig, ModelChoice
 from specviz.engines import events as ev

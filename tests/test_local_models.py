@@ -65,6 +65,9 @@ def machine(tmp_path, monkeypatch):
     (mine / "hf-model").mkdir(parents=True)
     (mine / "hf-model" / "config.json").write_text("{}")
     (mine / "hf-model" / "model.safetensors").write_bytes(b"w" * 50)
+    (mine / "m.eagle").mkdir()  # heads specviz trained: not a model
+    (mine / "m.eagle" / "config.json").write_text('{"specviz": {}}')
+    (mine / "m.eagle" / "model.safetensors").write_bytes(b"h")
     (mine / "deep" / "er").mkdir(parents=True)
     (mine / "deep" / "er" / "x.BF16.gguf").write_bytes(GGUF)
     env = {"LLAMA_CACHE": str(llama), "OLLAMA_MODELS": str(ollama_store(tmp_path / "ollama"))}

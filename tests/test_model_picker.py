@@ -3,12 +3,10 @@ typed in, a folder added; a Hub name fetched through the window's progress dialo
 
 from __future__ import annotations
 
-import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings
 
 from specviz.app import model_combo
 from specviz.app.model_combo import BROWSE, HUB, ModelCombo
@@ -22,23 +20,15 @@ FOUND = [LocalModel("llama3.2:1b", "gguf", 1_300_000_000, "Q4_K_M", "Ollama",
 
 
 @pytest.fixture
-def app_env(qapp, tmp_path, monkeypatch):
-    import qasync
-
-    QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
-                      str(tmp_path / "settings"))
-    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
+def app_env(app_env, tmp_path, monkeypatch):
+    """The window's test set-up (settings and specviz home in a temporary folder), and no tool's
+    store of this machine: the pickers list only what a test lays out."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # no LM Studio, Ollama of this machine
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
     monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "llama"))
     monkeypatch.delenv("OLLAMA_MODELS", raising=False)
     monkeypatch.setattr(model_combo, "_found", None)
-    loop = qasync.QEventLoop(qapp)
-    asyncio.set_event_loop(loop)
-    yield loop
-    loop.close()
-    asyncio.set_event_loop(None)
+    return app_env
 
 
 def texts(combo: ModelCombo) -> list[str]:
