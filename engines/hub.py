@@ -162,13 +162,14 @@ def identify(name: HubName, path: Path) -> dict:
     """What a trace records of a Hub model: repo, revision, files and their SHA-256 (never a
     token)."""
     snapshot = path if path.is_dir() else _snapshot(name) or path.parent
-    files = ([path.relative_to(snapshot).as_posix()] if path.is_file()
-             else hub_names.transformers_files(_files_in(snapshot)))
+    present = _files_in(snapshot)
     if path.is_file():
-        files = hub_names.split_parts(files[0], _files_in(snapshot))
+        files = hub_names.split_parts(path.relative_to(snapshot).as_posix(), present)
+    else:
+        files = hub_names.transformers_files(present)
     hashes = {f: sha256_of_cached(snapshot / f) for f in files}
     size = sum((snapshot / f).stat().st_size for f in files if (snapshot / f).exists())
-    main = hashes.get(files[0]) if path.is_file() else None
+    main = hashes[files[0]] if path.is_file() else None
     return {"name": str(name), "path": str(path), "size": size, "sha256": main,
             "hub": {"repo": name.repo, "revision": snapshot.name, "files": hashes}}
 
@@ -265,7 +266,7 @@ def _first_line(error: BaseException) -> str:
 def pull(name: HubName, progress=None, cancel: threading.Event | None = None) -> Path:
     """Fetch what `name` needs into the Hub cache (unless there) and return its path.
     `progress(done, total, message)` as for registry models; `cancel` kills the download."""
-    from .models import DownloadCancelled, _run, _tree_size
+    from .download_process import DownloadCancelled, run_killable, tree_size
 
     try:
         model = lookup(name)
@@ -277,20 +278,22 @@ def pull(name: HubName, progress=None, cancel: threading.Event | None = None) ->
             progress(1, 1, "offline: using the cached copy")
         return path
     done_before = _present_bytes(model)
+    if done_before == model.total and (path := cached(name)) is not None:
+        return path  # this commit's files are all here: no download to start
     blobs = repo_folder(name.repo) / "blobs"
-    start = _tree_size(blobs) if blobs.is_dir() else 0
+    start = tree_size(blobs) if blobs.is_dir() else 0
     message = f"downloading {len(model.files)} file(s) of {name.repo}"
 
     def tick(_: list[str]) -> None:
         if progress:
-            now = _tree_size(blobs) if blobs.is_dir() else 0
+            now = tree_size(blobs) if blobs.is_dir() else 0
             progress(min(done_before + now - start, model.total), model.total, message)
 
     command = [sys.executable, "-m", "specviz.engines.hub", "download", str(name),
                name.revision or "main", *model.files]
     env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_ENDPOINT": endpoint(),
            "HF_HUB_CACHE": str(cache_root())}
-    returncode, output = _run(command, env, cancel or threading.Event(), tick)
+    returncode, output = run_killable(command, env, cancel or threading.Event(), tick)
     if returncode != 0:
         marked = [line[len(_ERROR_MARK):] for line in output if line.startswith(_ERROR_MARK)]
         raise ModelError(marked[-1] if marked else f"download of {name} failed: "

@@ -15,27 +15,30 @@ Any other model name is a local path or a Hub name (engines/hub.py, engines/hub_
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import zipfile
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 import platformdirs
 
 from specviz.engines import hub, hub_names
+from specviz.engines.download_process import (
+    DownloadCancelled,
+    DownloadError,
+    run_killable,
+    tree_size,
+)
 from specviz.engines.errors import ModelError
 
 try:
@@ -50,25 +53,12 @@ ByteCallback = Callable[[int], None]
 """Bytes a downloader has received so far for the file it is fetching."""
 
 _CHUNK = 1 << 20
-_TICK_S = 0.1
 _OFFLINE_MARKERS = re.compile(
     r"NewConnectionError|Failed to establish a new connection|ConnectError|ConnectionError"
     r"|ConnectTimeout|ProxyError|Max retries exceeded|Temporary failure in name resolution"
     r"|Name or service not known|Network is unreachable|LocalEntryNotFoundError|timed out"
 )
 _RAW_PROGRESS = re.compile(r"Progress (\d+) of (\d+)")
-
-
-class DownloadError(ModelError):
-    """One source could not deliver a file; `offline` when it could not be reached at all."""
-
-    def __init__(self, message: str, offline: bool = False) -> None:
-        super().__init__(message)
-        self.offline = offline
-
-
-class DownloadCancelled(ModelError):
-    """The caller's cancel event was set; temporary files are gone."""
 
 
 @dataclass(frozen=True)
@@ -298,8 +288,9 @@ def side_folder(model_path: str | os.PathLike[str], kind: str) -> Path:
     elif path.parent.name == "blobs":
         path = home_dir("cache") / "heads" / path.name
         return path / kind
-    is_folder = not path.suffix.lower() == ".gguf"
-    return path / kind if is_folder else path.parent / f"{path.stem}.{kind}"
+    if path.suffix.lower() == ".gguf":
+        return path.parent / f"{path.stem}.{kind}"
+    return path / kind
 
 
 def fetch_allowed() -> bool:
@@ -545,9 +536,9 @@ def pip_download(
     env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
 
     def tick(lines: list[str]) -> None:
-        on_bytes(_raw_progress(lines) if raw else _tree_size(tmp))
+        on_bytes(_raw_progress(lines) if raw else tree_size(tmp))
 
-    returncode, output = _run(command, env, cancel, tick)
+    returncode, output = run_killable(command, env, cancel, tick)
     if returncode != 0:
         offline = _looks_offline(output)
         reason = "the package index could not be reached" if offline else _last_error(output)
@@ -578,7 +569,7 @@ def hf_download(
     folder.mkdir(exist_ok=True)
     command = [sys.executable, "-c", _HF_SCRIPT, source.repo, source.filename, str(folder)]
     env = {**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    returncode, output = _run(command, env, cancel, lambda _: on_bytes(_tree_size(folder)))
+    returncode, output = run_killable(command, env, cancel, lambda _: on_bytes(tree_size(folder)))
     if returncode != 0:
         offline = _looks_offline(output)
         reason = "the Hub could not be reached" if offline else _last_error(output)
@@ -586,38 +577,6 @@ def hf_download(
             f"Hugging Face download of {source.repo}/{source.filename} failed: {reason}", offline
         )
     return folder / source.filename
-
-
-def _run(
-    command: list[str],
-    env: dict[str, str],
-    cancel: threading.Event,
-    tick: Callable[[list[str]], None],
-) -> tuple[int, list[str]]:
-    """Run a command, calling `tick(its recent output lines)` until it ends or `cancel` is set."""
-    output: deque[str] = deque(maxlen=200)
-    process = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, errors="replace",
-    )  # fmt: skip
-    reader = threading.Thread(target=_collect, args=(process.stdout, output), daemon=True)
-    reader.start()
-    try:
-        while process.poll() is None:
-            if cancel.wait(_TICK_S):
-                raise DownloadCancelled("download cancelled")
-            tick(list(output))  # a snapshot: the reader thread keeps appending
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        reader.join()
-    return process.returncode, list(output)
-
-
-def _collect(stream: IO[str], output: deque[str]) -> None:
-    for line in stream:
-        output.append(line.rstrip())
 
 
 def _pip_has_raw_progress() -> bool:
@@ -635,16 +594,6 @@ def _raw_progress(lines: list[str]) -> int:
         if match := _RAW_PROGRESS.search(line):
             return int(match.group(1))
     return 0
-
-
-def _tree_size(folder: Path) -> int:
-    """Bytes in a folder that a downloader is busy changing (os.walk skips vanished folders)."""
-    total = 0
-    for root, _, names in os.walk(folder):
-        for name in names:
-            with contextlib.suppress(OSError):  # removed meanwhile
-                total += os.stat(os.path.join(root, name)).st_size
-    return total
 
 
 def _looks_offline(lines: list[str]) -> bool:

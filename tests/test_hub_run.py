@@ -34,19 +34,23 @@ def hub_with_models(tiny_model_dir, tmp_path, monkeypatch):
         yield server
 
 
+def run_draft_lane(draft: str, trace: Path) -> int:
+    """A draft lane on the Hub target, against plain decoding, its trace written."""
+    return main(["run", "--target", "org/tiny-llama", "--oracle", "draft", "--draft", draft,
+                 "--k", "3", "--prompt", "def add(", "--max-tokens", "10", "--baseline",
+                 "--json", "--no-chat", "--trace", str(trace)])
+
+
 def test_a_transformers_pair_by_hub_names(hub_with_models, tmp_path, capsys):
     trace = tmp_path / "run.jsonl"
-    assert main(["run", "--target", "org/tiny-llama", "--oracle", "draft",
-                 "--draft", "org/tiny-llama", "--k", "3", "--prompt", "def add(",
-                 "--max-tokens", "10", "--baseline", "--json", "--no-chat",
-                 "--trace", str(trace)]) == 0
+    assert run_draft_lane("org/tiny-llama", trace) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     assert result["identical_to_baseline"] and result["oracle"] == "draft"
     assert "org/tiny-llama is not downloaded yet; fetching it" in captured.err
     text = trace.read_text()
     header = json.loads(text.splitlines()[0])
-    target = header["models"]["target"] if "models" in header else header["target"]
+    target = header["target"]
     assert target["hub"]["repo"] == "org/tiny-llama" and len(target["hub"]["revision"]) == 40
     assert TOKEN not in text + captured.out + captured.err
 
@@ -75,10 +79,7 @@ def test_a_hub_draft_with_another_tokenizer_is_routed_to_cross_draft(
                              extra_corpus=("zebra quartz jukebox vexing waltz " * 3,))
     hub_with_models.repos["org/other-vocab"] = Repo(folder_files(other))
     trace = tmp_path / "routed.jsonl"
-    assert main(["run", "--target", "org/tiny-llama", "--oracle", "draft",
-                 "--draft", "org/other-vocab", "--k", "3", "--prompt", "def add(",
-                 "--max-tokens", "10", "--baseline", "--json", "--no-chat",
-                 "--trace", str(trace)]) == 0
+    assert run_draft_lane("org/other-vocab", trace) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["identical_to_baseline"]
     assert ("org/other-vocab does not share the target's tokenizer (" in captured.err

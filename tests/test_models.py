@@ -18,6 +18,7 @@ import pytest
 
 from specviz.app import cmd_models
 from specviz.engines import models
+from specviz.engines.download_process import run_killable
 from specviz.engines.errors import ModelError
 from specviz.engines.models import (
     DownloadCancelled,
@@ -299,7 +300,7 @@ def test_cancel_kills_the_download_process_promptly() -> None:
     threading.Timer(0.2, cancel.set).start()
     started = time.monotonic()
     with pytest.raises(DownloadCancelled):
-        models._run(
+        run_killable(
             [sys.executable, "-c", "import time; time.sleep(30)"],
             dict(os.environ),
             cancel,
