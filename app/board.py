@@ -19,9 +19,8 @@ from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
 from .board_model import BoardModel, k_label
 from .lane import LaneWidget
-from .runs import LaneConfig
+from .runs import MAX_LANES, LaneConfig
 
-MAX_LANES = 4
 DRAIN_MS = 16
 # The graphs take tens of milliseconds to repaint on a small CPU; redrawn at most this often,
 # they keep the GUI thread free for the token views (measured: benchmarks/gui_responsiveness.py).

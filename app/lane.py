@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -116,7 +117,7 @@ class LaneWidget(QFrame):
         self.trace_path = None  # where this lane's run was recorded or replayed from
         self._replay_title: str | None = None
         self._replay_oracle: str | None = None
-        self._heads: dict = {}  # trained heads' folders given with the config (no control)
+        self._given = config  # what config() keeps of the settings without a control here
         self.colour = colour
         self.title = QLabel()
         self.oracle = QComboBox()
@@ -177,22 +178,28 @@ class LaneWidget(QFrame):
         return self._replay_oracle or self.oracle.currentText()
 
     def config(self) -> LaneConfig:
+        """The lane's settings: what the controls show over what it was given (knobs, n-gram
+        sizes, heads folders and server details have no control here and are kept)."""
         oracle = self.oracle.currentText()
-        return LaneConfig(oracle, self.k.value(),
-                          self.draft.model() if oracle in DRAFT_ORACLES else None,
-                          self.exit_layer.value() if _has_exit_layer(oracle) else 0,
-                          self.k.is_auto() and oracle != SERVER,
-                          server=self.server.text().strip() or None if oracle == SERVER
-                          else None, **self._heads)
+        given = self._given
+        knobs = given.knobs if oracle == given.oracle else {
+            name: value for name, value in given.knobs.items()
+            if oracle in ORACLES and oracle_info(oracle).setting(name) is not None}
+        return replace(given, oracle=oracle, k=self.k.value(),
+                       draft=self.draft.model() if oracle in DRAFT_ORACLES else None,
+                       exit_layer=self.exit_layer.value() if _has_exit_layer(oracle) else 0,
+                       auto_k=self.k.is_auto() and oracle != SERVER,
+                       server=self.server.text().strip() or None if oracle == SERVER else None,
+                       knobs=knobs)
 
     def set_config(self, config: LaneConfig) -> None:
+        self._given = config
         self.oracle.setCurrentText(config.oracle)
         self.k.setValue(max(1, config.k))
         self.k.set_auto(config.auto_k)
         self.draft.set_model(config.draft)
         self.exit_layer.setValue(config.exit_layer)
         self.server.setText(config.server or "")
-        self._heads = {"medusa_heads": config.medusa_heads, "eagle_head": config.eagle_head}
         self._on_oracle(config.oracle)
 
     def set_colour(self, colour: str) -> None:

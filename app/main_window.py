@@ -30,7 +30,7 @@ from ..widgets.palette import DARK, THEMES, Theme, high_contrast
 from ..widgets.plot_style import TEXT_PT
 from ..widgets.tree_view import TreeView
 from . import exports
-from .board import MAX_LANES, LaneBoard
+from .board import LaneBoard
 from .checks import Checks
 from .fetch import FetchDialog
 from .key_dialog import ServerKeyDialog
@@ -41,7 +41,7 @@ from .prompt_panel import PromptPanel, first_prompt
 from .remote_engine import RemoteEngine
 from .replay import ReplayPlayer
 from .replay_control import ReplayControl
-from .runs import LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
+from .runs import MAX_LANES, LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
 from .settings import AppSettings
 from .theme import apply_theme
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from .board import MAX_LANES, LaneBoard
+from .board import LaneBoard
 from .replay import ReplayPlayer, load_trace
-from .runs import LaneConfig
+from .runs import MAX_LANES, LaneConfig
 
 
 class ReplayControl(QObject):

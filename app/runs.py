@@ -15,8 +15,9 @@ from ..engines.hardware import compute_threads
 from ..engines.run_spec import LaneSpec, ModelChoice, RunRequest
 
 LaneConfig = LaneSpec  # a lane's settings, as the lane widget edits them
+MAX_LANES = 4  # lanes side by side in the window
 
-__all__ = ["LaneConfig", "ModelChoice", "RunRequest", "gui_threads", "new_trace_path",
+__all__ = ["MAX_LANES", "LaneConfig", "ModelChoice", "RunRequest", "gui_threads", "new_trace_path",
            "profile_costs", "traces_dir"]
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import asdict
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow
 
-from .runs import LaneConfig, ModelChoice
+from ..engines.run_spec import lane_from_dict
+from .runs import MAX_LANES, LaneConfig, ModelChoice
 
 # The first race: plain decoding against prompt lookup with auto K, which declines to draft
 # where drafting cannot pay on this machine (a fixed K loses on most CPUs).
@@ -59,18 +61,18 @@ class AppSettings:
     # ------------------------------------------------------------ lanes
 
     def lanes(self) -> list[LaneConfig]:
+        """The lanes as they were left, every setting of each (read as a run spec's lanes
+        are, so a field added to LaneSpec is remembered without a change here)."""
         stored = self._json("lanes/configs", None)
-        if not stored:
+        if not stored or not isinstance(stored, list):
             return list(DEFAULT_LANES)
         try:
-            return [LaneConfig(d["oracle"], int(d["k"]), d.get("draft"),
-                               int(d.get("exit_layer", 0)), bool(d.get("auto_k")))
-                    for d in stored][:4]
-        except (KeyError, TypeError, ValueError):
+            return [lane_from_dict(d) for d in stored][:MAX_LANES]
+        except (KeyError, TypeError, ValueError, AttributeError):
             return list(DEFAULT_LANES)
 
     def set_lanes(self, lanes: list[LaneConfig]) -> None:
-        self._set_json("lanes/configs", [lane.__dict__ for lane in lanes])
+        self._set_json("lanes/configs", [asdict(lane) for lane in lanes])
 
     # ------------------------------------------------------------ view
 

@@ -93,12 +93,17 @@ def from_dict(data: dict) -> RunSpec:
     req["stop"] = tuple(req.get("stop") or ())
     if req.get("typical") is not None:
         req["typical"] = tuple(req["typical"])
-    lanes = {str(lane_id): LaneSpec(**_known(LaneSpec, lane))
-             for lane_id, lane in data["lanes"].items()}
+    lanes = {str(lane_id): lane_from_dict(lane) for lane_id, lane in data["lanes"].items()}
     spec = RunSpec(RunRequest(model=model, **req), lanes)
-    for part in (spec.request, *lanes.values()):
-        _check_types(part)
+    _check_types(spec.request)
     return spec
+
+
+def lane_from_dict(data: dict) -> LaneSpec:
+    """A lane as JSON carried it; unknown keys are ignored, wrong types fail (ValueError)."""
+    lane = LaneSpec(**_known(LaneSpec, data))
+    _check_types(lane)
+    return lane
 
 
 def model_from_dict(data: dict) -> ModelChoice:

@@ -19,6 +19,14 @@ from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
 from tiny_model import build_tiny_model
 
 
+def pytest_collection_modifyitems(items):
+    """A test that uses the real smollm2 (its fixture, directly or through another) carries the
+    `model` mark, so `-m "not model"` leaves out every one of them."""
+    for item in items:
+        if "smollm2_path" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_collection_off_the_main_thread():
     """Python collects garbage in whichever thread allocates: an engine thread (or tqdm's

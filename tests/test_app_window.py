@@ -219,12 +219,20 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 def test_settings_round_trip(app_env, qtbot, tmp_path):
     from specviz.app.main_window import MainWindow
     from specviz.app.runs import LaneConfig
+    from specviz.engines.run_spec import SERVER
 
     first = MainWindow()
     qtbot.addWidget(first)
     first.board.remove_all()
     first.add_lane(LaneConfig("none"))
     first.add_lane(LaneConfig("draft", 7, "/models/draft.gguf"))
+    # Settings without a control in the lane are kept too (they were lost at restart).
+    remembered = [LaneConfig("tree", 5, "/models/draft.gguf", knobs={"split": 0.3, "budget": 9}),
+                  LaneConfig("medusa", 3, auto_k=True, medusa_heads="/heads/m"),
+                  LaneConfig(SERVER, server="http://127.0.0.1:9", server_engine="vllm",
+                             api_key_env="KEY", server_source="draft")]
+    first.add_lane(remembered[0])
+    first.add_lane(remembered[1])
     first.set_theme("light")
     first.prompt.max_tokens.setValue(77)
     first.prompt.threads.setValue(1)
@@ -236,7 +244,16 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
     second = MainWindow()
     qtbot.addWidget(second)
     assert second.board.configs() == [LaneConfig("none", 4),
-                                      LaneConfig("draft", 7, "/models/draft.gguf")]
+                                      LaneConfig("draft", 7, "/models/draft.gguf"),
+                                      *remembered[:2]]
+    second.board.remove_all()
+    for config in (LaneConfig("ngram", max_ngram=5, min_ngram=2), remembered[2]):
+        second.add_lane(config)
+    second.close()
+    third = MainWindow()
+    qtbot.addWidget(third)
+    assert third.board.configs() == [LaneConfig("ngram", max_ngram=5, min_ngram=2),
+                                     remembered[2]]
     assert second.theme.name == "light"
     assert second.prompt.max_tokens.value() == 77
     assert second.prompt.model_choice().threads == 1
