@@ -1,3 +1,3 @@
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 
 raise SystemExit(main())

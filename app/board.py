@@ -14,12 +14,13 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ..engines import events as ev
+from ..engines.host.run_spec import LaneSpec
 from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
 from .board_model import BoardModel, k_label
-from .lane import LaneWidget
-from .runs import MAX_LANES, LaneConfig
+from .lane_widget import LaneWidget
+from .runs import MAX_LANES
 
 DRAIN_MS = 16
 # The graphs take tens of milliseconds to repaint on a small CPU; redrawn at most this often,
@@ -59,7 +60,7 @@ class LaneBoard(QWidget):
 
     # ------------------------------------------------------------ lanes
 
-    def add_lane(self, config: LaneConfig) -> LaneWidget | None:
+    def add_lane(self, config: LaneSpec) -> LaneWidget | None:
         if len(self.lanes) >= MAX_LANES:
             return None
         lane_id = self.model.add(config).lane_id
@@ -95,7 +96,7 @@ class LaneBoard(QWidget):
         for lane_id in list(self.lanes):
             self.remove_lane(lane_id)
 
-    def configs(self) -> list[LaneConfig]:
+    def configs(self) -> list[LaneSpec]:
         return [state.config for state in self.model.lanes.values()]
 
     def state(self, lane_id: str):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engines import events as ev
+from ..engines.host.run_spec import LaneSpec
 from ..engines.oracles import is_plain
-from .runs import LaneConfig
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 
@@ -17,7 +17,7 @@ TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 @dataclass
 class LaneState:
     lane_id: str
-    config: LaneConfig
+    config: LaneSpec
     steps: list[ev.StepEvent] = field(default_factory=list)
     summary: ev.SummaryEvent | None = None
     max_tokens: int | None = None  # the run's budget: tells a K cut at the end from a change
@@ -85,7 +85,7 @@ class BoardModel:
         self.lanes: dict[str, LaneState] = {}
         self._next_id = 1
 
-    def add(self, config: LaneConfig) -> LaneState:
+    def add(self, config: LaneSpec) -> LaneState:
         lane = LaneState(f"lane{self._next_id}", config)
         self._next_id += 1
         self.lanes[lane.lane_id] = lane

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QProgressBar
 
+from ..engines.cost.profile import time_left
+from ..engines.host.run_spec import ModelChoice
 from ..engines.oracles import DRAFT_ORACLES
-from ..engines.pair_text import render
-from ..engines.profile import time_left
+from ..engines.pair.text import render
 from .board import LaneBoard
-from .lane import LaneWidget
+from .lane_widget import LaneWidget
 from .live import LiveRunner
-from .runs import ModelChoice
 from .tasks import EngineTasks
 
 STAGES = {"answers": "the target answers", "profile": "profiling this machine",

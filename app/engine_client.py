@@ -1,7 +1,7 @@
 """The window's side of an engine process: start it, send it messages, hear what it says.
 
 QProcess delivers the engine's output on the GUI thread as it comes, so no thread of ours
-waits on the pipe; each line is one engines.protocol message, passed on as a signal. When the
+waits on the pipe; each line is one engines.host.protocol message, passed on as a signal. When the
 process ends unasked (a signal, out of memory), `died` says so in one line, and the next
 `ensure_started` starts a fresh one. app.remote_engine speaks to an engine on another
 machine the same way.
@@ -14,9 +14,9 @@ from collections import deque
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
-from ..engines import protocol
 from ..engines.errors import SpecvizError
-from ..engines.exit_line import death_line
+from ..engines.host import protocol
+from ..engines.host.exit_line import death_line
 
 STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 
@@ -77,7 +77,7 @@ class EngineClient(EngineLink):
         proc.readyReadStandardOutput.connect(self._read)
         proc.readyReadStandardError.connect(self._read_stderr)
         proc.finished.connect(self._finished)
-        proc.start(sys.executable, ["-m", "specviz.engines.engine_process"])
+        proc.start(sys.executable, ["-m", "specviz.engines.host.engine_process"])
         if not proc.waitForStarted(30_000):
             raise SpecvizError(f"the engine process did not start: {proc.errorString()}")
 

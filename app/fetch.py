@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines import models
+from ..engines.models import registry as models
 
 
 def _mb(n: int) -> str:

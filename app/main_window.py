@@ -22,8 +22,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
-from ..engines.why_slower import loss_reason
+from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
 from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
 from ..widgets.palette import DARK, THEMES, Theme, high_contrast
@@ -34,14 +35,13 @@ from .board import LaneBoard
 from .checks import Checks
 from .fetch import FetchDialog
 from .key_dialog import ServerKeyDialog
-from .lane import LaneWidget, editor_range
+from .lane_widget import LaneWidget, editor_range
 from .live import LiveRunner
-from .options import DEFAULT_TARGET
 from .prompt_panel import PromptPanel, first_prompt
 from .remote_engine import RemoteEngine
 from .replay import ReplayPlayer
 from .replay_control import ReplayControl
-from .runs import MAX_LANES, LaneConfig, ModelChoice, RunRequest, profile_costs, traces_dir
+from .runs import DEFAULT_TARGET, MAX_LANES, profile_costs, traces_dir
 from .settings import AppSettings
 from .theme import apply_theme
 
@@ -118,9 +118,9 @@ class MainWindow(QMainWindow):
         self.stop_action = a("Stop", self.stop, "Esc")
         self.pause_action = a("Pause", self._on_pause, "Ctrl+P", checkable=True)
         self.add_lane_action = a("Add lane", lambda: self.add_lane(
-            LaneConfig("prompt-lookup", auto_k=True)))
+            LaneSpec("prompt-lookup", auto_k=True)))
         self.add_plain_action = a("Add plain-decoding lane",
-                                  lambda: self.add_lane(LaneConfig("none")))
+                                  lambda: self.add_lane(LaneSpec("none")))
         self.open_action = a("Open trace…", self._ask_open_traces, QKeySequence.StandardKey.Open)
         self.live_action = a("Back to live lanes", self.leave_replay)
         self.play_action = a("Play", self.replay.toggle, "Space", checkable=True)
@@ -215,7 +215,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ lanes and runs
 
-    def add_lane(self, config: LaneConfig) -> LaneWidget | None:
+    def add_lane(self, config: LaneSpec) -> LaneWidget | None:
         lane = self.board.add_lane(config)
         if lane is None:
             self.show_status(f"at most {MAX_LANES} lanes")
@@ -226,7 +226,7 @@ class MainWindow(QMainWindow):
         self._set_mode()
         return lane
 
-    def _add_lanes(self, configs: list[LaneConfig]) -> None:
+    def _add_lanes(self, configs: list[LaneSpec]) -> None:
         for config in configs:
             self.add_lane(config)
 

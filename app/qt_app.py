@@ -21,7 +21,7 @@ def has_display() -> bool:
 def check_system_libs() -> None:
     """Fail with one line naming the missing libraries (and the command that installs them)
     before Qt loads; Qt itself would abort the process with a message that names none."""
-    from ..engines import display_libs
+    from ..engines.machine import display_libs
 
     if not display_libs.needed() or os.environ.get("SPECVIZ_SKIP_LIB_CHECK"):
         return

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QAbstractSocket, QTcpSocket
 
-from ..engines import protocol
 from ..engines.errors import SpecvizError
-from ..engines.serve import TOKEN_ENV, Address
+from ..engines.host import protocol
+from ..engines.host.relay import TOKEN_ENV, Address
 from .engine_client import EngineLink
 
 CONNECT_MS = 5000

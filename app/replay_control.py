@@ -7,9 +7,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from ..engines.host.run_spec import LaneSpec
 from .board import LaneBoard
 from .replay import ReplayPlayer, load_trace
-from .runs import MAX_LANES, LaneConfig
+from .runs import MAX_LANES
 
 
 class ReplayControl(QObject):
@@ -34,7 +35,7 @@ class ReplayControl(QObject):
         for trace in (load_trace(p) for p in paths[:MAX_LANES]):
             header = trace.header
             k = header.get("settings", {}).get("k", 1)
-            lane = self.board.add_lane(LaneConfig(header.get("oracle", "none"), k))
+            lane = self.board.add_lane(LaneSpec(header.get("oracle", "none"), k))
             self.board.set_replay(lane.lane_id, trace.path.name, header)
             lane.trace_path = trace.path
             if trace.problem:

@@ -1,8 +1,8 @@
 """What a run in the window is made of, on the window's side: lanes' settings, traces,
 the cost profile the theoretical curves are priced with.
 
-The run itself is built and stepped in an engine process (engines.engine_process) from the
-same run spec the command line uses (engines.run_spec).
+The run itself is built and stepped in an engine process (engines.host.engine_process) from the
+same run spec the command line uses (engines.host.run_spec).
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import re
 import time
 from pathlib import Path
 
-from ..engines.hardware import compute_threads
-from ..engines.run_spec import LaneSpec, ModelChoice, RunRequest
+from ..engines.host.run_spec import ModelChoice
+from ..engines.machine.hardware import compute_threads
 
-LaneConfig = LaneSpec  # a lane's settings, as the lane widget edits them
 MAX_LANES = 4  # lanes side by side in the window
+DEFAULT_TARGET = "smollm2-135m"  # the model a first run uses: small enough for any machine
 
-__all__ = ["MAX_LANES", "LaneConfig", "ModelChoice", "RunRequest", "gui_threads", "new_trace_path",
-           "profile_costs", "traces_dir"]
+__all__ = ["DEFAULT_TARGET", "MAX_LANES", "gui_threads", "new_trace_path", "profile_costs",
+           "traces_dir"]
 
 
 def traces_dir() -> Path:
-    from ..engines.models import home_dir
+    from ..engines.models.registry import home_dir
 
     return home_dir("data") / "traces"
 
@@ -39,7 +39,7 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
     a label, and whether there is one: (None, why, False) when there is none (the curves are
     then not drawn: free batches would promise what a CPU cannot keep)."""
-    from ..engines import profile as prof
+    from ..engines.cost import profile as prof
 
     device = model.device or ("cpu" if model.backend == "llama" else None)
     stored = prof.load(model.target, model.backend, device or "cpu",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from ..engines.run_spec import SERVER, LaneSpec
+from ..engines.host.run_spec import SERVER, LaneSpec
 from ..engines.servers.lane import KEY_PREFIX
 
 KeyFor = Callable[[str], str | None]  # an origin's stored key, if any

@@ -14,12 +14,12 @@ from dataclasses import asdict
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow
 
-from ..engines.run_spec import lane_from_dict
-from .runs import MAX_LANES, LaneConfig, ModelChoice
+from ..engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict
+from .runs import MAX_LANES
 
 # The first race: plain decoding against prompt lookup with auto K, which declines to draft
 # where drafting cannot pay on this machine (a fixed K loses on most CPUs).
-DEFAULT_LANES = (LaneConfig("none", 4), LaneConfig("prompt-lookup", 4, auto_k=True))
+DEFAULT_LANES = (LaneSpec("none", 4), LaneSpec("prompt-lookup", 4, auto_k=True))
 
 
 def qsettings() -> QSettings:
@@ -60,7 +60,7 @@ class AppSettings:
 
     # ------------------------------------------------------------ lanes
 
-    def lanes(self) -> list[LaneConfig]:
+    def lanes(self) -> list[LaneSpec]:
         """The lanes as they were left, every setting of each (read as a run spec's lanes
         are, so a field added to LaneSpec is remembered without a change here)."""
         stored = self._json("lanes/configs", None)
@@ -71,7 +71,7 @@ class AppSettings:
         except (KeyError, TypeError, ValueError, AttributeError):
             return list(DEFAULT_LANES)
 
-    def set_lanes(self, lanes: list[LaneConfig]) -> None:
+    def set_lanes(self, lanes: list[LaneSpec]) -> None:
         self._set_json("lanes/configs", [asdict(lane) for lane in lanes])
 
     # ------------------------------------------------------------ view

@@ -11,10 +11,11 @@ from dataclasses import asdict
 from PySide6.QtCore import QObject, Signal
 
 from ..engines.errors import SpecvizError
-from ..engines.protocol import Message
+from ..engines.host.protocol import Message
+from ..engines.host.run_spec import ModelChoice
 from .engine_client import EngineLink
 from .live import LiveRunner
-from .runs import ModelChoice, gui_threads
+from .runs import gui_threads
 
 
 class EngineTasks(QObject):

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 
+from specviz.app.cli.options import k_or_auto
+from specviz.app.cli.shot import _live, lane_configs
 from specviz.app.main_window import MainWindow
-from specviz.app.options import k_or_auto
 from specviz.app.qt_app import freeze_heap, make_app
 from specviz.app.settings import AppSettings
-from specviz.app.shot import _live, lane_configs
 from specviz.engines.backends import BACKENDS
 
 HEARTBEAT_MS = 5
@@ -210,12 +210,13 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
 
 def headless(args: argparse.Namespace) -> dict[str, float]:
     """Each lane's tokens/s with no window: the window's lanes, stepped in turn, no Qt."""
-    from specviz.app.cmd_run import read_prompt
-    from specviz.app.runs import ModelChoice, RunRequest, gui_threads
+    from specviz.app.cli.cmd_run import read_prompt
+    from specviz.app.runs import gui_threads
     from specviz.engines import events as ev
-    from specviz.engines.model_pool import ModelPool
-    from specviz.engines.run_builder import build_lane
-    from specviz.engines.session import warm_up
+    from specviz.engines.host.model_pool import ModelPool
+    from specviz.engines.host.run_builder import build_lane
+    from specviz.engines.host.run_spec import ModelChoice, RunRequest
+    from specviz.engines.loop.session import warm_up
 
     prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
     model = ModelChoice(args.target, args.backend, args.device, args.threads or gui_threads())

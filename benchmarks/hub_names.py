@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from specviz.engines.models import is_present, load_registry, model_path  # noqa: E402
+from specviz.engines.models.registry import is_present, load_registry, model_path  # noqa: E402
 
 
 def stand_in(names: list[str]):
@@ -49,7 +49,7 @@ def stand_in(names: list[str]):
 
 
 def specviz(*args: str, env: dict) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "from specviz.app.cli import main; raise SystemExit(main())"]
+    command = [sys.executable, "-m", "specviz"]
     return subprocess.run([*command, *args], env=env,
                           capture_output=True, text=True, cwd=REPO)
 

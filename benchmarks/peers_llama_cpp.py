@@ -43,14 +43,14 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-from specviz.engines import profile as prof
-from specviz.engines.auto_k import AutoK
 from specviz.engines.backends.llama import LlamaBackend
-from specviz.engines.bench import load_questions
+from specviz.engines.bench.spec_bench import load_questions
+from specviz.engines.cost import profile as prof
+from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.events import StepEvent
-from specviz.engines.models import resolve
+from specviz.engines.loop.session import RunSettings, Session, warm_up
+from specviz.engines.models.registry import resolve
 from specviz.engines.oracles import make_oracle
-from specviz.engines.session import RunSettings, Session, warm_up
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")

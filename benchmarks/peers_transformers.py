@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from specviz.engines.backends.hf import TransformersBackend
-from specviz.engines.bench import load_questions
-from specviz.engines.models import resolve
+from specviz.engines.bench.spec_bench import load_questions
+from specviz.engines.loop.session import RunSettings, Session
+from specviz.engines.models.registry import resolve
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
-from specviz.engines.session import RunSettings, Session
 
 METHODS = ("none", "prompt-lookup", "draft")
 PEER = {"none": "generate()", "prompt-lookup": "generate(prompt_lookup_num_tokens=K)",

@@ -19,9 +19,9 @@ import statistics
 import subprocess
 
 from specviz.engines.backends.llama import LlamaBackend
-from specviz.engines.models import resolve
+from specviz.engines.loop.session import RunSettings, Session, warm_up
+from specviz.engines.models.registry import resolve
 from specviz.engines.oracles.none import NoOracle
-from specviz.engines.session import RunSettings, Session, warm_up
 
 
 def llama_bench(binary: str, model: str, threads: int, tokens: int) -> float:

@@ -28,19 +28,19 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 
-from specviz.engines import bench
 from specviz.engines import events as ev
-from specviz.engines.auto_k import AutoK
+from specviz.engines.bench import spec_bench as bench
+from specviz.engines.cost.auto_k import AutoK
+from specviz.engines.cost.profile import Profile
 from specviz.engines.oracles import make_oracle
-from specviz.engines.profile import Profile
 
 OTHER_MS = 0.4  # per-step work outside the forward pass (measured: 0.3-0.5 ms)
 
 
 def dump(args: argparse.Namespace) -> None:
     """Record every question's prompt ids and plain greedy output, turn by turn."""
-    from specviz.app import options
-    from specviz.engines.session import RunSettings, Session
+    from specviz.app.cli import options
+    from specviz.engines.loop.session import RunSettings, Session
 
     target = options.load_target(args)
     plain = make_oracle("none")
@@ -163,8 +163,8 @@ def print_table(rows: list[tuple[str, dict[str, float], float]]) -> None:
 
 
 def main() -> None:
-    from specviz.app import options
-    from specviz.engines import profile as profiles
+    from specviz.app.cli import options
+    from specviz.engines.cost import profile as profiles
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

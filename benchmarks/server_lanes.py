@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from specviz.engines import events as ev
-from specviz.engines import run_spec as rs
-from specviz.engines.models import resolve
-from specviz.engines.run_builder import build_server_lane
+from specviz.engines.host import run_spec as rs
+from specviz.engines.host.run_builder import build_server_lane
+from specviz.engines.models.registry import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the llama-server build the tests use

@@ -15,8 +15,8 @@ from test_app_run import PROMPT, lane_texts, run_to_end, set_up, tiny
 from test_engine_crash import kill_mid_run
 from test_serve import served  # noqa: F401  (a fixture, used by name)
 
-from specviz.app.runs import LaneConfig
 from specviz.engines import events as ev
+from specviz.engines.host.run_spec import LaneSpec
 from specviz.engines.trace import read_trace
 
 pytestmark = pytest.mark.gui
@@ -40,7 +40,7 @@ def test_lanes_run_on_the_remote_engine_as_they_do_here(app_env, qtbot, served,
                                                        tiny_model_dir):
     window = remote_window(qtbot, *served)
     assert window.windowTitle() == f"specviz: engine at {served[0]}"
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 24)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)], 24)
     run_to_end(window, app_env)
     texts = lane_texts(window)
     assert texts[0] == texts[1] and len(texts[0]) > 0  # lossless, over the wire
@@ -55,7 +55,7 @@ def test_lanes_run_on_the_remote_engine_as_they_do_here(app_env, qtbot, served,
 
 def test_a_wrong_token_is_one_line_in_every_lane(app_env, qtbot, served, tiny_model_dir):
     window = remote_window(qtbot, served[0], "not-the-token")
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 8)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)], 8)
     run_to_end(window, app_env)
     for text in messages(window):
         assert f"the engine at {served[0]} refused this window: wrong token" in text
@@ -66,13 +66,13 @@ def test_a_wrong_token_is_one_line_in_every_lane(app_env, qtbot, served, tiny_mo
 def test_an_engine_that_cannot_be_reached_is_one_line(app_env, qtbot, tiny_model_dir):
     import socket
 
-    from specviz.engines.serve import Address
+    from specviz.engines.host.relay import Address
 
     with socket.socket() as probe:  # a port that nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     window = remote_window(qtbot, Address("127.0.0.1", port), "t")
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none")], 8)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none")], 8)
     run_to_end(window, app_env)
     assert "cannot reach the engine at 127.0.0.1:" in messages(window)[0]
     assert "specviz serve" in messages(window)[0]
@@ -81,11 +81,11 @@ def test_an_engine_that_cannot_be_reached_is_one_line(app_env, qtbot, tiny_model
 def test_a_server_lane_is_refused_by_a_remote_engine(app_env, qtbot, served, tiny_model_dir):
     window = remote_window(qtbot, *served)
     set_up(window, tiny(tiny_model_dir),
-           [LaneConfig("none"), LaneConfig("server", server="http://127.0.0.1:9")], 8)
+           [LaneSpec("none"), LaneSpec("server", server="http://127.0.0.1:9")], 8)
     run_to_end(window, app_env)
     for text in messages(window):
         assert "refused the run" in text and "no requests to other hosts" in text
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none")], 8)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none")], 8)
     run_to_end(window, app_env)  # the connection stays good
     assert window.board.lanes[next(iter(window.board.lanes))].view.token_count == 8
 
@@ -94,7 +94,7 @@ def test_a_server_lane_is_refused_by_a_remote_engine(app_env, qtbot, served, tin
 def test_a_remote_engine_killed_mid_run_keeps_everything(app_env, qtbot, served,
                                                          tiny_model_dir):
     window = remote_window(qtbot, *served)
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)],
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)],
            400, PROMPT)
     pid = kill_mid_run(window, app_env, qtbot, signal.SIGKILL)
     lanes = list(window.board.lanes.values())

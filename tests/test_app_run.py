@@ -14,7 +14,8 @@ from step_factory import make_step
 from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.app.checks import time_left
-from specviz.app.runs import LaneConfig, ModelChoice, gui_threads, profile_costs, traces_dir
+from specviz.app.runs import gui_threads, profile_costs, traces_dir
+from specviz.engines.host.run_spec import LaneSpec, ModelChoice
 from specviz.engines.trace import read_trace
 
 pytestmark = pytest.mark.gui
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.gui
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog."
 
 
-def set_up(window, model: ModelChoice, oracles: list[LaneConfig], max_tokens: int,
+def set_up(window, model: ModelChoice, oracles: list[LaneSpec], max_tokens: int,
            prompt: str = PROMPT) -> None:
     window.board.remove_all()
     for config in oracles:
@@ -57,7 +58,7 @@ def run_to_end(window, loop) -> None:
 
 
 def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 40)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)], 40)
     run_to_end(window, app_env)
     plain, lookup = window.board.lanes.values()
     assert plain.view.token_count == lookup.view.token_count == 40
@@ -76,7 +77,7 @@ def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_d
 
 
 def test_lanes_share_one_model_and_the_next_run_loads_nothing(window, app_env, tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 30)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)], 30)
     run_to_end(window, app_env)
     first = lane_texts(window)
     engine = window.runner.engine.pid
@@ -98,7 +99,7 @@ def test_lanes_share_one_model_and_the_next_run_loads_nothing(window, app_env, t
 
 def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot,
                                                            tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("prompt-lookup", 4)], 60)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("prompt-lookup", 4)], 60)
     window.start_run()
     window.pause_action.trigger()  # holds the sessions before their first step
     lane = next(iter(window.board.lanes.values()))
@@ -115,7 +116,7 @@ def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot
 def test_k_change_marks_the_graphs(window, monkeypatch):
     marks = []
     monkeypatch.setattr(window.graphs, "mark_k_change", lambda *a: marks.append(a))
-    lane = window.board.add_lane(LaneConfig("prompt-lookup", 4))
+    lane = window.board.add_lane(LaneSpec("prompt-lookup", 4))
     window.board.state(lane.lane_id).max_tokens = 100
     for step, k in enumerate((4, 4, 9, 9)):
         window.board.push(lane.lane_id, make_step(step, k))
@@ -134,7 +135,7 @@ def close_and_see(window) -> bool:
 
 
 def test_closing_mid_run_ends_the_engine_quickly(window, app_env, qtbot, tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup")], 400)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup")], 400)
     window.start_run()
     window.pause_action.trigger()  # mid-run for sure, however fast the model
     qtbot.waitUntil(lambda: all(window.runner.started(lane) for lane in window.board.lanes),
@@ -147,8 +148,8 @@ def test_closing_mid_run_ends_the_engine_quickly(window, app_env, qtbot, tiny_mo
 
 
 def test_a_failing_lane_leaves_the_others_running(window, app_env, tiny_model_dir, tmp_path):
-    lanes = [LaneConfig("none"), LaneConfig("draft", 4, str(tmp_path / "missing.gguf")),
-             LaneConfig("prompt-lookup")]
+    lanes = [LaneSpec("none"), LaneSpec("draft", 4, str(tmp_path / "missing.gguf")),
+             LaneSpec("prompt-lookup")]
     set_up(window, tiny(tiny_model_dir), lanes, 30)
     run_to_end(window, app_env)
     plain, draft, lookup = window.board.lanes.values()
@@ -157,7 +158,7 @@ def test_a_failing_lane_leaves_the_others_running(window, app_env, tiny_model_di
 
 
 def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
-    lanes = [LaneConfig("none"), LaneConfig("draft", 3, str(tiny_model_dir))]
+    lanes = [LaneSpec("none"), LaneSpec("draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 24)
     run_to_end(window, app_env)
     _plain, draft = window.board.lanes.values()
@@ -168,7 +169,7 @@ def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
 
 def test_a_prompt_too_long_shows_in_the_lanes_and_the_window_keeps_working(
         window, app_env, tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("ngram")], 10,
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("ngram")], 10,
            prompt="The quick brown fox jumps over the lazy dog. " * 80)
     run_to_end(window, app_env)
     for lane in window.board.lanes.values():
@@ -183,7 +184,7 @@ def test_a_prompt_too_long_shows_in_the_lanes_and_the_window_keeps_working(
 def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
     model = ModelChoice(str(smollm2_path), "llama", "cpu")
     prompt = (Path(__file__).parents[1] / "assets/prompts/summarise-meeting.txt").read_text()
-    set_up(window, model, [LaneConfig("none"), LaneConfig("prompt-lookup", 4)], 48, prompt)
+    set_up(window, model, [LaneSpec("none"), LaneSpec("prompt-lookup", 4)], 48, prompt)
     run_to_end(window, app_env)
     plain, lookup = window.board.lanes.values()
     assert plain.view.token_count == lookup.view.token_count == 48
@@ -197,9 +198,9 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
 
 
 def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tiny_model_dir):
-    lanes = [LaneConfig("none"), LaneConfig("rules", 4),
-             LaneConfig("early-exit", 3, exit_layer=1),
-             LaneConfig("cross-draft", 3, str(tiny_model_dir))]
+    lanes = [LaneSpec("none"), LaneSpec("rules", 4),
+             LaneSpec("early-exit", 3, exit_layer=1),
+             LaneSpec("cross-draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 20)
     _plain, rules, early, cross = window.board.lanes.values()
     assert early.exit_layer.isVisible() and not rules.exit_layer.isVisible()
@@ -213,7 +214,7 @@ def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tin
 
 def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_env, qtbot,
                                                                    tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("early-exit", 3, exit_layer=1)], 30)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("early-exit", 3, exit_layer=1)], 30)
     window.start_run()
     window.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))
@@ -230,7 +231,7 @@ def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_en
 
 def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny_model_dir):
     set_up(window, tiny(tiny_model_dir),
-           [LaneConfig("none"), LaneConfig("prompt-lookup", 4, auto_k=True)], 24)
+           [LaneSpec("none"), LaneSpec("prompt-lookup", 4, auto_k=True)], 24)
     _plain, auto = window.board.lanes.values()
     assert auto.config().auto_k and not auto.k.slider.isEnabled()
     assert profile_costs(window.request().model)[0] is None  # none stored yet
@@ -243,7 +244,7 @@ def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny
 
 
 def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("lookahead", 4)], 30)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("lookahead", 4)], 30)
     window.tree_dock.show()
     run_to_end(window, app_env)
     lane = next(iter(window.board.lanes.values()))
@@ -256,7 +257,7 @@ def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny
 
 def test_auto_k_switched_off_mid_run_falls_back_to_the_lanes_k(window, app_env, qtbot,
                                                                tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("prompt-lookup", 3, auto_k=True)], 40)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("prompt-lookup", 3, auto_k=True)], 40)
     window.start_run()
     window.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))
@@ -274,7 +275,7 @@ def test_auto_k_switched_on_mid_run_measures_a_profile_and_stays_lossless(
         window, app_env, qtbot, tiny_model_dir):
     """No profile is stored (a fresh SPECVIZ_HOME): switching auto K on measures one on the
     lane's own target between two steps, which must leave the run's cache as it was."""
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 3)], 60)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 3)], 60)
     window.start_run()
     plain, lookup = window.board.lanes.values()
 
@@ -296,7 +297,7 @@ def test_profile_this_machine_and_a_picked_draft_is_checked(window, app_env, qtb
                                                             tiny_model_dir):
     """No profile: no curves, one click measures it in the engine with progress, the curves
     come back priced by it. Picking a draft model for a draft lane checks the pair."""
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("draft", 3, draft=str(tiny_model_dir))], 8)
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("draft", 3, draft=str(tiny_model_dir))], 8)
     window._show_costs()
     curve = window.graphs.cost_curve
     assert not curve.profile_button.isHidden()
@@ -340,8 +341,8 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
     plain_steps = [([t], 0, 0, 10.0) for texts, *_ in STEPS for t in texts]
     with FakeServer(llama_routes()) as spec, \
             FakeServer(llama_routes(llama_chunks(plain_steps), props=plain_props)) as plain:
-        set_up(window, tiny(tiny_model_dir), [LaneConfig("server", 4, server=plain.url),
-                                             LaneConfig("server", 4, server=spec.url)], 32)
+        set_up(window, tiny(tiny_model_dir), [LaneSpec("server", 4, server=plain.url),
+                                             LaneSpec("server", 4, server=spec.url)], 32)
         lane_plain, lane_spec = window.board.lanes.values()
         assert lane_spec.server.isVisible() and not lane_spec.draft.isVisible()
         dialog = window.ask_server_key()  # Run > Server API key…, first server lane's URL

@@ -163,7 +163,7 @@ def test_hovering_a_copied_token_highlights_its_source_in_the_prompt(window):
 
 
 def test_span_outside_the_users_text_is_ignored():
-    from specviz.app.lane import editor_range
+    from specviz.app.lane_widget import editor_range
 
     rendered = "<|user|>\nhello world<|end|>"
     assert editor_range(ev.Span(0, 1, 9, 14), rendered, "hello world") == (0, 5)
@@ -218,18 +218,17 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 
 def test_settings_round_trip(app_env, qtbot, tmp_path):
     from specviz.app.main_window import MainWindow
-    from specviz.app.runs import LaneConfig
-    from specviz.engines.run_spec import SERVER
+    from specviz.engines.host.run_spec import SERVER, LaneSpec
 
     first = MainWindow()
     qtbot.addWidget(first)
     first.board.remove_all()
-    first.add_lane(LaneConfig("none"))
-    first.add_lane(LaneConfig("draft", 7, "/models/draft.gguf"))
+    first.add_lane(LaneSpec("none"))
+    first.add_lane(LaneSpec("draft", 7, "/models/draft.gguf"))
     # Settings without a control in the lane are kept too (they were lost at restart).
-    remembered = [LaneConfig("tree", 5, "/models/draft.gguf", knobs={"split": 0.3, "budget": 9}),
-                  LaneConfig("medusa", 3, auto_k=True, medusa_heads="/heads/m"),
-                  LaneConfig(SERVER, server="http://127.0.0.1:9", server_engine="vllm",
+    remembered = [LaneSpec("tree", 5, "/models/draft.gguf", knobs={"split": 0.3, "budget": 9}),
+                  LaneSpec("medusa", 3, auto_k=True, medusa_heads="/heads/m"),
+                  LaneSpec(SERVER, server="http://127.0.0.1:9", server_engine="vllm",
                              api_key_env="KEY", server_source="draft")]
     first.add_lane(remembered[0])
     first.add_lane(remembered[1])
@@ -243,16 +242,16 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
 
     second = MainWindow()
     qtbot.addWidget(second)
-    assert second.board.configs() == [LaneConfig("none", 4),
-                                      LaneConfig("draft", 7, "/models/draft.gguf"),
+    assert second.board.configs() == [LaneSpec("none", 4),
+                                      LaneSpec("draft", 7, "/models/draft.gguf"),
                                       *remembered[:2]]
     second.board.remove_all()
-    for config in (LaneConfig("ngram", max_ngram=5, min_ngram=2), remembered[2]):
+    for config in (LaneSpec("ngram", max_ngram=5, min_ngram=2), remembered[2]):
         second.add_lane(config)
     second.close()
     third = MainWindow()
     qtbot.addWidget(third)
-    assert third.board.configs() == [LaneConfig("ngram", max_ngram=5, min_ngram=2),
+    assert third.board.configs() == [LaneSpec("ngram", max_ngram=5, min_ngram=2),
                                      remembered[2]]
     assert second.theme.name == "light"
     assert second.prompt.max_tokens.value() == 77
@@ -292,8 +291,8 @@ def test_shot_of_a_replay_writes_a_png_of_the_requested_size(tmp_path):
 
 
 def test_shot_lanes_take_k_or_auto_from_the_command_line():
-    from specviz.app.cli import build_parser
-    from specviz.app.shot import lane_configs
+    from specviz.app.cli.main import build_parser
+    from specviz.app.cli.shot import lane_configs
 
     parser = build_parser()
     fixed = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none,ngram",
@@ -318,8 +317,8 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
 
 
 def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
-    from specviz.app.cli import build_parser
-    from specviz.app.shot import lane_configs
+    from specviz.app.cli.main import build_parser
+    from specviz.app.cli.shot import lane_configs
 
     args = build_parser().parse_args(["shot", "o.png", "--oracles", "none,eagle,medusa",
                                       "--eagle-head", "/h/eagle", "--medusa-heads", "/h/m"])
@@ -338,7 +337,7 @@ def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
 def fake_fetch(monkeypatch, tmp_path):
     """No network and no question: `ask` says yes, `pull` reports progress from its thread."""
     from specviz.app import fetch
-    from specviz.engines import models
+    from specviz.engines.models import registry as models
 
     async def yes(*_args) -> bool:
         return True
@@ -417,7 +416,7 @@ def test_file_menu_exports(window, monkeypatch, tmp_path):
 
 
 def test_no_display_is_one_clear_line(monkeypatch, capsys):
-    from specviz.app.cli import main
+    from specviz.app.cli.main import main
 
     for name in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
@@ -426,20 +425,20 @@ def test_no_display_is_one_clear_line(monkeypatch, capsys):
 
 
 def test_lane_knobs_are_remembered(app_env):
-    from specviz.app.runs import LaneConfig
     from specviz.app.settings import AppSettings
+    from specviz.engines.host.run_spec import LaneSpec
 
-    lanes = [LaneConfig("early-exit", 3, exit_layer=5), LaneConfig("cross-draft", 2, "d.gguf")]
+    lanes = [LaneSpec("early-exit", 3, exit_layer=5), LaneSpec("cross-draft", 2, "d.gguf")]
     AppSettings().set_lanes(lanes)
     assert AppSettings().lanes() == lanes
 
 
 def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
-    from specviz.app.runs import LaneConfig
+    from specviz.engines.host.run_spec import LaneSpec
     from specviz.widgets.palette import DARK_CONTRAST
 
     window.set_theme("dark")
-    window.add_lane(LaneConfig("none"))
+    window.add_lane(LaneSpec("none"))
     window.set_presentation(True, fullscreen=False)
     lane = next(iter(window.board.lanes.values()))
     assert window.board.theme is DARK_CONTRAST and lane.view._theme is DARK_CONTRAST

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from specviz.engines.backends import load_backend
-from specviz.engines.detokenize import TextStream
 from specviz.engines.errors import BackendError, ContextOverflow
+from specviz.engines.loop.detokenize import TextStream
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles.none import NoOracle
-from specviz.engines.session import RunSettings, Session
 
 MULTIBYTE = "El niño comió piñas 🚀 数据 模型 crème brûlée ✨"
 
@@ -142,7 +142,7 @@ def test_smollm2_backends_agree_on_tokens_and_template(smol_llama, smol_hf):
 @pytest.mark.model
 @pytest.mark.parametrize("name", ["smol_llama", "smol_hf"])
 def test_prompt_token_offsets_index_the_rendered_prompt(name, request):
-    from specviz.engines.session import _token_chars
+    from specviz.engines.loop.session import _token_chars
 
     backend = request.getfixturevalue(name)
     text = backend.format_prompt("Summarise: the team met on Monday.", chat=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 
 TEXT = ("def add(a, b):\n    return a + b\n\n" * 40).encode()
 QUESTIONS = b"".join(json.dumps({"question_id": n, "category": "coding",

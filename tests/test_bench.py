@@ -7,10 +7,10 @@ import json
 import pytest
 from test_session import CODE_EDIT
 
-from specviz.app import bench_tables
-from specviz.app.bench_tables import detail_table
-from specviz.app.cli import main
-from specviz.engines import bench
+from specviz.app.cli import bench_tables
+from specviz.app.cli.bench_tables import detail_table
+from specviz.app.cli.main import main
+from specviz.engines.bench import spec_bench as bench
 
 QUESTIONS = [
     {"question_id": 1, "category": "writing", "turns": ["Write a line.", "Now shorter."]},
@@ -166,8 +166,8 @@ def test_a_turn_after_a_parted_turn_is_not_compared():
 
 def _auto_bench(backend, questions_file, repeat):
     """Prompt lookup with auto K over the questions plus one code edit that it can copy."""
-    from specviz.engines import profile as prof
-    from specviz.engines.auto_k import AutoK
+    from specviz.engines.cost import profile as prof
+    from specviz.engines.cost.auto_k import AutoK
     from specviz.engines.oracles import make_oracle
 
     cheap = prof.Profile("tiny", "transformers", "cpu", None, [64], [1, 2, 4, 8],

@@ -5,8 +5,8 @@ from __future__ import annotations
 from step_factory import make_step
 
 from specviz.app.board_model import BoardModel
-from specviz.app.runs import LaneConfig
 from specviz.engines import events as ev
+from specviz.engines.host.run_spec import LaneSpec
 
 
 def step(i: int, k: int, tokens: int) -> ev.StepEvent:
@@ -15,10 +15,10 @@ def step(i: int, k: int, tokens: int) -> ev.StepEvent:
 
 def test_the_baseline_is_the_first_plain_lane_replayed_or_live():
     board = BoardModel()
-    lookup = board.add(LaneConfig("prompt-lookup"))
+    lookup = board.add(LaneSpec("prompt-lookup"))
     assert board.baseline() is None
-    plain = board.add(LaneConfig("none"))
-    board.add(LaneConfig("none"))
+    plain = board.add(LaneSpec("none"))
+    board.add(LaneSpec("none"))
     assert board.baseline() == plain.lane_id and lookup.lane_id != plain.lane_id
     lookup.replay_oracle = "none"  # a replayed trace of plain decoding
     assert board.baseline() == lookup.lane_id
@@ -27,7 +27,7 @@ def test_the_baseline_is_the_first_plain_lane_replayed_or_live():
 
 
 def test_a_lane_keeps_its_steps_and_tells_a_k_change_from_the_end_cut():
-    lane = BoardModel().add(LaneConfig("prompt-lookup", 4))
+    lane = BoardModel().add(LaneSpec("prompt-lookup", 4))
     lane.max_tokens = 20
     assert [lane.append(e) for e in (step(0, 4, 5), step(1, 8, 10), step(2, 8, 15),
                                      step(3, 4, 19))] == [False, True, False, False]
@@ -40,7 +40,7 @@ def test_a_lane_keeps_its_steps_and_tells_a_k_change_from_the_end_cut():
 
 
 def test_a_lane_counts_its_declined_steps_by_reason_and_forgets_them_on_clear():
-    lane = BoardModel().add(LaneConfig("ngram", 4))
+    lane = BoardModel().add(LaneSpec("ngram", 4))
     lane.append(step(0, 4, 1).marked_declined(ev.DECLINE_NO_MATCH))
     lane.append(step(1, 4, 2))
     lane.append(step(2, 4, 3).marked_declined(ev.DECLINE_NO_MATCH))
@@ -52,12 +52,12 @@ def test_a_lane_counts_its_declined_steps_by_reason_and_forgets_them_on_clear():
 
 def test_a_server_lane_marks_k_changes_only_where_the_server_says_its_k():
     board = BoardModel()
-    guessed, asked = board.add(LaneConfig("server")), board.add(LaneConfig("server"))
+    guessed, asked = board.add(LaneSpec("server")), board.add(LaneSpec("server"))
     guessed.read_header({"server": {"speculation": "on", "k": None, "k_per_request": False}})
     asked.read_header({"server": {"speculation": "on", "k": 4, "k_per_request": True}})
     steps = [step(0, 0, 1), step(1, 3, 4), step(2, 6, 8)]
     assert [guessed.append(e) for e in steps] == [False, False, False]
     assert [asked.append(e) for e in steps] == [False, True, True]
-    plain = board.add(LaneConfig("server"))
+    plain = board.add(LaneSpec("server"))
     plain.read_header({"server": {"speculation": None, "k": None}})
     assert board.baseline() == plain.lane_id and not guessed.plain_server

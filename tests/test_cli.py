@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
 
@@ -124,7 +124,7 @@ def test_tree_oracle_without_a_draft_is_refused(capsys, tiny_model_dir):
 
 
 def test_no_option_is_taken_for_a_prefix_of_another(capsys):
-    from specviz.app.cli import build_parser
+    from specviz.app.cli.main import build_parser
 
     parser = build_parser()
     with pytest.raises(SystemExit):

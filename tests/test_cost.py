@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from specviz.engines import events as ev
-from specviz.engines.auto_k import MIN_SEEN, Acceptance, AutoK
-from specviz.engines.cost import (
+from specviz.engines.cost.auto_k import MIN_SEEN, Acceptance, AutoK
+from specviz.engines.cost.profile import Profile
+from specviz.engines.cost.step_cost import (
     best_k,
     expected_tokens,
     expected_tokens_iid,
@@ -18,7 +19,6 @@ from specviz.engines.cost import (
 from specviz.engines.oracles.base import Oracle, Proposal
 from specviz.engines.oracles.ngram import NGramOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
-from specviz.engines.profile import Profile
 
 BATCHES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
 # A 2-core CPU as measured (MODELS.md): 4 tokens ~3.3x one, 8 ~5x, 16 ~6x.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.engines.device_choice import (
+from specviz.engines.errors import BackendError
+from specviz.engines.machine.device_choice import (
     ALL_LAYERS,
     DeviceFacts,
     llama_offload,
@@ -13,7 +14,6 @@ from specviz.engines.device_choice import (
     torch_devices,
     torch_dtype,
 )
-from specviz.engines.errors import BackendError
 
 AMPERE = DeviceFacts(cuda=True, cuda_bf16=True)  # A100, H100, RTX 30xx and later
 TURING = DeviceFacts(cuda=True, cuda_bf16=False)  # T4, RTX 20xx: no native bfloat16

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.engines import display_libs as dl
+from specviz.engines.machine import display_libs as dl
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -117,7 +117,8 @@ def test_platform_wanted_reads_qt_s_own_variable():
 
 def test_the_window_command_stops_with_one_line(monkeypatch, capsys, tmp_path):
     """`specviz` with libraries missing: one line from specviz, exit 2, before Qt loads."""
-    from specviz.app import cli, qt_app
+    from specviz.app import qt_app
+    from specviz.app.cli import main as cli
 
     monkeypatch.setenv("DISPLAY", ":99")
     monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)

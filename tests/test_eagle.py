@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines.auto_k import AutoK
-from specviz.engines.compare import compare
-from specviz.engines.eagle import train as et
+from specviz.engines.bench.compare import compare
+from specviz.engines.cost.auto_k import AutoK
+from specviz.engines.cost.profile import Profile
 from specviz.engines.eagle.checkpoint import (
     CONFIG_FILE,
     WEIGHTS_FILE,
@@ -24,16 +24,12 @@ from specviz.engines.eagle.checkpoint import (
 )
 from specviz.engines.eagle.head import EagleHead
 from specviz.engines.errors import SpecvizError
-from specviz.engines.medusa import train as mt
+from specviz.engines.loop.sampling import SamplingParams
+from specviz.engines.loop.session import RunSettings, Session
+from specviz.engines.machine.precision import available_engines, int8_engine, training_precision
 from specviz.engines.oracles import make_oracle
-from specviz.engines.precision import (
-    available_engines,
-    int8_engine,
-    training_precision,
-)
-from specviz.engines.profile import Profile
-from specviz.engines.sampling import SamplingParams
-from specviz.engines.session import RunSettings, Session
+from specviz.engines.training import eagle as et
+from specviz.engines.training import medusa as mt
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 

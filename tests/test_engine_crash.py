@@ -14,8 +14,8 @@ import pytest
 from test_app_run import finish, lane_texts, run_to_end, set_up, tiny
 from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
-from specviz.app.runs import LaneConfig, ModelChoice
 from specviz.engines import events as ev
+from specviz.engines.host.run_spec import LaneSpec, ModelChoice
 from specviz.engines.trace import read_trace
 
 pytestmark = [pytest.mark.gui, pytest.mark.skipif(sys.platform == "win32",
@@ -60,7 +60,7 @@ def check_after_the_crash(window, sig: signal.Signals) -> None:
 
 def test_sigkill_mid_run_keeps_everything_and_the_next_run_works(window, app_env, qtbot,
                                                                   tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneConfig("none"), LaneConfig("prompt-lookup", 4)],
+    set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup", 4)],
            400, PROMPT)
     pid = kill_mid_run(window, app_env, qtbot, signal.SIGKILL)
     check_after_the_crash(window, signal.SIGKILL)
@@ -77,7 +77,7 @@ def test_sigkill_mid_run_keeps_everything_and_the_next_run_works(window, app_env
 @pytest.mark.model
 def test_sigsegv_in_llama_cpp_is_named_with_the_build(window, app_env, qtbot, smollm2_path):
     model = ModelChoice(str(smollm2_path), "llama", "cpu", 1)
-    set_up(window, model, [LaneConfig("none"), LaneConfig("ngram", 4)], 400, PROMPT)
+    set_up(window, model, [LaneSpec("none"), LaneSpec("ngram", 4)], 400, PROMPT)
     kill_mid_run(window, app_env, qtbot, signal.SIGSEGV)
     check_after_the_crash(window, signal.SIGSEGV)
     message = next(iter(window.board.lanes.values())).message.text()
@@ -92,7 +92,7 @@ def test_a_shot_whose_engine_dies_still_saves_the_window(tmp_path, tiny_model_di
     from PySide6.QtGui import QImage
 
     from specviz.app import live
-    from specviz.app.cli import main
+    from specviz.app.cli.main import main
 
     seen = []
     on_event = live.LiveRunner._on_event

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz.engines import probe
 from specviz.engines.backends import llama_buffers as lb
 from specviz.engines.errors import BackendCrashed, BackendError
-from specviz.engines.hardware import CpuFacts, parse_cpuinfo
+from specviz.engines.machine import probe
+from specviz.engines.machine.hardware import CpuFacts, parse_cpuinfo
 
 SAPPHIRE_RAPIDS = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -157,7 +157,7 @@ def test_an_error_in_the_child_is_not_taken_for_a_crash(probe_cache, tmp_path):
 
 
 def test_a_stored_crash_stops_the_command_line_with_exit_2(probe_cache, tiny_gguf, capsys):
-    from specviz.app.cli import main
+    from specviz.app.cli.main import main
 
     key = probe.current_key("llama", "auto")
     probe.store(key, probe.ProbeResult("llama", "auto", "crash", detail="SIGSEGV",
@@ -198,7 +198,7 @@ def test_doctor_replaces_what_was_known_of_a_backend_on_any_device(probe_cache):
 @pytest.mark.parametrize(("cores", "headless", "window"), [(1, 1, 1), (2, 2, 2), (4, 4, 3),
                                                            (16, 16, 15)])
 def test_threads_beside_the_window_leave_a_core_except_on_two(cores, headless, window):
-    from specviz.engines.hardware import compute_threads
+    from specviz.engines.machine.hardware import compute_threads
 
     assert compute_threads(cores=cores) == headless
     assert compute_threads(beside_a_window=True, cores=cores) == window

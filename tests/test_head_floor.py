@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from specviz.app.cli import main
-from specviz.engines.head_floor import FLOOR, depth1, will_not_pay
+from specviz.app.cli.main import main
+from specviz.engines.cost.head_floor import FLOOR, depth1, will_not_pay
 from specviz.engines.medusa.heads import CONFIG_FILE
-from specviz.engines.stdlib_prompts import stdlib_prompts
+from specviz.engines.training.stdlib_prompts import stdlib_prompts
 
 
 @pytest.mark.parametrize(("accuracy", "pays"), [

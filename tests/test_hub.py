@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from specviz.engines import hub, hub_names
 from specviz.engines.errors import ModelError
-from specviz.engines.hub_names import HubName, parse, pick_gguf, quant_of
+from specviz.engines.models import hub, hub_names
+from specviz.engines.models.hub_names import HubName, parse, pick_gguf, quant_of
 from tests.hub_server import HubServer, Repo
 
 TOKEN = "hf_secret_token_for_tests"
@@ -186,7 +186,7 @@ def test_cancel_stops_the_download(served):
     def progress(done, total, message):
         cancel.set()
 
-    from specviz.engines.models import DownloadCancelled
+    from specviz.engines.models.registry import DownloadCancelled
 
     with pytest.raises((DownloadCancelled, ModelError)):
         hub.pull(parse("org/slow"), progress=progress, cancel=cancel)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 from tests.hub_server import HubServer, Repo
 from tests.tiny_gguf import write_tiny_gguf
 

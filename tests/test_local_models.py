@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app.cli import main
-from specviz.engines import hub, local_models
-from specviz.engines.hub_names import parse
-from specviz.engines.local_models import Places
-from specviz.engines.models import resolve, side_folder
+from specviz.app.cli.main import main
+from specviz.engines.models import hub
+from specviz.engines.models import local as local_models
+from specviz.engines.models.hub_names import parse
+from specviz.engines.models.local import Places
+from specviz.engines.models.registry import resolve, side_folder
 from tests.hub_server import HubServer, Repo
 
 GGUF = b"GGUF" + b"\0" * 300

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines.compare import compare
-from specviz.engines.corpus import read_prompts
+from specviz.engines.bench.compare import compare
 from specviz.engines.errors import SpecvizError
-from specviz.engines.medusa import train as tr
+from specviz.engines.loop.sampling import SamplingParams
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.medusa.heads import (
     CONFIG_FILE,
     HeadsConfig,
@@ -30,8 +30,8 @@ from specviz.engines.medusa.heads import (
 )
 from specviz.engines.medusa.tree import ROOT, build_tree
 from specviz.engines.oracles import make_oracle
-from specviz.engines.sampling import SamplingParams
-from specviz.engines.session import RunSettings, Session
+from specviz.engines.training import medusa as tr
+from specviz.engines.training.corpus import read_prompts
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 
@@ -282,7 +282,7 @@ def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_
 def test_the_int8_knob_drafts_through_an_int8_lm_head_losslessly(tiny_backend, medusa):
     import torch
 
-    from specviz.engines.precision import available_engines
+    from specviz.engines.machine.precision import available_engines
 
     if not available_engines():
         pytest.skip("this PyTorch has no quantized CPU kernels")

@@ -10,7 +10,7 @@ import pytest
 
 from specviz.app import model_combo
 from specviz.app.model_combo import BROWSE, HUB, ModelCombo
-from specviz.engines.local_models import LocalModel
+from specviz.engines.models.local import LocalModel
 from tests.hub_server import HubServer, Repo
 
 FOUND = [LocalModel("llama3.2:1b", "gguf", 1_300_000_000, "Q4_K_M", "Ollama",

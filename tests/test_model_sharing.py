@@ -6,10 +6,10 @@ import pytest
 
 from specviz.engines import events as ev
 from specviz.engines.backends import load_backend
-from specviz.engines.model_pool import ModelPool
+from specviz.engines.host.model_pool import ModelPool
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles.none import NoOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
-from specviz.engines.session import RunSettings, Session
 
 PROMPTS = ("def add(a, b):\n    return a + b\n\ndef add(a, b):", "The quick brown fox")
 

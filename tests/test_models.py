@@ -16,11 +16,11 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from specviz.app import cmd_models
-from specviz.engines import models
-from specviz.engines.download_process import run_killable
+from specviz.app.cli import cmd_models
 from specviz.engines.errors import ModelError
-from specviz.engines.models import (
+from specviz.engines.models import registry as models
+from specviz.engines.models.download_process import run_killable
+from specviz.engines.models.registry import (
     DownloadCancelled,
     DownloadError,
     HfSource,
@@ -429,7 +429,7 @@ def fetching(monkeypatch: pytest.MonkeyPatch, tiny: ModelSpec):
 
 def test_a_command_fetches_a_missing_registry_model_first(
         fetching: ModelSpec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from specviz.app import cli
+    from specviz.app.cli import main as cli
 
     # The prompt file is missing, so the run stops right after the fetch: the model is
     # fetched before the command reads anything else.
@@ -443,7 +443,7 @@ def test_a_command_fetches_a_missing_registry_model_first(
 def test_no_fetch_stops_at_the_missing_model(
         fetching: ModelSpec, monkeypatch: pytest.MonkeyPatch, how: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from specviz.app import cli
+    from specviz.app.cli import main as cli
 
     argv = ["run", "--target", "tiny", "--prompt", "hello"]
     if how == "flag":

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from specviz.engines.errors import IncompatibleModels
+from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.oracles.draft import check_compatible
 from specviz.engines.oracles.ngram import NGramOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
-from specviz.engines.sampling import SamplingParams
 
 
 def run_context(prompt_ids, chars=None):
@@ -56,7 +56,7 @@ def test_prompt_lookup_finds_the_answer_in_a_real_prompt(tiny_backend):
     code = "def scale(values, factor):\n    return [v * factor for v in values]\n"
     prompt_text = f"Add type hints.\n{code}\nAnswer:\n"
     ids = tiny_backend.tokenize(prompt_text, False)
-    from specviz.engines.session import _token_chars
+    from specviz.engines.loop.session import _token_chars
 
     chars = _token_chars(tiny_backend, ids)
     oracle = PromptLookupOracle(max_ngram=3)

@@ -9,25 +9,25 @@ import re
 import pytest
 from test_cross_draft import other_vocab_backend  # noqa: F401 (a fixture)
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 from specviz.engines import events as ev
+from specviz.engines.cost.profile import Profile
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
-from specviz.engines.pair import StepCosts, break_even, estimate, predict
-from specviz.engines.pair_estimate import (
+from specviz.engines.pair.acceptance import (
     Agreement,
     acceptance_by_position,
     same_vocab_agreement,
     simulate,
     target_answers,
 )
-from specviz.engines.pair_vocab import (
+from specviz.engines.pair.report import StepCosts, break_even, estimate, predict
+from specviz.engines.pair.vocab import (
     VERDICT_CROSS,
     VERDICT_DRAFT,
     VERDICT_UNUSABLE,
     compare_vocabularies,
 )
-from specviz.engines.profile import Profile
-from specviz.engines.session import RunSettings, Session
 
 NOISE = 0.15  # on the sibling draft
 PROMPTS = ["def add(a, b):\n    return a + b\n\ndef mul(a, b):\n", "The quick brown fox"]
@@ -154,7 +154,7 @@ def test_a_draft_that_cannot_spell_the_targets_text_is_not_usable(tiny_backend,
 
 
 def test_cross_draft_agreement_is_estimated_through_text(tiny_backend, other_vocab_backend):
-    from specviz.engines.pair_estimate import cross_agreement
+    from specviz.engines.pair.acceptance import cross_agreement
 
     answer = target_answers(tiny_backend, PROMPTS[:1], 24, chat=False)[0]
     agreement = cross_agreement(tiny_backend, other_vocab_backend, answer)

@@ -8,13 +8,13 @@ import json
 import pytest
 from test_session import CODE_EDIT
 
-from specviz.app.cli import main
+from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines import profile as prof
-from specviz.engines.auto_k import AutoK
-from specviz.engines.compare import compare
+from specviz.engines.bench.compare import compare
+from specviz.engines.cost import profile as prof
+from specviz.engines.cost.auto_k import AutoK
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
-from specviz.engines.session import RunSettings, Session
 
 
 def test_measure_gives_a_median_per_batch_and_context(tiny_backend):

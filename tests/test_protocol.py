@@ -11,8 +11,8 @@ import pytest
 from step_factory import make_step
 
 from specviz.engines import events as ev
-from specviz.engines import protocol
-from specviz.engines import run_spec as rs
+from specviz.engines.host import protocol
+from specviz.engines.host import run_spec as rs
 
 SPEC = rs.RunSpec(
     rs.RunRequest("def add(a, b):\n    return a + b\n\ndef add(",
@@ -63,7 +63,7 @@ def test_the_engine_process_runs_a_spec_and_takes_controls(tiny_model_dir):
                                     rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1),
                                     max_tokens=16, chat=False),
                       {"a": rs.LaneSpec("none"), "b": rs.LaneSpec("prompt-lookup", 4)})
-    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.host.engine_process"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
     engine.stdin.write(b"garbage\n" + protocol.encode("run", spec=rs.to_dict(spec))
@@ -97,7 +97,7 @@ def test_controls_reach_a_lane_in_the_order_they_were_sent(tiny_model_dir, tmp_p
                                     rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1),
                                     max_tokens=24, chat=False),
                       {"b": rs.LaneSpec("prompt-lookup", 3, auto_k=True)})
-    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.host.engine_process"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL,
                               env={**os.environ, "SPECVIZ_HOME": str(tmp_path)})
@@ -125,7 +125,7 @@ def test_the_engine_measures_a_profile_and_checks_a_pair_between_runs(tiny_model
     import os
 
     model = dataclasses.asdict(rs.ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1))
-    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.engine_process"],
+    engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.host.engine_process"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL,
                               env={**os.environ, "SPECVIZ_HOME": str(tmp_path)})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.engines.profile import Profile
+from specviz.engines.cost.profile import Profile
 
 SCRIPT = Path(__file__).parent.parent / "benchmarks" / "replay_auto_k.py"
 spec = importlib.util.spec_from_file_location("replay_auto_k", SCRIPT)

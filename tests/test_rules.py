@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.engines import events as ev
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.text_rules import (
     close_brackets,
@@ -15,7 +16,6 @@ from specviz.engines.oracles.text_rules import (
     indent_unit,
     repeat_line,
 )
-from specviz.engines.session import RunSettings, Session
 
 CODE = "def area(width, height):\n    total = width * height\n    return total\n"
 

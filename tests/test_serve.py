@@ -15,9 +15,9 @@ import time
 import pytest
 
 from specviz.engines import events as ev
-from specviz.engines import protocol
-from specviz.engines import run_spec as rs
-from specviz.engines import serve as srv
+from specviz.engines.host import protocol
+from specviz.engines.host import relay as srv
+from specviz.engines.host import run_spec as rs
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
 

@@ -10,12 +10,12 @@ import pytest
 from llama_server import RunningServer, binary, cmake_flags
 
 from specviz.engines import events as ev
-from specviz.engines import protocol
-from specviz.engines import run_spec as rs
-from specviz.engines.engine_process import Engine
 from specviz.engines.errors import SpecvizError
-from specviz.engines.hardware import CpuFacts
-from specviz.engines.run_builder import build_lane
+from specviz.engines.host import protocol
+from specviz.engines.host import run_spec as rs
+from specviz.engines.host.engine_process import Engine
+from specviz.engines.host.run_builder import build_lane
+from specviz.engines.machine.hardware import CpuFacts
 from specviz.engines.trace import TraceWriter, read_trace
 
 PROMPT = ("def mean(values):\n    total = 0\n    for v in values:\n        total += v\n"

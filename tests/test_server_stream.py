@@ -10,14 +10,14 @@ import pytest
 from fake_server import FakeServer, Reply, sse
 
 from specviz.engines import events as ev
-from specviz.engines import run_spec as rs
 from specviz.engines.errors import SpecvizError
-from specviz.engines.run_builder import build_lane
+from specviz.engines.host import run_spec as rs
+from specviz.engines.host.run_builder import build_lane
+from specviz.engines.loop.session import RunSettings
 from specviz.engines.servers import connect, llama_server, sglang, vllm
-from specviz.engines.servers.session import ServerSession
+from specviz.engines.servers.server_session import ServerSession
 from specviz.engines.servers.sse import Endpoint, ServerError
 from specviz.engines.servers.steps import StepBuilder
-from specviz.engines.session import RunSettings
 
 PROPS = {"default_generation_settings": {"params": {"speculative.types": "draft-simple"}},
          "build_info": "b1-test", "model_path": "/m/smol.gguf", "endpoint_slots": False}

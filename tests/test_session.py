@@ -8,10 +8,10 @@ import threading
 import pytest
 
 from specviz.engines import events as ev
-from specviz.engines.compare import check_against_plain, compare
+from specviz.engines.bench.compare import check_against_plain, compare
+from specviz.engines.loop.sampling import SamplingParams
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
-from specviz.engines.sampling import SamplingParams
-from specviz.engines.session import RunSettings, Session
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 CODE_EDIT = (
@@ -220,8 +220,8 @@ def test_a_declined_step_survives_a_trace_round_trip(tiny_backend):
 
 
 def test_auto_k_says_whether_it_had_nothing_to_copy_or_found_no_k_worth_it(tiny_backend):
-    from specviz.engines.auto_k import AutoK
-    from specviz.engines.profile import Profile
+    from specviz.engines.cost.auto_k import AutoK
+    from specviz.engines.cost.profile import Profile
 
     oracle = make_oracle("prompt-lookup")
     dear = Profile("m", "b", "cpu", 1, [512], [1, 2, 4, 8, 16, 32],

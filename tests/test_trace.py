@@ -6,8 +6,8 @@ import pytest
 
 from specviz.engines import events as ev
 from specviz.engines.errors import TraceError
+from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
-from specviz.engines.session import RunSettings, Session
 from specviz.engines.trace import TraceWriter, read_trace
 
 

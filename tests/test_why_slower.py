@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.engines.cost import break_even_acceptance
-from specviz.engines.profile import progress_lines
-from specviz.engines.why_slower import easiest_k, loss_reason, why_no_gain
+from specviz.engines.cost.profile import progress_lines
+from specviz.engines.cost.step_cost import break_even_acceptance
+from specviz.engines.cost.why_slower import easiest_k, loss_reason, why_no_gain
 
 # Cost of n tokens over one (n = 1..9): a 2-core CPU where a short batch is dear.
 CPU = [1.0, 1.63, 2.0, 2.71, 3.3, 4.0, 4.6, 5.2, 6.28]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.engines.cost import expected_tokens_iid
+from specviz.engines.cost.step_cost import expected_tokens_iid
 from specviz.widgets.cost_curve import CostCurve, theory_curve
 
 pytestmark = pytest.mark.gui

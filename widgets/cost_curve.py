@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.cost import break_even_acceptance, theoretical_speedup
+from ..engines.cost.step_cost import break_even_acceptance, theoretical_speedup
 from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..chat import render_chat
 from ..errors import ContextOverflow
+from .chat import render_chat
 
 
 class Backend(ABC):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
 from ..errors import BackendError
-from ..models import home_dir
+from ..machine.device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
+from ..models.registry import home_dir
 from . import small_rows
 from .base import Backend
 from .hf_features import LayerFeatures
@@ -459,6 +459,6 @@ def _chat_template(tok, gguf_path: Path | None) -> str | None:
         template = template.get("default") or next(iter(template.values()), None)
     if template or gguf_path is None:
         return template
-    from ..gguf_meta import read_metadata
+    from ..models.gguf_meta import read_metadata
 
     return read_metadata(gguf_path).get("tokenizer.chat_template")

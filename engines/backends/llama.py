@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..device_choice import llama_offload
 from ..errors import BackendError
-from ..hardware import compute_threads, read_cpu
+from ..machine.device_choice import llama_offload
+from ..machine.hardware import compute_threads, read_cpu
 from . import llama_buffers
 from .base import Backend
 

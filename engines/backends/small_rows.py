@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..json_file import read_dict, write_dict
+from ..machine.json_file import read_dict, write_dict
 
 ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # row counts measured; above 16 the default is kept
 MARGIN = 0.9  # route a row count only where it is at least 10% faster
@@ -125,7 +125,7 @@ def _weights(model) -> list:
 def _key(weights, threads: int | None) -> str:
     import torch
 
-    from ..hardware import read_cpu
+    from ..machine.hardware import read_cpu
 
     shapes = Counter(f"{n}x{k}" for n, k in (w.shape for w in weights))
     layers = ",".join(f"{shape}*{n}" for shape, n in sorted(shapes.items()))

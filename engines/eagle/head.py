@@ -152,7 +152,7 @@ class EagleHead(nn.Module):
         normed = self.norm(out)
         if self.lm_head is not None:
             return self.lm_head(normed)
-        return target_head(normed)  # float32 or its int8 copy (engines.precision)
+        return target_head(normed)  # float32 or its int8 copy (engines.machine.precision)
 
     def to_target_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary ids to the target's (identity without a reduced vocabulary)."""

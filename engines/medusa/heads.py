@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..cost.head_floor import refuse_weak_default
 from ..errors import SpecvizError
-from ..head_floor import refuse_weak_default
 
 FORMAT = "specviz-medusa-1"
 WEIGHTS_FILE = "heads.safetensors"
@@ -54,7 +54,7 @@ class MedusaHeads(nn.Module):
 
     def logits(self, h: torch.Tensor, lm_head: nn.Module, n: int | None = None) -> torch.Tensor:
         """(..., hidden) -> (..., n, vocab), through the target's LM head (one matmul; the
-        module may be its int8 copy, engines.precision)."""
+        module may be its int8 copy, engines.machine.precision)."""
         return lm_head(self.features(h, n))
 
 
@@ -92,7 +92,7 @@ class HeadsConfig:
 def heads_dir(model_path: str | Path) -> Path:
     """Where a model's heads live: beside its .gguf file, or inside its model folder (in
     specviz's cache for a model in another tool's store)."""
-    from ..models import side_folder
+    from ..models.registry import side_folder
 
     return side_folder(model_path, "medusa")
 

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 
 from ..backends.hf import TransformersBackend
-from ..corpus import read_prompts
 from ..errors import SpecvizError
 from ..text_file import read_text
+from ..training.corpus import read_prompts
+from ..training.medusa import Answer, _LayerInputs, split
 from .heads import lm_head_of
-from .train import Answer, _LayerInputs, split
 
 SUFFIXES = (".py", ".md", ".rst", ".txt", ".jsonl")  # what a folder is searched for
 CHUNK = 256  # tokens a chunk: longer than a training window, short enough to batch

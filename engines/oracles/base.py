@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..events import Lookahead, Span
-from ..sampling import SamplingParams
+from ..loop.sampling import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ class EagleOracle(Oracle):
                                "transformers")
         from ..eagle.checkpoint import load_head
         from ..eagle.head import KeyValues
+        from ..machine.precision import Int8Copy
         from ..medusa.heads import lm_head_of
-        from ..precision import Int8Copy
 
         self.target = target
         self.head, self.layers, self.config = load_head(target.model, target.model_path,
@@ -70,7 +70,7 @@ class EagleOracle(Oracle):
         self._fed: list[int] = []  # token t+1 of every row t the cache holds
         self._last = None  # the head's output at the cache's last row
         self._trust = Trust()
-        self._heads = Int8Copy(self.head, keep={"fc"})  # see engines.precision
+        self._heads = Int8Copy(self.head, keep={"fc"})  # see engines.machine.precision
         self._int8 = 0
         self.int8 = 1  # where the CPU's quantized kernels run
         target.keep_features(self.layers)

@@ -18,8 +18,8 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from ..events import DECLINE_RULE
+from ..loop.sampling import distribution, prob_of, sample, softmax
 from ..medusa.tree import CandidateTree, build_tree
-from ..sampling import distribution, prob_of, sample, softmax
 from .base import Oracle, Proposal, TreeProposal
 
 
@@ -34,8 +34,8 @@ class MedusaOracle(Oracle):
                 f"the medusa oracle reads the target's hidden states, which the {target.name} "
                 "backend does not expose; use --backend transformers"
             )
+        from ..machine.precision import Int8Copy
         from ..medusa.heads import lm_head_of, load_heads
-        from ..precision import Int8Copy
 
         self.target = target
         self.budget = 0  # 0: the chain of the heads' top tokens; > 0: a candidate tree
@@ -70,7 +70,7 @@ class MedusaOracle(Oracle):
     @property
     def int8(self) -> int:
         """1: draft through an int8 copy of the target's LM head where the device has
-        quantized kernels (engines.precision); the target verifies in its own precision."""
+        quantized kernels (engines.machine.precision); the target verifies in its own precision."""
         return self._int8
 
     @int8.setter

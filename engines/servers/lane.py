@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 from ..errors import SpecvizError
-from ..run_spec import LaneSpec, RunRequest
-from ..session import RunSettings
+from ..host.run_spec import LaneSpec, RunRequest
+from ..loop.session import RunSettings
 from . import connect
-from .session import ServerSession
+from .server_session import ServerSession
 from .sse import Endpoint
 
 ORACLE = "server"

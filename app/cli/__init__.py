@@ -1,0 +1,2 @@
+"""The command line: `specviz` and its subcommands, printing on a terminal.
+"""

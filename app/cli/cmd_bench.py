@@ -1,0 +1,126 @@
+"""`specviz bench`: the Spec-Bench-style table for oracles and K on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ...engines.bench import spec_bench as bench
+from ...engines.errors import SpecvizError
+from ...engines.host import run_builder
+from ...engines.host.model_pool import ModelPool
+from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ...engines.trace import machine_info
+from . import bench_tables, options
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="Spec-Bench-style table: speedup per category and oracle")
+    options.add_model_args(p)
+    p.add_argument("--oracles", default="none,prompt-lookup,ngram",
+                   help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
+    p.add_argument("--draft", default=None,
+                   help="draft model for the draft and cross-draft oracles")
+    p.add_argument("--cross-draft", default=None,
+                   help="draft model for the cross-draft oracle (default: --draft)")
+    p.add_argument("--k", default="auto",
+                   help="draft length, or a comma-separated list; auto (the default): "
+                        "cost-aware, per step")
+    p.add_argument("--max-ngram", type=int, default=None)
+    p.add_argument("--min-ngram", type=int, default=None)
+    p.add_argument("--ngram-corpus", type=Path, default=None)
+    p.add_argument("--exit-layer", type=int, default=None,
+                   help="early-exit: draft with the target's first N layers (default: 3/4)")
+    options.add_tree_args(p)
+    p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
+    p.add_argument("--categories", default=None, help="comma-separated categories or groups")
+    p.add_argument("--limit", type=int, default=None, help="questions per category group")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every turn N times, interleaved, and take the median time "
+                        "(a noisy machine needs it to tell a few percent apart)")
+    p.add_argument("--json", type=Path, dest="json_out", help="write every figure here")
+    p.add_argument("--markdown", type=Path, help="write the table here")
+    p.set_defaults(func=run)
+
+
+def configs(args: argparse.Namespace) -> list[bench.Config]:
+    names = [n.strip() for n in args.oracles.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ORACLES]
+    if unknown:
+        raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
+    try:
+        ks = [bench.AUTO_K if k.strip() == options.AUTO else options.k_value(k)
+              for k in args.k.split(",")]
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
+    return [bench.Config(n, 0) if is_plain(n) else bench.Config(n, k) for n in names
+            for k in ([0] if is_plain(n) else ks)]
+
+
+def policy_maker(args: argparse.Namespace, target):
+    """Builds the auto-K chooser for an oracle (profiles measured once if not stored)."""
+
+    def make(oracle):
+        lane = options.lane_spec(args, oracle.name, options.AUTO)
+        return run_builder.k_policy(lane, options.model_choice(args), oracle, target,
+                                    getattr(oracle, "draft", None), say=_say)
+
+    return make
+
+
+def _say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    cats = args.categories.split(",") if args.categories else None
+    questions = bench.load_questions(args.questions, cats, args.limit)
+    plan = configs(args)
+    pool = ModelPool()  # one target; each draft model loaded once for the oracles using it
+    model = options.model_choice(args)
+    target = run_builder.acquire(pool, model, args.target)
+    drafts: dict = {}
+
+    def make(name: str):
+        lane = options.lane_spec(args, name)
+        draft = None
+        if lane.draft_model:
+            if lane.draft_model not in drafts:
+                drafts[lane.draft_model] = run_builder.acquire(pool, model, lane.draft_model)
+            draft = drafts[lane.draft_model]
+        elif name in DRAFT_ORACLES:
+            raise SpecvizError(f"--oracles {name} needs --draft MODEL")
+        return run_builder.build_oracle(lane, target, draft)
+
+    bench.check_fits(target, questions)
+    runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
+    with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
+        records = bench.run_bench(target, make, questions, plan, args.max_tokens,
+                                  run_builder.sampling_params(options.run_request(args, "")),
+                                  on_record=lambda r: bar.update(),
+                                  make_policy=policy_maker(args, target),
+                                  repeat=args.repeat)
+    rows = bench.summarise(records)
+    table = bench_tables.markdown_table(rows)
+    details = bench_tables.detail_table(rows)
+    if details:
+        table += "\n\nAcceptance per proposal detail:\n\n" + details
+    print(table)
+    meta = {"target": args.target, "draft": args.draft, "cross_draft": args.cross_draft,
+            "backend": target.name, "device": target.device, "max_tokens": args.max_tokens,
+            "repeat": args.repeat,
+            "questions": str(args.questions), "machine": machine_info()}
+    if args.markdown:
+        args.markdown.write_text(table + "\n", encoding="utf-8")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(bench.to_json(records, rows, meta), indent=1),
+                                 encoding="utf-8")
+    return 0

@@ -1,0 +1,51 @@
+"""`specviz replay FILE...`: play recorded traces back, in the window or on the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...engines import events as ev
+from ...engines.trace import read_trace
+from .console import EventPrinter, summary_line
+
+
+def register(sub) -> None:
+    p = sub.add_parser("replay", help="play back recorded traces (no model needed)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("--print", action="store_true", dest="print_",
+                   help="print to the terminal instead of opening the window")
+    p.add_argument("--show-rejected", action="store_true")
+    p.add_argument("--speed", type=float, default=1.0,
+                   help="playback speed in the window, 0.1 to 1 (default: recorded pace)")
+    p.set_defaults(func=replay)
+
+
+def replay(args: argparse.Namespace) -> int:
+    if not args.print_:
+        from .cmd_gui import open_window  # the window; imported late: it needs Qt
+
+        return open_window(replay=args.files, speed=args.speed)
+    status = 0
+    for path in args.files:
+        status |= _print_trace(path, args.show_rejected)
+    return status
+
+
+def _print_trace(path: Path, show_rejected: bool) -> int:
+    trace = read_trace(path)
+    printer = EventPrinter(show_rejected=show_rejected)
+    head = trace.header
+    print(f"# {path}: {head.get('oracle')} on {head.get('target', {}).get('name')} "
+          f"({head.get('backend')}, {head.get('device')})", file=sys.stderr)
+    for event in trace.events:
+        if isinstance(event, ev.StepEvent):
+            printer.step(event)
+    print()
+    if trace.summary:
+        print(summary_line(trace.summary), file=sys.stderr)
+    if trace.problem:
+        print(f"specviz: {trace.problem} (everything before it was shown)", file=sys.stderr)
+        return 2
+    return 0

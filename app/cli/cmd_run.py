@@ -1,0 +1,224 @@
+"""`specviz run`: decode one prompt headless, streaming coloured tokens or printing JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ...engines import events as ev
+from ...engines.bench.compare import check_against_plain
+from ...engines.errors import SpecvizError
+from ...engines.host.model_pool import ModelPool
+from ...engines.host.run_builder import BuiltLane, build_lane, build_server_lane
+from ...engines.loop.session import RunSettings, Session, warm_up
+from ...engines.oracles import is_plain
+from ...engines.oracles.none import NoOracle
+from ...engines.text_file import read_text
+from ...engines.trace import TraceWriter
+from . import options
+from .console import EventPrinter, summary_line
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="decode a prompt headless (plainly or speculatively)",
+                       description="Decode a prompt, streaming the text as it comes.")
+    options.add_model_args(p)
+    options.add_prompt_args(p)
+    options.add_decoding_args(p)
+    options.add_oracle_args(p)
+    options.add_acceptance_args(p)
+    options.add_server_args(p)
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
+    out.add_argument("--baseline", action="store_true",
+                     help="also decode plainly in the same process and report the speedup")
+    out.add_argument("--show-rejected", action="store_true",
+                     help="print rejected draft tokens struck through")
+    p.set_defaults(func=run)
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    if getattr(args, "prompt_file", None):
+        return read_text(args.prompt_file, "prompt file")
+    if getattr(args, "prompt", None) is None:
+        raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
+    return args.prompt
+
+
+def run(args: argparse.Namespace) -> int:
+    request = options.run_request(args, read_prompt(args))
+    if args.server:
+        return run_server(args, request)
+    pool = ModelPool()
+    lane = build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)
+    try:
+        return _run(args, lane)
+    finally:
+        lane.close()
+        pool.close()
+
+
+def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
+    session = lane.session
+    target = session.target
+    warm_up(target, session.prompt_ids)
+    printer = EventPrinter(show_rejected=args.show_rejected)
+    steps = _drive(session, None if args.json else printer, args.trace, lane.header)
+    summary = session.summary
+    result = _result(args, target, summary)
+    if not is_plain(args.oracle):
+        result["decline_rate"] = round(summary.totals.decline_rate, 4)
+        result["declined"] = ev.decline_reasons(steps)
+    if session.k_policy and steps:
+        result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
+    if args.baseline:
+        result.update(_baseline(target, session, steps, summary))
+        why = _why_slower(args, target, result)
+        if why:
+            result["why_slower"] = why
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_footer(printer, summary, result)
+    return 0
+
+
+def run_server(args: argparse.Namespace, request) -> int:
+    """One completion on a serving engine, its steps read from what the engine streams."""
+    if args.baseline:
+        raise SpecvizError("--baseline decodes with a local model; on a server give "
+                           "--server-baseline URL (a server of the same model without "
+                           "speculation)")
+    lane = build_server_lane("run", options.server_lane(args, args.server), request)
+    printer = EventPrinter(show_rejected=args.show_rejected)
+    steps = _drive(lane.session, None if args.json else printer, args.trace, lane.header)
+    summary = lane.session.summary
+    result = _server_result(lane, summary, steps)
+    if args.server_baseline:
+        plain = build_server_lane("plain", options.server_lane(args, args.server_baseline),
+                                  request)
+        base = _drive(plain.session, None, None, plain.header) and plain.session.summary
+        result["baseline_tok_per_s"] = round(base.tok_per_s, 3)
+        result["speedup"] = round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s \
+            else None
+        result["identical_to_baseline"] = summary.text == base.text
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_footer(printer, summary, result)
+    return 0
+
+
+def _server_result(lane: BuiltLane, summary: ev.SummaryEvent, steps) -> dict:
+    t = summary.totals
+    server = lane.header["server"]
+    return {
+        "text": summary.text, "tokens": t.tokens, "wall_s": round(summary.wall_ms / 1000, 4),
+        "prefill_s": round(summary.prefill_ms / 1000, 4),
+        "tok_per_s": round(summary.tok_per_s, 3), "reason": summary.reason,
+        "server": server["url"], "engine": server["engine"], "build": server["build"],
+        "model": server["model"], "speculation": server["speculation"], "steps": t.steps,
+        "proposed": t.proposed, "accepted": t.accepted,
+        "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
+        "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
+        "declined": ev.decline_reasons(steps), "lossy": False,
+    }
+
+
+def _say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr)
+
+
+def _drive(session, printer: EventPrinter | None, trace: Path | None,
+           header: dict) -> list[ev.StepEvent]:
+    writer = TraceWriter(trace, header) if trace else None
+    steps: list[ev.StepEvent] = []
+    try:
+        for event in session:
+            if writer:
+                writer.write(event)
+            if isinstance(event, ev.StepEvent):
+                steps.append(event)
+                if printer:
+                    printer.step(event)
+    except KeyboardInterrupt:
+        session.stop()
+        raise
+    finally:
+        if writer:
+            writer.close()
+    return steps
+
+
+def _baseline(target, session: Session, steps, summary: ev.SummaryEvent) -> dict:
+    plain = Session(target, NoOracle(), RunSettings(**{**session.settings.__dict__, "k": 0}))
+    plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
+    base = plain.summary
+    cmp = check_against_plain(target, session.prompt_ids, steps, plain_steps)
+    out = {
+        "baseline_tok_per_s": round(base.tok_per_s, 3),
+        "speedup": round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s else None,
+        "identical_to_baseline": cmp.identical and summary.text == base.text,
+    }
+    if not cmp.identical:
+        out["divergence"] = cmp.to_dict()
+    return out
+
+
+def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
+    """Why speculation lost to plain decoding here, from this machine's cost profile."""
+    from ...engines.cost import profile as prof
+    from ...engines.cost.why_slower import loss_reason
+
+    stored = prof.load(args.target, args.backend, target.device, args.threads)
+    if stored is None:
+        return ""
+    costs = [stored.relative(n, 512) for n in range(1, 34)]
+    return loss_reason(args.oracle, result, costs)
+
+
+def _result(args, target, summary: ev.SummaryEvent) -> dict:
+    t = summary.totals
+    return {
+        "text": summary.text,
+        "tokens": t.tokens,
+        "wall_s": round(summary.wall_ms / 1000, 4),
+        "prefill_s": round(summary.prefill_ms / 1000, 4),
+        "tok_per_s": round(summary.tok_per_s, 3),
+        "reason": summary.reason,
+        "target": args.target,
+        "backend": target.name,
+        "device": target.device,
+        "oracle": args.oracle,
+        "k": 0 if is_plain(args.oracle) else args.k,
+        "steps": t.steps,
+        "proposed": t.proposed,
+        "accepted": t.accepted,
+        "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
+        "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
+        "lossy": bool(getattr(args, "typical_acceptance", False) and args.temperature > 0),
+    }
+
+
+def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:
+    print(file=sys.stdout, flush=True)
+    line = summary_line(summary)
+    if "mean_k" in result:
+        line += f"; auto K, {result['mean_k']:.1f} on average"
+    if "speedup" in result:
+        same = "identical" if result["identical_to_baseline"] else "DIFFERENT"
+        line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s, speedup "
+                 f"{result['speedup']:.2f}x, output {same}")
+    print(line, file=sys.stderr)
+    if result["lossy"]:
+        print("note: LOSSY typical acceptance: this text does not follow the target's "
+              "distribution exactly", file=sys.stderr)
+    if "divergence" in result:
+        print(f"note: {result['divergence'].get('note', '')}", file=sys.stderr)
+    if result.get("why_slower"):
+        print(f"note: {result['why_slower']}", file=sys.stderr)
+    if printer.colour:
+        print(printer.legend(), file=sys.stderr)

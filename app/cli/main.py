@@ -1,0 +1,69 @@
+"""The `specviz` command line: `specviz` opens the window; subcommands run headless."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ... import __version__
+from ...engines.errors import SpecvizError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import cmd_doctor, cmd_models, cmd_replay, cmd_run, cmd_serve, options
+
+    parser = argparse.ArgumentParser(
+        prog="specviz",
+        description="See speculative decoding happen. Without a command, opens the window.",
+    )
+    parser.add_argument("--version", action="version", version=f"specviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve):
+        module.register(sub)
+    _register_optional(sub)
+    options.no_abbreviations(parser)
+    return parser
+
+
+def _register_optional(sub) -> None:
+    """Commands whose modules may pull in heavier dependencies register only if present."""
+    import importlib
+
+    for name in ("cmd_bench", "cmd_pair", "cmd_profile", "cmd_train_heads", "cmd_gui"):
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+            continue
+        module.register(sub)
+
+
+def sub_choices(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        if "gui" not in sub_choices(parser):
+            parser.print_help()
+            return 0
+        args = parser.parse_args(["gui"])
+    try:
+        from .cmd_models import fetch_named
+        from .options import settle_backend
+
+        fetch_named(args)
+        settle_backend(args)
+        return int(args.func(args) or 0)
+    except SpecvizError as exc:
+        print(f"specviz: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specviz: interrupted", file=sys.stderr)
+        return 130

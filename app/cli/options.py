@@ -1,0 +1,223 @@
+"""Command-line options shared by `run` and `bench`, and turning them into engine objects."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ...engines.backends import BACKENDS, load_backend
+from ...engines.backends.base import Backend
+from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
+from ...engines.loop.session import K_MAX, check_k
+from ...engines.models.registry import resolve
+from ...engines.oracles import ORACLES
+from ...engines.oracles import info as oracle_info
+from ..runs import DEFAULT_TARGET
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--target", default=DEFAULT_TARGET,
+                   help="registry name, Hub name (org/repo, org/repo:QUANT, "
+                        "org/repo/file.gguf), .gguf file or model folder (default: %(default)s)")
+    g.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="default: llama for a GGUF, transformers for a model folder or a Hub "
+                        "repository with a config.json")
+    g.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
+    g.add_argument("--no-fetch", action="store_true",
+                   help="stop at a registry model that is not downloaded instead of fetching "
+                        "it (also SPECVIZ_NO_FETCH=1)")
+
+
+def add_prompt_args(p: argparse.ArgumentParser) -> None:
+    """--prompt TEXT or --prompt-file F, the same on every command that takes a prompt."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="the prompt text")
+    src.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+
+
+def no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Turn off argparse's prefix matching on a parser and all its subcommands: with it,
+    `--prompt` was taken for `--prompt-file` where only the latter existed."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                no_abbreviations(sub)
+
+
+def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    g = p.add_argument_group("speculation")
+    if many:
+        g.add_argument("--oracles", default="none,prompt-lookup,ngram",
+                       help=f"comma-separated, from {', '.join(ORACLES)}")
+    else:
+        g.add_argument("--oracle", choices=ORACLES, default="none")
+    g.add_argument("--draft", default=None,
+                   help="draft model for the draft and cross-draft oracles")
+    g.add_argument("--cross-draft", default=None,
+                   help="draft model for the cross-draft oracle (default: --draft)")
+    g.add_argument("--k", type=k_or_auto, default=AUTO,
+                   help=f"draft length, 0..{K_MAX}, or auto (the default: chosen every step "
+                        "from this machine's costs; measures a missing cost profile first)")
+    g.add_argument("--max-ngram", type=int, default=None, help="longest n-gram to match")
+    g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
+    g.add_argument("--ngram-corpus", type=Path, default=None,
+                   help="text file whose n-grams seed the ngram oracle's static cache")
+    g.add_argument("--exit-layer", type=int, default=None,
+                   help="early-exit: draft with the target's first N layers (default: 3/4)")
+    add_tree_args(g)
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """A lane on a serving engine instead of a local model (`specviz run --server URL`)."""
+    from ...engines.servers import ENGINE_NAMES
+    from ...engines.servers.lane import SOURCES
+
+    g = p.add_argument_group("serving engine")
+    g.add_argument("--server", metavar="URL", default=None,
+                   help="watch an OpenAI-compatible server speculate (llama-server, vLLM, "
+                        "SGLang) instead of running a local model, e.g. http://127.0.0.1:8080")
+    g.add_argument("--server-engine", choices=ENGINE_NAMES, default="auto",
+                   help="which engine serves there (default: ask it)")
+    g.add_argument("--server-baseline", metavar="URL", default=None,
+                   help="a server of the same model without speculation: decode there too "
+                        "and report the speedup, by the engines' own clocks")
+    g.add_argument("--api-key-env", metavar="NAME", default=None,
+                   help="environment variable holding the server's API key (default: "
+                        "SPECVIZ_API_KEY or OPENAI_API_KEY, when set)")
+    g.add_argument("--server-drafts", choices=SOURCES, default=None,
+                   help="colour the server's accepted drafts as this kind (default: as the "
+                        "server says, else draft)")
+
+
+def server_lane(args: argparse.Namespace, url: str) -> LaneSpec:
+    return LaneSpec(oracle="server", k=args.k if isinstance(args.k, int) else 4, server=url,
+                    server_engine=args.server_engine, api_key_env=args.api_key_env,
+                    server_source=args.server_drafts)
+
+
+def add_tree_args(g) -> None:
+    """Knobs of the tree, lookahead and medusa oracles (None: the oracle's default)."""
+    g.add_argument("--split", type=float, default=None,
+                   help="tree: a draft token below the top one branches off when its "
+                        "probability is at least this (default 0.2)")
+    g.add_argument("--budget", type=int, default=None,
+                   help="tree: most nodes in a tree (default 16); medusa: verify a candidate "
+                        "tree of this many nodes instead of the heads' top chain (default 0); "
+                        "eagle: most nodes verified in a step (default 16)")
+    g.add_argument("--int8", "--eagle-int8", type=int, choices=(0, 1), default=None,
+                   help="eagle, medusa: 1 drafts with int8 weights on a CPU (default), 0 in "
+                        "float32 (the target verifies in its own precision)")
+    g.add_argument("--window", type=int, default=None, metavar="W",
+                   help="lookahead: Jacobi window width W (default 5)")
+    g.add_argument("--ngram-size", type=int, default=None, metavar="N",
+                   help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
+    g.add_argument("--guesses", type=int, default=None, metavar="G",
+                   help="lookahead: n-grams kept per first token and verified (default 5)")
+    add_head_paths(g)
+
+
+def settle_backend(args: argparse.Namespace) -> None:
+    """`--backend` left out: the target's format decides (after it has been fetched)."""
+    if hasattr(args, "backend") and args.backend is None:
+        from ...engines.models.registry import backend_for
+
+        args.backend = backend_for(getattr(args, "target", None) or DEFAULT_TARGET)
+
+
+def add_head_paths(g) -> None:
+    """Where the medusa and eagle oracles' trained heads are (default: beside the target)."""
+    g.add_argument("--medusa-heads", default=None, metavar="DIR|HUB",
+                   help="Medusa heads folder or Hub repository for the medusa oracle "
+                        "(transformers backend; default: beside the target, as `specviz "
+                        "train-heads` saves them)")
+    g.add_argument("--eagle-head", default=None, metavar="DIR|HUB",
+                   help="EAGLE head for the eagle oracle: a folder trained by `specviz "
+                        "train-heads --kind eagle` (the default, beside the target) or a "
+                        "published EAGLE-3 head, as a folder or a Hub repository (org/repo)")
+
+
+def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
+    """The oracle's settings given on the command line (None: the oracle's default). The
+    n-gram sizes travel as their own fields of the lane spec."""
+    return {s.name: getattr(args, s.flag.replace("-", "_"), None)
+            for s in oracle_info(name).settings
+            if s.flag and s.name not in ("max_ngram", "min_ngram", "exit_layer")}
+
+
+def add_acceptance_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("acceptance")
+    g.add_argument("--typical-acceptance", action="store_true",
+                   help="LOSSY: with sampling, keep proposals the target finds typical "
+                        "(Medusa's p > min(epsilon, alpha*exp(-entropy))) instead of exact "
+                        "rejection sampling; the output no longer follows the target's "
+                        "distribution. Greedy (temperature 0) stays exact")
+    g.add_argument("--typical-epsilon", type=float, default=0.09,
+                   help="typical acceptance's posterior threshold (default: %(default)s)")
+    g.add_argument("--typical-alpha", type=float, default=0.3,
+                   help="typical acceptance's entropy factor (default: %(default)s)")
+
+
+def add_decoding_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decoding")
+    g.add_argument("--max-tokens", type=int, default=256)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
+                   help="wrap the prompt in the model's chat template (default: on)")
+    g.add_argument("--system", default=None, help="system message (with --chat)")
+    g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def k_value(text: str) -> int:
+    try:
+        return check_k(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def k_or_auto(text: str) -> int | str:
+    return AUTO if text.strip().lower() == AUTO else k_value(text)
+
+
+def model_choice(args: argparse.Namespace) -> ModelChoice:
+    settle_backend(args)
+    return ModelChoice(args.target, args.backend, args.device, args.threads,
+                       getattr(args, "n_ctx", 4096))
+
+
+def run_request(args: argparse.Namespace, prompt: str) -> RunRequest:
+    """The run-wide settings of a command line, as the run builder takes them."""
+    typical = None
+    if getattr(args, "typical_acceptance", False):
+        typical = (args.typical_epsilon, args.typical_alpha)
+    return RunRequest(prompt=prompt, model=model_choice(args), max_tokens=args.max_tokens,
+                      temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+                      chat=getattr(args, "chat", True), system=getattr(args, "system", None),
+                      stop=tuple(getattr(args, "stop", ()) or ()), typical=typical)
+
+
+def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None) -> LaneSpec:
+    """One oracle's lane from the command line's speculation options."""
+    k = args.k if k is None else k
+    corpus = getattr(args, "ngram_corpus", None)
+    heads = getattr(args, "medusa_heads", None)
+    eagle = getattr(args, "eagle_head", None)
+    return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
+                    draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
+                    exit_layer=getattr(args, "exit_layer", None) or 0,
+                    max_ngram=args.max_ngram, min_ngram=args.min_ngram,
+                    ngram_corpus=str(corpus) if corpus else None,
+                    knobs=oracle_knobs(oracle, args),
+                    medusa_heads=str(heads) if heads else None,
+                    eagle_head=str(eagle) if eagle else None)
+
+
+def load_target(args: argparse.Namespace) -> Backend:
+    settle_backend(args)
+    return load_backend(args.backend, resolve(args.target), device=args.device,
+                        threads=args.threads, n_ctx=args.n_ctx)

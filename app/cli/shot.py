@@ -1,0 +1,131 @@
+"""`specviz shot`: the window after a run or a full replay, saved as a PNG, no person needed.
+
+The window runs with throw-away settings (a temporary INI file), so a shot neither reads nor
+changes what a person's window remembers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+from ...engines.errors import SpecvizError
+from ...engines.host.run_spec import SERVER, LaneSpec, ModelChoice
+from ...engines.oracles import is_plain
+from ...engines.trace import read_trace
+from .. import exports
+from ..main_window import MainWindow
+from ..qt_app import freeze_heap, make_app
+from ..remote_engine import remote_engine
+from ..settings import AppSettings
+from . import options
+from .cmd_run import read_prompt
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+
+
+def take_shot(args: argparse.Namespace) -> int:
+    args.out = picture_name(args)
+    if not args.replay and not (args.prompt or args.prompt_file):
+        raise SpecvizError("give traces with --replay FILE..., or a prompt with --prompt TEXT "
+                           "or --prompt-file F")
+    problems = [p for p in (_readable(path) for path in args.replay or ()) if p]
+    app, loop = make_app(offscreen_if_headless=True)
+    with tempfile.TemporaryDirectory() as tmp, loop:
+        store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
+        store.setValue("view/theme", args.theme)
+        window = MainWindow(AppSettings(store), interactive=False,
+                            remote=remote_engine(args.engine, ask=False))
+        window.resize(*args.size)
+        if args.presentation:
+            window.set_presentation(True, fullscreen=False)
+        window.show()
+        freeze_heap()
+        status = _replay(window, args.replay) if args.replay else loop.run_until_complete(
+            _live(window, args))
+        _settle(app, window)
+        exports.save_png(window, args.out)
+        window.close()
+    if problems:  # the picture shows what was readable; the console says what was not
+        print(f"specviz: {problems[0]}; saved {args.out} with the steps before it",
+              file=sys.stderr)
+        return 2
+    print(f"saved {args.out}", file=sys.stderr)
+    return status
+
+
+def picture_name(args: argparse.Namespace) -> Path:
+    """OUT.png, also where it was typed after the traces (`--replay a.jsonl out.png`, which
+    argparse reads as one more trace)."""
+    if args.out is not None:
+        return args.out
+    if args.replay and len(args.replay) > 1 and args.replay[-1].suffix.lower() in IMAGE_SUFFIXES:
+        return args.replay.pop()
+    raise SpecvizError("name the picture to save: specviz shot OUT.png --replay TRACE...")
+
+
+def _readable(path: Path) -> str:
+    """"" for a whole trace, the problem of one whose tail is corrupt; a trace with nothing
+    readable (missing, not a trace) stops the shot before anything is drawn or saved."""
+    problem = read_trace(path).problem
+    return str(problem) if problem else ""
+
+
+def _replay(window: MainWindow, paths: list[Path]) -> int:
+    player = window.open_replay(paths)
+    if player is None:
+        return 2
+    player.finish()
+    window.board.drain()
+    unreadable = [s for s in window.board.model.lanes.values() if not s.steps]
+    return 2 if unreadable else 0
+
+
+async def _live(window: MainWindow, args: argparse.Namespace) -> int:
+    prompt = read_prompt(args)
+    window.board.remove_all()
+    for lane in lane_configs(args):
+        window.add_lane(lane)
+    window.prompt.set_prompt(prompt)
+    window.prompt.set_model_choice(ModelChoice(args.target, args.backend, args.device,
+                                               args.threads))
+    window.prompt.max_tokens.setValue(args.max_tokens)
+    window.prompt.temperature.setValue(args.temperature)
+    task = window.start_run()
+    if task is None:
+        raise SpecvizError("nothing to run: give at least one oracle with --oracles")
+    await task
+    failed = [f"{lane.oracle_name()}: {lane.message.text()}"
+              for lane in window.board.lanes.values() if lane.view.token_count == 0]
+    for line in failed:
+        print(f"specviz: lane {line}", file=sys.stderr)
+    if window.runner.crash:
+        print(f"specviz: {window.runner.crash}", file=sys.stderr)
+        return 2
+    return 2 if len(failed) == len(window.board.lanes) else 0
+
+
+def lane_configs(args: argparse.Namespace) -> list[LaneSpec]:
+    """One lane per `--oracles` name, all with `--k` (auto: each lane chooses its own; plain
+    decoding has no K to choose), then one per `--server` URL."""
+    auto = args.k == options.AUTO
+    names = args.oracles if args.oracles is not None else (
+        "" if args.server else "none,prompt-lookup")
+    heads = {"medusa_heads": args.medusa_heads and str(args.medusa_heads),
+             "eagle_head": args.eagle_head and str(args.eagle_head)}
+    local = [LaneSpec(name, 4 if auto else args.k, args.draft,
+                        auto_k=auto and not is_plain(name), **heads)
+             for name in (n.strip() for n in names.split(",")) if name]
+    return local + [LaneSpec(SERVER, 4 if auto else args.k, server=url) for url in args.server]
+
+
+def _settle(app, window: MainWindow) -> None:
+    """Let every queued event, text layout and graph update land before the grab."""
+    for _ in range(3):
+        window.board.drain()
+        window.graphs.refresh()
+        app.processEvents()

@@ -1,0 +1,339 @@
+"""One lane: an oracle's run drawn as coloured text, with its controls and live figures."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engines import events as ev
+from ..engines.host.run_spec import SERVER, LaneSpec
+from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ..engines.oracles import info as oracle_info
+from ..widgets.k_control import KControl
+from ..widgets.palette import (
+    KIND_DRAFT,
+    KIND_NGRAM,
+    KIND_REJECTED,
+    KIND_TARGET,
+    Theme,
+    source_kind,
+)
+from ..widgets.token_view import Legend, TokenView
+from .model_combo import ModelCombo
+
+
+def editor_range(span: ev.Span | None, prompt_text: str,
+                 user_prompt: str) -> tuple[int, int] | None:
+    """Where a copied token's source lies in the prompt editor, or None when not in it.
+
+    A span's characters index the rendered prompt (chat template around the user's text);
+    the editor holds only the user's text, which sits inside at its first occurrence.
+    """
+    if span is None or span.chr_start is None or span.chr_end is None or not user_prompt:
+        return None
+    offset = prompt_text.find(user_prompt)
+    start, end = span.chr_start - offset, span.chr_end - offset
+    if offset < 0 or start < 0 or end > len(user_prompt) or start >= end:
+        return None
+    return start, end
+
+
+def legend_kinds(oracle: str) -> tuple[str, ...]:
+    """What a lane's tokens can be, from what its oracle proposes (the registry's sources)."""
+    if is_plain(oracle):
+        return (KIND_TARGET,)
+    if oracle == SERVER:  # coloured as the server's drafts are: a draft model unless it says
+        return (KIND_DRAFT, KIND_NGRAM, KIND_TARGET, KIND_REJECTED)
+    known = oracle_info(oracle).sources if oracle in ORACLES else ()  # a trace's unknown name
+    sources = tuple(dict.fromkeys(source_kind(s) for s in known))
+    return (*sources, KIND_TARGET, KIND_REJECTED)
+
+
+def figures_text(figures: dict) -> str:
+    rate = figures.get("acceptance_rate")
+    speedup = figures.get("speedup")
+    return " · ".join([
+        f"{figures.get('tokens', 0)} tokens",
+        f"{figures.get('tok_per_s', 0.0):.1f} tok/s",
+        f"acceptance {'-' if rate is None else f'{rate:.0%}'}",
+        f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
+        *([f"declined {figures.get('decline_rate') or 0.0:.0%}"] if "declined" in figures else []),
+        f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}",
+    ])
+
+
+def declined_tip(figures: dict) -> str:
+    """Why the oracle proposed nothing, reason by reason (the figures line's tooltip)."""
+    reasons = figures.get("declined")
+    if not reasons:
+        return "" if reasons is None else "the oracle proposed something at every step"
+    lines = [f"{n} step{'s' if n != 1 else ''}: {ev.DECLINE_WORDS.get(r, r)}"
+             for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return "Steps with nothing proposed:\n" + "\n".join(lines)
+
+
+def exit_layer_box() -> QSpinBox:
+    """The early-exit oracle's L: how many of the target's layers draft."""
+    box = QSpinBox(minimum=0, maximum=256, prefix="L = ")
+    box.setSpecialValueText("L = auto")
+    box.setToolTip("early-exit drafts with the target's first L layers, then its norm and LM "
+                   "head (transformers backend); auto: three quarters of the layers")
+    return box
+
+
+class LaneWidget(QFrame):
+    """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
+
+    kChanged = Signal(str, int)
+    autoChanged = Signal(str, bool, int)  # lane id, auto on, the fixed K to fall back to
+    knobChanged = Signal(str, str, int)
+    removeRequested = Signal(str)
+    oracleChanged = Signal(str)
+    configChanged = Signal()
+
+    def __init__(self, lane_id: str, config: LaneSpec, theme: Theme, colour: str,
+                 recent_models: list[str], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lane_id = lane_id
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.prompt_text = ""  # the rendered prompt the run saw, for provenance highlights
+        self.user_prompt = ""
+        self.trace_path = None  # where this lane's run was recorded or replayed from
+        self._replay_title: str | None = None
+        self._replay_oracle: str | None = None
+        self._given = config  # what config() keeps of the settings without a control here
+        self.colour = colour
+        self.title = QLabel()
+        self.oracle = QComboBox()
+        self.oracle.addItems([*ORACLES, SERVER])
+        self.draft = ModelCombo(recent_models)
+        self.server = QLineEdit(placeholderText="server URL, e.g. http://127.0.0.1:8080",
+                                toolTip="an OpenAI-compatible server (llama-server, vLLM, "
+                                        "SGLang) whose speculation this lane shows")
+        self.exit_layer = exit_layer_box()
+        self.k = KControl()
+        self.remove = QToolButton(text="✕", toolTip="Remove this lane")
+        self.figures = QLabel(figures_text({}), wordWrap=True)
+        self._text_pt, self._message_colour = 10, ""
+        self.message = QLabel(wordWrap=True, visible=False)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.message.linkActivated.connect(lambda _link: self.show_details())
+        self._details = ""
+        self.details_box: QMessageBox | None = None
+        self.legend = Legend(theme)
+        self.view = TokenView(theme)
+        self._controls = QWidget()
+        self._layout()
+        self.set_config(config)
+        self.set_colour(colour)
+        self.oracle.currentTextChanged.connect(self._on_oracle)
+        self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        self.server.editingFinished.connect(self.configChanged.emit)
+        self.exit_layer.valueChanged.connect(self._on_exit_layer)
+        self.k.valueChanged.connect(self._on_k)
+        self.k.autoChanged.connect(self._on_auto)
+        self.remove.clicked.connect(lambda: self.removeRequested.emit(self.lane_id))
+
+    def _layout(self) -> None:
+        controls = QGridLayout(self._controls)
+        controls.setContentsMargins(0, 0, 0, 0)
+        controls.addWidget(self.oracle, 0, 0)
+        controls.addWidget(self.draft, 0, 1)
+        controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
+        controls.addWidget(self.server, 0, 1)  # and so does a server lane's URL
+        controls.addWidget(self.k, 1, 0, 1, 2)
+        controls.setColumnStretch(1, 1)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.remove)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(6, 6, 6, 6)
+        box.addLayout(top)
+        box.addWidget(self._controls)
+        box.addWidget(self.figures)
+        box.addWidget(self.message)
+        box.addWidget(self.legend)
+        box.addWidget(self.view, 1)
+
+    # ------------------------------------------------------------ configuration
+
+    def oracle_name(self) -> str:
+        return self._replay_oracle or self.oracle.currentText()
+
+    def config(self) -> LaneSpec:
+        """The lane's settings: what the controls show over what it was given (knobs, n-gram
+        sizes, heads folders and server details have no control here and are kept)."""
+        oracle = self.oracle.currentText()
+        given = self._given
+        knobs = given.knobs if oracle == given.oracle else {
+            name: value for name, value in given.knobs.items()
+            if oracle in ORACLES and oracle_info(oracle).setting(name) is not None}
+        return replace(given, oracle=oracle, k=self.k.value(),
+                       draft=self.draft.model() if oracle in DRAFT_ORACLES else None,
+                       exit_layer=self.exit_layer.value() if _has_exit_layer(oracle) else 0,
+                       auto_k=self.k.is_auto() and oracle != SERVER,
+                       server=self.server.text().strip() or None if oracle == SERVER else None,
+                       knobs=knobs)
+
+    def set_config(self, config: LaneSpec) -> None:
+        self._given = config
+        self.oracle.setCurrentText(config.oracle)
+        self.k.setValue(max(1, config.k))
+        self.k.set_auto(config.auto_k)
+        self.draft.set_model(config.draft)
+        self.exit_layer.setValue(config.exit_layer)
+        self.server.setText(config.server or "")
+        self._on_oracle(config.oracle)
+
+    def set_colour(self, colour: str) -> None:
+        self.colour = colour
+        self.setStyleSheet(f"LaneWidget {{ border-top: 4px solid {colour}; }}")
+        self._update_title()
+
+    def set_running(self, running: bool) -> None:
+        """While running only K, auto K and L can change (the session takes them at its next
+        step)."""
+        for widget in (self.oracle, self.draft, self.remove):
+            widget.setEnabled(not running)
+
+    def set_replay(self, name: str, header: dict) -> None:
+        """A lane that plays a trace: no controls, the recorded choices in the title."""
+        self._controls.hide()
+        settings = header.get("settings", {})
+        oracle = self._replay_oracle = header.get("oracle", "?")
+        k = f", K={settings['k']}" if not is_plain(oracle) and "k" in settings else ""
+        self._replay_title = f"{name}: {oracle}{k}"
+        self.prompt_text = header.get("prompt_text", "")
+        self.user_prompt = header.get("prompt", "")
+        self.legend.set_kinds(legend_kinds(oracle))
+        self._update_title()
+
+    def set_controls_visible(self, visible: bool) -> None:
+        self._controls.setVisible(visible and self._replay_title is None)
+        self.remove.setVisible(visible)
+
+    def set_theme(self, theme: Theme, colour: str) -> None:
+        self.legend.set_theme(theme)
+        self.view.set_theme(theme)
+        self.set_colour(colour)
+
+    # ------------------------------------------------------------ run
+
+    def show_server(self, server: dict) -> None:
+        """A server lane's legend, once its server has said what it does."""
+        if server.get("speculation") is None:
+            self.legend.set_kinds((KIND_TARGET,))
+        else:
+            self.legend.set_kinds((source_kind(server.get("source") or "draft"), KIND_TARGET,
+                                   KIND_REJECTED))
+
+    def start_run(self, prompt_text: str, user_prompt: str) -> None:
+        self.clear()
+        self.prompt_text, self.user_prompt = prompt_text, user_prompt
+
+    def clear(self) -> None:
+        self.view.clear()
+        self.message.hide()
+        self.figures.setText(figures_text({}))
+
+    def append(self, event: ev.Event) -> None:
+        if isinstance(event, ev.StepEvent):
+            self.view.append_step(event)
+        else:
+            self._finished(event)
+
+    def set_figures(self, figures: dict) -> None:
+        self.figures.setText(figures_text(figures))
+        self.figures.setToolTip(declined_tip(figures))
+
+    def set_text_size(self, points: int) -> None:
+        """The size of the lane's lines: title, figures, message and legend (presenting)."""
+        self._text_pt = points
+        for widget in (self.title, self.figures):
+            widget.setStyleSheet(f"font-size: {points}pt;")
+        self.legend.set_point_size(points)
+        self.message.setStyleSheet(f"{self._message_colour} font-size: {points}pt;")
+
+    def show_message(self, text: str, error: bool = True, details: str = "") -> None:
+        """One line under the figures; `details`, when given, behind a link and in its tip."""
+        self._message_colour = "color: #e5534b;" if error else "color: palette(mid);"
+        self.message.setStyleSheet(f"{self._message_colour} font-size: {self._text_pt}pt;")
+        self._details = details
+        if details:
+            self.message.setTextFormat(Qt.TextFormat.RichText)
+            self.message.setText(f'{html.escape(text)} · <a href="details">details</a>')
+            self.message.setToolTip(f"<pre>{html.escape(details)}</pre>")
+        else:
+            self.message.setTextFormat(Qt.TextFormat.PlainText)
+            self.message.setText(text)
+            self.message.setToolTip("")
+        self.message.show()
+
+    def add_note(self, text: str) -> None:
+        """Append a sentence to the lane's line (its end and the note read together)."""
+        shown = self.message.text() if self.message.isVisible() and not self._details else ""
+        self.show_message(f"{shown} · {text}" if shown else text, error=False)
+
+    def show_details(self) -> None:
+        """The message's details in a window of their own (fixed-width: they hold tables)."""
+        if not self._details:
+            return
+        if self.details_box is None:
+            self.details_box = QMessageBox(self, windowTitle="Lane details")
+            self.details_box.setModal(False)
+        self.details_box.setText(f"<pre>{html.escape(self._details)}</pre>")
+        self.details_box.show()
+
+    def _finished(self, summary: ev.SummaryEvent) -> None:
+        seconds = summary.wall_ms / 1000.0
+        text = f"ended: {summary.reason}, {summary.totals.tokens} tokens in {seconds:.2f} s"
+        if summary.error:
+            self.show_message(f"{text}: {summary.error}")
+        elif not self.message.isVisible():  # keep a trace problem on screen
+            self.show_message(text, error=False)
+
+    def _on_oracle(self, oracle: str) -> None:
+        self.draft.setVisible(oracle in DRAFT_ORACLES)
+        self.exit_layer.setVisible(_has_exit_layer(oracle))
+        self.server.setVisible(oracle == SERVER)
+        self.k.setEnabled(not is_plain(oracle))
+        self.legend.set_kinds(legend_kinds(oracle))
+        self._update_title()
+        self.oracleChanged.emit(self.lane_id)
+        self.configChanged.emit()
+
+    def _on_exit_layer(self, value: int) -> None:
+        self.knobChanged.emit(self.lane_id, "exit_layer", value)
+        self.configChanged.emit()
+
+    def _on_k(self, k: int) -> None:
+        self.kChanged.emit(self.lane_id, k)
+        self.configChanged.emit()
+
+    def _on_auto(self, on: bool) -> None:
+        self.autoChanged.emit(self.lane_id, on, self.k.value())
+        self.configChanged.emit()
+
+    def _update_title(self) -> None:
+        name = self._replay_title or self.oracle_name()
+        self.title.setText(f"<b style='color:{self.colour}'>■</b> <b>{name}</b>")
+
+
+def _has_exit_layer(oracle: str) -> bool:
+    return oracle in ORACLES and oracle_info(oracle).setting("exit_layer") is not None

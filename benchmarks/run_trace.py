@@ -1,0 +1,141 @@
+"""Follow one run spec through the code: which modules it enters and which calls climb back up.
+
+A three-lane run (plain decoding, prompt lookup, a draft model) of smollm2-135m on llama.cpp is
+built and stepped a few tokens by the engine process's own `Engine.run`, in this process, with
+a profiler hook that records every call from one specviz module into another. Each module
+gets a floor from the import graph (a module stands above everything it imports, lazily or
+not); a call into a module on a higher floor than its caller's is a climb back up (a
+callback, or a layer reaching above itself). Counted once per (caller, callee) module pair,
+so the numbers describe the structure, not the length of the run.
+
+    python benchmarks/run_trace.py            # prints the figures, --edges lists the climbs
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import io
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_files() -> dict[str, Path]:
+    files = {}
+    for folder in ("app", "engines", "widgets"):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files[".".join(("specviz", *parts))] = path
+    return files
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in known and m != name}
+
+
+def floors() -> dict[str, int]:
+    """1 + the highest floor among what a module imports; a cycle shares one floor."""
+    files = module_files()
+    graph = {name: imports_of(name, path, set(files)) for name, path in files.items()}
+    floor: dict[str, int] = {}
+
+    def visit(name: str, trail: tuple[str, ...]) -> int:
+        if name in floor:
+            return floor[name]
+        if name in trail:
+            return 0
+        floor[name] = 1 + max((visit(m, (*trail, name)) for m in graph[name]), default=0)
+        return floor[name]
+
+    for name in graph:
+        visit(name, ())
+    return floor
+
+
+def engine_class():
+    for where in ("specviz.engines.host.engine_process", "specviz.engines.host.engine_process"):
+        try:
+            return importlib.import_module(where).Engine
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit("no engine process module found")
+
+
+def run_spec_module():
+    for where in ("specviz.engines.host.run_spec", "specviz.engines.host.run_spec"):
+        try:
+            return importlib.import_module(where)
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit("no run spec module found")
+
+
+def traced_run(target: str, tokens: int) -> set[tuple[str, str]]:
+    rs = run_spec_module()
+    spec = rs.RunSpec(
+        rs.RunRequest("Repeat after me: the cat sat on the mat. The cat sat on the mat.",
+                      rs.ModelChoice(target, "llama", "cpu", 2), max_tokens=tokens),
+        {"plain": rs.LaneSpec("none"), "lookup": rs.LaneSpec("prompt-lookup", 4),
+         "draft": rs.LaneSpec("draft", 3, target)})
+    engine = engine_class()(io.BytesIO())
+    edges: set[tuple[str, str]] = set()
+
+    def hook(frame, event, _arg):
+        if event != "call":
+            return
+        callee = frame.f_globals.get("__name__", "")
+        caller_frame = frame.f_back
+        caller = caller_frame.f_globals.get("__name__", "") if caller_frame else ""
+        if callee.startswith("specviz.") and caller.startswith("specviz.") and callee != caller:
+            edges.add((caller, callee))
+
+    sys.setprofile(hook)
+    try:
+        engine.run(spec)
+    finally:
+        sys.setprofile(None)
+        engine.pool.close()
+    return edges
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--target", default="smollm2-135m")
+    parser.add_argument("--tokens", type=int, default=8)
+    parser.add_argument("--edges", action="store_true", help="list the calls that climb up")
+    args = parser.parse_args()
+    from specviz.engines.models import registry as models
+
+    target = str(models.resolve(args.target))
+    edges = traced_run(target, args.tokens)
+    floor = floors()
+    modules = {m for edge in edges for m in edge}
+    up = sorted((a, b) for a, b in edges if floor.get(b, 0) > floor.get(a, 0))
+    print(f"modules entered: {len(modules)}")
+    print(f"module-to-module call paths: {len(edges)}")
+    print(f"climbs back up (callee on a higher floor than its caller): {len(up)}")
+    if args.edges:
+        for a, b in up:
+            print(f"  {a} ({floor.get(a)}) -> {b} ({floor.get(b)})")
+
+
+if __name__ == "__main__":
+    main()

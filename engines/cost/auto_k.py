@@ -1,0 +1,227 @@
+"""`--k auto`: before every step, the draft length with the most expected tokens per second.
+
+Expected tokens per step come from the acceptance observed so far in this run (a Beta posterior
+mean per key: for oracles that copy, the length of the verbatim match a proposal extends; for
+the others, the draft position); the step's cost from the cost profile, scaled by the live
+verification times, plus drafting and per-step overhead as measured. K = 0 (a plain step) wins
+whenever the expected gain does not pay for the bigger batch. How and why, and what was tried
+and dropped: docs/auto-k.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from .. import events as ev
+from ..oracles.base import Oracle
+from .profile import Profile
+from .step_cost import best_k
+
+# Match-length buckets (lower bounds): acceptance is learnt per bucket.
+MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
+PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
+PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
+# Oracles that do not copy run at K=2 until 12 tokens are judged: from a pessimistic estimate
+# on a CPU, where batches are dear, they would never be tried.
+EXPLORE_K, EXPLORE_JUDGED = 2, 12
+EMA = 0.1  # weight of the newest step in the running timing estimates
+MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
+
+
+class Acceptance:
+    """Accepted / judged counts per key, read as a Beta-posterior mean. With `decay`, a key's
+    older judgments lose that share of their weight at each new one (the estimate follows the
+    last ~1/decay judgments)."""
+
+    def __init__(self, decay: float = 0.0) -> None:
+        self.counts: dict[int, list[float]] = {}
+        self.judged = 0
+        self.decay = decay
+
+    def add(self, key: int, accepted: bool) -> None:
+        c = self.counts.setdefault(key, [0.0, 0.0])
+        c[0] = c[0] * (1 - self.decay) + accepted
+        c[1] = c[1] * (1 - self.decay) + 1
+        self.judged += 1
+
+    def estimate(self, key: int, prior: float = PRIOR_MEAN) -> float:
+        acc, n = self.counts.get(key, (0.0, 0.0))
+        return (acc + prior * PRIOR_WEIGHT) / (n + PRIOR_WEIGHT)
+
+
+def match_bucket(length: int) -> int:
+    """The bucket (its lower bound) a match length falls in."""
+    best = MATCH_BUCKETS[0]
+    for b in MATCH_BUCKETS:
+        if length >= b:
+            best = b
+    return best
+
+
+class AutoK:
+    """A K policy for `Session(k_policy=...)`: `choose` before a step, `observe` after it."""
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        profile: Profile,
+        draft_profile: Profile | None = None,
+        k_max: int | None = None,
+    ) -> None:
+        self.oracle = oracle
+        self.profile = profile
+        self.draft_profile = draft_profile
+        self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
+        self.acceptance = Acceptance(oracle.evidence_decay)
+        self.scale = 1.0  # live verification ms / profiled ms, over all steps
+        self.steps_timed = 0
+        self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
+        self.draft_ms_per_token: float | None = None
+        self.overhead_ms = 0.0
+        self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
+        self._match: int | None = None  # match length when the last K was chosen
+        self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
+
+    # ------------------------------------------------------------ before a step
+
+    def choose(self, context: Sequence[int]) -> int:
+        self._match = self.oracle.match_length(context)
+        if self._match == 0:
+            self.last_choice = (0, 0.0)
+            return 0  # nothing to copy: a plain step
+        if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
+            self.last_choice = (min(EXPLORE_K, self.k_max), 0.0)
+            return self.last_choice[0]
+        n_ctx = len(context)
+        cap = self.oracle.draft_limit(self._match) if self._match else None
+        limit = self.k_max if cap is None else min(self.k_max, cap)
+        accept = [self.acceptance.estimate(self._key(i), self._prior(i))
+                  for i in range(1, limit + 1)]
+        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), limit)
+        plain = 1.0 / self.step_ms(0, n_ctx)
+        if k and rate < plain * (1 + self.oracle.min_gain):
+            k, rate = 0, plain
+        self.last_choice = (k, rate * 1000.0)
+        return k
+
+    def step_ms(self, k: int, n_ctx: int) -> float:
+        """Expected milliseconds of a step with draft length k at context length n_ctx."""
+        return self.verify_ms(self.rows(k), n_ctx) + self._draft_ms(k, n_ctx)
+
+    def verify_ms(self, rows: float, n_ctx: int) -> float:
+        """Expected milliseconds of verifying `rows` rows, with the step's overhead."""
+        return self._scale(round(rows)) * self.profile.cost_ms(rows, n_ctx) + self.overhead_ms
+
+    def rows(self, k: int) -> float:
+        """Rows one verification sends for draft length k: k+1 for a linear draft."""
+        budget = self.oracle.tree_nodes()
+        if k == 0 or budget == 0:
+            return k + 1
+        return self.rows_at.get(k, 1 + budget)
+
+    def _scale(self, n: int) -> float:
+        """How live verification of n tokens compares with the profile: per cost regime once
+        seen a few times (a profile taken on a quieter or busier machine may be off in shape,
+        not only in scale), else over all steps."""
+        ratio, seen = self.scale_at.get(cost_regime(n), (self.scale, 0))
+        return ratio if seen >= MIN_SEEN else self.scale
+
+    def _draft_ms(self, k: int, n_ctx: int) -> float:
+        if k == 0:
+            return 0.0
+        if self.draft_ms_per_token is not None:
+            return k * self.draft_ms_per_token
+        if self.draft_profile is not None:
+            return k * self.draft_profile.cost_ms(1, n_ctx)
+        return 0.0
+
+    def _prior(self, position: int) -> float:
+        if self._match is None:
+            return PRIOR_MEAN
+        return self.oracle.match_prior(match_bucket(self._match + position - 1))
+
+    def _key(self, position: int) -> int:
+        """Proposal `position` (1-based) is judged on the match it would extend."""
+        if self._match is None:
+            return position
+        return -match_bucket(self._match + position - 1)  # negative: apart from positions
+
+    @property
+    def zero_reason(self) -> str:
+        """Why the last K chosen was 0: nothing to copy, or no draft length paid."""
+        return ev.DECLINE_NO_MATCH if self._match == 0 else ev.DECLINE_AUTO_K
+
+    # ------------------------------------------------------------ learnt state
+
+    _FIXED = ("oracle", "profile", "draft_profile", "k_max")  # set up, not learnt
+
+    def snapshot(self) -> dict:
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._FIXED})
+
+    def restore(self, state: dict) -> None:
+        vars(self).update(copy.deepcopy(state))
+
+    # ------------------------------------------------------------ after a step
+
+    def observe(self, event: ev.StepEvent) -> None:
+        for i, tok in enumerate(event.proposed, start=1):
+            if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
+                break  # never judged
+            self.acceptance.add(self._key(i), tok.accepted)
+            if not tok.accepted:
+                break
+        if priced_out(event):  # to a draft length it was worth nothing: a first guess refused
+            self.acceptance.add(self._key(1), False)
+        self._learn_timing(event)
+
+    def _learn_timing(self, event: ev.StepEvent) -> None:
+        t, n = event.timing, len(event.proposed)
+        rows = sent_rows(event)
+        if event.tree is not None and event.k > 0:
+            old_rows = self.rows_at.get(event.k, rows)
+            self.rows_at[event.k] = old_rows + EMA * (rows - old_rows)
+        predicted = self.profile.cost_ms(rows, event.position)
+        if predicted > 0 and t.verify_ms > 0:
+            ratio = t.verify_ms / predicted
+            # The overall scale settles like each regime's (no start value lingers): it prices
+            # batches not yet seen, and a lagging one makes them look cheap or dear.
+            self.scale = settle(self.scale, ratio, self.steps_timed)
+            regime = cost_regime(rows)
+            old, seen = self.scale_at.get(regime, (ratio, 0))
+            self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
+        self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
+        self.steps_timed += 1
+        if event.tree is not None or priced_out(event):
+            n = event.k  # a tree costs a drafting pass per depth, whatever it sends
+        if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
+            per_token = t.draft_ms / n
+            old = self.draft_ms_per_token
+            self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+
+
+def priced_out(event: ev.StepEvent) -> bool:
+    """The oracle drafted, priced its guesses (`Oracle.price`) and sent none."""
+    return bool(event.k) and event.declined == ev.DECLINE_AUTO_K
+
+
+def settle(old: float, new: float, seen: int) -> float:
+    """A running estimate after one more observation: the plain mean of the first 1/EMA
+    observations (no start value lingers), then an exponential average that follows drift."""
+    return old + max(EMA, 1 / (seen + 1)) * (new - old)
+
+
+def cost_regime(rows: int) -> int:
+    """1: a single-token step, which mostly reads the weights (memory bound); 2: a batch,
+    which mostly computes (compute bound on a CPU). Load and clock speed shift the two apart,
+    so each is scaled against the profile on its own. Two regimes, not one per batch size: a
+    batch size seldom seen would be priced at the single-token steps' scale."""
+    return 1 if rows <= 1 else 2
+
+
+def sent_rows(event: ev.StepEvent) -> int:
+    """Rows the step's verification pass scored: the pending token, every proposed token
+    (every tree node), and lookahead's Jacobi window riding along."""
+    drafted = len(event.tree) if event.tree is not None else len(event.proposed)
+    side = sum(len(row) for row in event.lookahead.window) if event.lookahead else 0
+    return 1 + drafted + side

@@ -1,0 +1,270 @@
+"""Hardware cost profile: what one forward pass of n tokens costs at a given context length.
+
+Speculative decoding pays off only when verifying K+1 tokens at once costs little more than
+one token. On a GPU that holds; on a CPU a batch of 4 can cost three times one token. The
+profile measures it on the machine in hand: for a few context lengths, the forward time of
+batches of 1..32 tokens, each repeated and reduced to its median. Batch sizes are interleaved
+within every repetition so that machine noise hits them all alike.
+
+Profiles are stored as JSON per model, backend, device and thread count in the cache
+(`<cache>/profiles/`, beside `<cache>/models/`), and reused unless asked to measure again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..backends.base import Backend, sync_device
+from ..errors import SpecvizError
+from ..models.registry import home_dir
+
+BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+CONTEXTS = (128, 512, 1024)
+REPEATS = 5
+PROFILE_VERSION = 1
+
+# Filler for the context: code-like text, since code editing is where lookup oracles shine.
+# The token ids do not change the cost of a forward pass; only how many there are does.
+_FILLER = (
+    "def scale(values, factor):\n    result = []\n    for v in values:\n"
+    "        result.append(v * factor)\n    return result\n\n"
+)
+
+
+@dataclass
+class Profile:
+    """Median forward milliseconds, `ms[i][j]` for `contexts[i]` and `batches[j]`."""
+
+    model: str
+    backend: str
+    device: str
+    threads: int | None
+    contexts: list[int]
+    batches: list[int]
+    ms: list[list[float]]
+    repeats: int = REPEATS
+    created: float = field(default_factory=time.time)
+    machine: dict = field(default_factory=dict)
+    version: int = PROFILE_VERSION
+    small_rows: list[int] = field(default_factory=list)  # the backend's routed row counts
+
+    def fits(self, backend: Backend) -> bool:
+        """Whether it was measured with the products `backend` computes now (on a CPU the
+        transformers backend routes small ones its own way, which changes the profile's
+        shape: see backends/small_rows.py)."""
+        return self.small_rows == routed_rows(backend)
+
+    def cost_ms(self, n_tokens: int, context: int) -> float:
+        """Forward time of `n_tokens` at `context` tokens already cached, interpolated.
+
+        Linear in the batch size between measured sizes and in the context between measured
+        lengths (clamped at the ends; past the largest batch, extrapolated along the last
+        segment). A bigger batch never costs less than a smaller one: a dip in the
+        measurement is noise, so each row is made non-decreasing first.
+        """
+        rows = [_monotone(r) for r in self.ms]
+        per_ctx = [_interp(self.batches, r, n_tokens) for r in rows]
+        return max(0.0, _interp(self.contexts, per_ctx, context, extrapolate=False))
+
+    def relative(self, n_tokens: int, context: int) -> float:
+        """Cost of n tokens over the cost of one token at the same context."""
+        one = self.cost_ms(1, context)
+        return self.cost_ms(n_tokens, context) / one if one > 0 else float("inf")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Profile:
+        try:
+            p = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except TypeError as exc:
+            raise SpecvizError(f"not a cost profile: {exc}") from None
+        if len(p.ms) != len(p.contexts) or any(len(r) != len(p.batches) for r in p.ms):
+            raise SpecvizError("not a cost profile: the table does not match its axes")
+        return p
+
+
+def measure(
+    backend: Backend,
+    model: str,
+    threads: int | None = None,
+    batches: Sequence[int] = BATCHES,
+    contexts: Sequence[int] = CONTEXTS,
+    repeats: int = REPEATS,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Profile:
+    """Time forward passes of every batch size at every context length on `backend`."""
+    batches = sorted({int(b) for b in batches})
+    if not batches or batches[0] < 1:
+        raise SpecvizError("batch sizes must be positive")
+    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
+    if not usable:
+        raise SpecvizError(
+            f"no context length fits: the model holds {backend.n_ctx} tokens, the largest batch "
+            f"is {batches[-1]}"
+        )
+    filler = _filler_tokens(backend, usable[-1] + batches[-1])
+    total, done = len(usable) * repeats * len(batches), 0
+    table: list[list[float]] = []
+    for ctx in usable:
+        backend.reset()
+        backend.forward(filler[:ctx])
+        for b in batches:  # untimed: first calls of a batch shape pay for setting it up
+            time_forward(backend, filler[ctx : ctx + b], ctx)
+        times: dict[int, list[float]] = {b: [] for b in batches}
+        for _ in range(repeats):
+            for b in batches:
+                times[b].append(time_forward(backend, filler[ctx : ctx + b], ctx))
+                done += 1
+                if on_progress:
+                    on_progress(done, total)
+        table.append([round(statistics.median(times[b]), 3) for b in batches])
+    backend.reset()
+    from ..trace import machine_info
+
+    return Profile(model, backend.name, backend.device, threads, usable, batches, table,
+                   repeats, machine=machine_info(),
+                   small_rows=routed_rows(backend))
+
+
+def progress_lines(what: str, say: Callable[[str], None], every_s: float = 3.0,
+                   clock: Callable[[], float] = time.monotonic) -> Callable[[int, int], None]:
+    """A `measure` progress callback that says "what: 40%, about 20 s left" at most every
+    `every_s` seconds (a status line in the window, a line on the console for `run`)."""
+    began = clock()
+    last = [began]
+
+    def report(done: int, total: int) -> None:
+        now = clock()
+        if now - last[0] < every_s or done >= total:
+            return
+        last[0] = now
+        say(f"{what}: {done / total:.0%}{time_left(now - began, done, total)}")
+
+    return report
+
+
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """", about 40 s left" at the rate so far; nothing until there is a rate to go by."""
+    if done < 2 or done >= total or elapsed_s <= 0:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+
+
+def routed_rows(backend: Backend) -> list[int]:
+    """The row counts whose products `backend` routes (none, for most backends)."""
+    return sorted(getattr(backend, "small_rows", ()))
+
+
+def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,
+                     contexts: Sequence[int] = CONTEXTS, repeats: int = REPEATS) -> float:
+    """About how long `measure` would take here: one forward of one token and one of the
+    largest batch timed now, batches in between costed on the line through them, the
+    context's own cost left out (it is small beside the weights for these batch sizes)."""
+    batches = sorted({int(b) for b in batches})
+    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
+    start = min(64, max(backend.n_ctx - batches[-1], 1))
+    filler = _filler_tokens(backend, start + batches[-1])
+    backend.reset()
+    backend.forward(filler[:start])
+    one = time_forward(backend, filler[start : start + 1], start)
+    big = time_forward(backend, filler[start:], start)
+    backend.reset()
+    step = (big - one) / max(batches[-1] - 1, 1)
+    per_pass = sum(one + step * (b - 1) for b in batches)
+    prefill = sum(big * c / batches[-1] for c in usable)
+    return (prefill + len(usable) * (repeats + 1) * per_pass) / 1000.0
+
+
+def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
+    """Milliseconds of one verification-like forward (logits for every row), then roll back."""
+    t0 = time.perf_counter()
+    backend.forward(tokens, "all")
+    sync_device(backend)
+    elapsed = (time.perf_counter() - t0) * 1000.0
+    backend.truncate(ctx)
+    return elapsed
+
+
+def _filler_tokens(backend: Backend, n: int) -> list[int]:
+    piece = backend.tokenize(_FILLER, add_special=False) or [0]
+    return (piece * (n // len(piece) + 1))[:n]
+
+
+# ---------------------------------------------------------------- storage
+
+
+def profiles_dir() -> Path:
+    """`<cache>/profiles`, beside the models folder (SPECVIZ_HOME respected)."""
+    return home_dir("cache") / "profiles"
+
+
+def profile_path(model: str, backend: str, device: str, threads: int | None) -> Path:
+    name = Path(model).name if ("/" in model or "\\" in model) else model
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    return profiles_dir() / f"{stem}--{backend}--{device}--t{threads or 'auto'}.json"
+
+
+def save(profile: Profile) -> Path:
+    path = profile_path(profile.model, profile.backend, profile.device, profile.threads)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load(model: str, backend: str, device: str, threads: int | None) -> Profile | None:
+    """The stored profile, or None when there is none (or it is unreadable)."""
+    path = profile_path(model, backend, device, threads)
+    try:
+        return Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, SpecvizError):
+        return None
+
+
+def table(profile: Profile) -> str:
+    """A text table: one row per batch size, ms and cost relative to one token per context."""
+    head = ["tokens"] + [f"ctx {c}: ms (x1)" for c in profile.contexts]
+    rows = [head]
+    for j, b in enumerate(profile.batches):
+        cells = [str(b)]
+        for i, _ in enumerate(profile.contexts):
+            one = profile.ms[i][0] if profile.batches[0] == 1 else None
+            rel = f" ({profile.ms[i][j] / one:.2f}x)" if one else ""
+            cells.append(f"{profile.ms[i][j]:.1f}{rel}")
+        rows.append(cells)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in rows)
+
+
+# ---------------------------------------------------------------- interpolation
+
+
+def _monotone(values: Sequence[float]) -> list[float]:
+    out, top = [], 0.0
+    for v in values:
+        top = max(top, v)
+        out.append(top)
+    return out
+
+
+def _interp(xs: Sequence[int], ys: Sequence[float], x: float, extrapolate: bool = True) -> float:
+    if len(xs) == 1:
+        return ys[0] * (x / xs[0] if extrapolate and x > xs[0] else 1.0)
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1] and not extrapolate:
+        return ys[-1]
+    i = min(max(bisect.bisect_right(xs, x) - 1, 0), len(xs) - 2)
+    x0, x1, y0, y1 = xs[i], xs[i + 1], ys[i], ys[i + 1]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)

@@ -1,0 +1,242 @@
+"""A run spec becomes sessions: models from a pool, oracles, K policies, trace headers.
+
+One place that `specviz run`, `specviz bench`, the engine process behind the window (and so
+`specviz shot`) build their lanes with. Each lane gets a target backend of its own (a session
+owns its backend's cache); the pool shares the weights between lanes of one model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..backends.base import Backend
+from ..cost import profile as prof
+from ..errors import IncompatibleModels, SpecvizError
+from ..loop.sampling import SamplingParams
+from ..loop.session import RunSettings, Session, starting_k
+from ..oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
+from ..oracles.draft import CROSS_HINT
+from ..text_file import read_text
+from .model_pool import ModelPool
+from .run_spec import SERVER, LaneSpec, ModelChoice, RunRequest
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class BuiltLane:
+    """A lane ready to step: its session, the header its trace starts with, its models."""
+
+    lane_id: str
+    session: Session
+    header: dict
+    backends: list[Backend] = field(default_factory=list)
+    pool: ModelPool | None = None  # where the backends go back to; None: closed
+    remote: bool = False  # a server lane: its model runs on a serving engine
+
+    @property
+    def build(self) -> str:
+        """What runs the lane (backend version and system info), for naming a crash."""
+        if self.remote:
+            return self.header["server"]["build"]
+        from ..machine.probe import backend_build
+
+        return backend_build(self.session.target.name)
+
+    def close(self, reusable: bool = True) -> None:
+        """Hand the models back (`reusable=False`: the lane failed, free them)."""
+        self.session.oracle.close()
+        for backend in self.backends:
+            if self.pool is None:
+                backend.close()
+            else:
+                self.pool.release(backend, reusable)
+        self.backends = []
+
+
+def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
+               say: Say = lambda _: None) -> BuiltLane:
+    """Load (or take from `pool`) the lane's models and build its session (slow)."""
+    if lane.oracle == SERVER:
+        return build_server_lane(lane_id, lane, request)
+    run_settings = settings(lane, request)  # bad settings fail before anything is loaded
+    backends: list[Backend] = []
+    try:
+        target = acquire(pool, request.model, request.model.target)
+        backends.append(target)
+        draft = None
+        if lane.oracle in DRAFT_ORACLES:
+            if not lane.draft_model:
+                raise SpecvizError(f"the {lane.oracle} oracle needs --draft MODEL (in the "
+                                   "window: pick a draft model in the lane)")
+            draft = acquire(pool, request.model, lane.draft_model)
+            backends.append(draft)
+        oracle = build_oracle(lane, target, draft, say)
+        policy = k_policy(lane, request.model, oracle, target, draft, say)
+        session = Session(target, oracle, run_settings, k_policy=policy)
+    except BaseException:
+        for backend in backends:
+            pool.release(backend, reusable=True)
+        raise
+    return BuiltLane(lane_id, session, trace_header(lane, request, session), backends, pool)
+
+
+def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> BuiltLane:
+    """A lane on a serving engine: no local model, the server's own speculation."""
+    from ..servers import lane as server_lane
+
+    run_settings = RunSettings(prompt=request.prompt, chat=request.chat, system=request.system,
+                               k=lane.k, max_tokens=request.max_tokens,
+                               params=sampling_params(request), stop=tuple(request.stop))
+    session = server_lane.build_session(lane, run_settings)
+    header = server_lane.trace_header(lane, request, session)
+    return BuiltLane(lane_id, session, header, remote=True)
+
+
+def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
+    from ..models.registry import resolve
+
+    return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx)
+
+
+def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
+    """The pool keys a run with these lanes uses (a model that does not resolve is left out)."""
+    from ..models.registry import resolve
+    from .model_pool import ModelKey
+
+    keys = []
+    for name in [model.target, *(lane.draft_model for lane in lanes if lane.draft_model)]:
+        try:
+            path = resolve(name)
+        except SpecvizError:
+            continue
+        keys.append(ModelKey(model.backend, str(path), model.device, model.threads,
+                             model.n_ctx))
+    return keys
+
+
+def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None,
+                 say: Say = lambda _: None) -> Oracle:
+    """The lane's oracle; a draft model whose tokenizer is not the target's is routed to the
+    cross-draft oracle (drafting through text), with the reason said, never run as a draft of
+    the same vocabulary."""
+    try:
+        return _make(lane, target, draft)
+    except IncompatibleModels as exc:
+        if lane.oracle != "draft":
+            raise
+        reason = str(exc).replace(CROSS_HINT, "")
+        say(f"{lane.draft_model} does not share the target's tokenizer ({reason}): this lane "
+            "drafts through text instead (cross-draft)")
+        return _make(replace(lane, oracle="cross-draft", cross_draft=lane.draft), target, draft)
+
+
+def _make(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
+    corpus = None
+    if lane.oracle == "ngram" and lane.ngram_corpus:
+        corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
+    try:
+        return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
+                           min_ngram=lane.min_ngram, corpus_ids=corpus,
+                           exit_layer=lane.exit_layer or None, knobs=dict(lane.knobs),
+                           heads=head_folder(lane.medusa_heads),
+                           eagle_head=head_folder(lane.eagle_head))
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def head_folder(name: str | None) -> Path | None:
+    """A heads folder given as a path, or as a Hub name (a published EAGLE-3 head) that is in
+    the Hub cache."""
+    from ..models.registry import is_hub_name, resolve
+
+    if not name:
+        return None
+    return resolve(name) if is_hub_name(name) else Path(name)
+
+
+def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend,
+             draft: Backend | None, say: Say = lambda _: None, refresh: bool = False):
+    """The cost-aware K chooser of an auto lane (None for a fixed K or plain decoding).
+
+    It needs the target's cost profile (and the draft's, for the draft oracle): the stored
+    one, or measured now on the loaded model and stored for next time (slow, once).
+    """
+    if not lane.auto_k or is_plain(oracle.name):
+        return None
+    from ..cost.auto_k import AutoK
+
+    def profile_of(name: str, backend: Backend) -> prof.Profile:
+        stored = prof.load(name, model.backend, backend.device, model.threads)
+        if stored is not None and stored.fits(backend) and not refresh:
+            return stored  # whatever sizes it has: the cost model interpolates
+        stale = stored is not None and not refresh  # so it no longer fits
+        again = " again (its products are computed differently now)" if stale else " once"
+        say(f"measuring the cost profile of {name}{again}, for auto K (see specviz profile)")
+        measured = prof.measure(backend, name, model.threads, repeats=3,
+                                on_progress=prof.progress_lines(f"cost profile of {name}", say))
+        prof.save(measured)
+        return measured
+
+    draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
+    return AutoK(oracle, profile_of(model.target, target), draft_profile)
+
+
+def sampling_params(request: RunRequest) -> SamplingParams:
+    try:
+        return SamplingParams(request.temperature, request.top_p, request.seed)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def typical_rule(request: RunRequest):
+    """The LOSSY typical-acceptance rule asked for, or None (exact verification)."""
+    if request.typical is None:
+        return None
+    from ..loop.typical import TypicalAcceptance
+
+    try:
+        return TypicalAcceptance(*request.typical)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
+    try:
+        k = starting_k(lane.oracle, lane.k, lane.auto_k)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+    return RunSettings(prompt=request.prompt, chat=request.chat, system=request.system, k=k,
+                       max_tokens=request.max_tokens, params=sampling_params(request),
+                       stop=tuple(request.stop), typical=typical_rule(request))
+
+
+def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
+    """Line 1 of a lane's trace: models with checksums, settings, machine, prompt."""
+    from ..models.registry import identify
+    from ..trace import machine_info
+
+    target = session.target
+    typical = None
+    if request.typical is not None:
+        typical = {"epsilon": request.typical[0], "alpha": request.typical[1], "lossy": True}
+    return {
+        "target": identify(request.model.target),
+        "draft": identify(lane.draft_model) if lane.draft_model else None,
+        "backend": target.name,
+        "device": target.device,
+        "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
+        "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
+                     "temperature": request.temperature, "top_p": request.top_p,
+                     "seed": request.seed, "chat": request.chat,
+                     **({"exit_layer": lane.exit_layer or 0} if lane.oracle == "early-exit"
+                        else {}),
+                     "typical_acceptance": typical},
+        "prompt": session.settings.prompt,
+        "prompt_text": session.prompt_text,
+        "prompt_ids": session.prompt_ids,
+        "token_chars": session.token_chars,
+        "machine": machine_info(),
+    }

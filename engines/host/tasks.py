@@ -1,0 +1,81 @@
+"""What the engine process does besides runs: measure a cost profile, check a draft pair.
+
+Both run models, so the engine runs them on its stepping thread between runs, with models
+from the same pool the runs use (a profile measured on the target a run keeps loaded costs no
+second load). Progress and the result go back as protocol messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cost import profile as prof
+from ..errors import SpecvizError
+from ..training.corpus import pair_prompts
+from . import run_spec as rs
+from .model_pool import ModelPool
+from .run_builder import acquire
+
+Send = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A profile or pair request, as it came from the window."""
+
+    kind: str  # "profile" | "pair"
+    task: str  # the window's name for it, echoed in every reply
+    fields: dict
+
+
+def run_task(task: Task, pool: ModelPool, send: Send) -> None:
+    """Do the task; its result, or its one-line error, goes back to the window."""
+    def progress(stage: str, done: int, total: int) -> None:
+        send("progress", task=task.task, stage=stage, done=done, total=total)
+
+    try:
+        model = rs.model_from_dict(task.fields["model"])
+        if task.kind == "profile":
+            result = _profile(pool, model, progress)
+        else:
+            result = _pair(pool, model, task.fields, progress)
+    except SpecvizError as exc:
+        send("task_failed", task=task.task, message=str(exc))
+        return
+    except (KeyError, TypeError, ValueError) as exc:
+        send("task_failed", task=task.task, message=f"bad {task.kind} request: {exc}")
+        return
+    send("finished", task=task.task, result=result)
+
+
+def _profile(pool: ModelPool, model: rs.ModelChoice, progress) -> dict:
+    target = acquire(pool, model, model.target)
+    try:
+        measured = prof.measure(target, model.target, model.threads, repeats=3,
+                                on_progress=lambda d, t: progress("profile", d, t))
+    finally:
+        pool.release(target)
+    path = prof.save(measured)
+    return {"path": str(path), "model": model.target}
+
+
+def _pair(pool: ModelPool, model: rs.ModelChoice, fields: dict, progress) -> dict:
+    from ..pair.check import check_pair
+
+    prompts = list(fields.get("prompts") or []) or pair_prompts()
+    target = acquire(pool, model, model.target)
+    try:
+        draft = acquire(pool, model, fields["draft"])
+    except SpecvizError:
+        pool.release(target)
+        raise
+    try:
+        report = check_pair(target, draft, prompts, target_name=model.target,
+                            draft_name=fields["draft"], threads=model.threads,
+                            max_tokens=int(fields.get("max_tokens") or 64), k_max=8,
+                            progress=progress)
+    finally:
+        pool.release(draft)
+        pool.release(target)
+    return report.to_dict()

@@ -1,0 +1,126 @@
+"""Verification: which proposed tokens the target keeps, and the target's own token.
+
+Greedy: accept the longest prefix equal to the target's argmax, then take the target's
+argmax at the first mismatch (or after the last proposal: the bonus token).
+
+Sampling: the rejection scheme of Leviathan et al. 2022 / Chen et al. 2023. Accept proposal x
+with probability min(1, p(x)/q(x)); on rejection draw from norm(max(0, p - q)); after full
+acceptance draw the bonus token from p. An oracle without probabilities is a point mass
+(q(x) = 1), which makes the scheme accept with probability p(x). Both preserve p exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import events as ev
+from .sampling import SamplingParams, distribution, margin, prob_of, sample
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What verification decided about one proposed token."""
+
+    accepted: bool
+    p_target: float
+    reason: str | None = None
+    accept_prob: float | None = None
+    draw: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    judgements: tuple[Judgement, ...]
+    n_accepted: int
+    token: int  # the target's own token
+    kind: str  # ev.TARGET_*
+    p_token: float
+    margin: float
+
+
+def verify(
+    proposal: Sequence[int],
+    q_rows: Sequence[np.ndarray] | None,
+    logits: np.ndarray,
+    params: SamplingParams,
+    rng: np.random.Generator,
+) -> Verdict:
+    """`logits` has len(proposal) + 1 rows: row i scores the position of proposal[i]."""
+    if len(logits) != len(proposal) + 1:
+        raise ValueError(f"need {len(proposal) + 1} logit rows, got {len(logits)}")
+    if params.greedy:
+        return _greedy(proposal, logits)
+    return _sampled(proposal, q_rows, logits, params, rng)
+
+
+def _greedy(proposal: Sequence[int], logits: np.ndarray) -> Verdict:
+    judgements: list[Judgement] = []
+    for i, tok in enumerate(proposal):
+        row = logits[i]
+        best = int(np.argmax(row))
+        p = prob_of(row, tok)
+        if judgements and not judgements[-1].accepted:
+            judgements.append(Judgement(False, p, ev.REJECT_AFTER))
+        elif tok == best:
+            judgements.append(Judgement(True, p))
+        else:
+            judgements.append(Judgement(False, p, ev.REJECT_MISMATCH))
+    n = _n_accepted(judgements)
+    row = logits[n]
+    token = int(np.argmax(row))
+    return Verdict(tuple(judgements), n, token, _kind(proposal, n), prob_of(row, token),
+                   margin(row))
+
+
+def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
+    judgements: list[Judgement] = []
+    token: int | None = None
+    kind, p_token = ev.TARGET_PLAIN, 0.0
+    for i, tok in enumerate(proposal):
+        p = distribution(logits[i], params)
+        if token is not None:  # already rejected earlier: these are never judged
+            judgements.append(Judgement(False, float(p[tok]), ev.REJECT_AFTER))
+            continue
+        q = q_rows[i] if q_rows is not None else None
+        q_tok = float(q[tok]) if q is not None else 1.0
+        a = 1.0 if q_tok <= 0 else min(1.0, float(p[tok]) / q_tok)
+        u = float(rng.random())
+        if u < a:
+            judgements.append(Judgement(True, float(p[tok]), None, a, u))
+            continue
+        judgements.append(Judgement(False, float(p[tok]), ev.REJECT_SAMPLED, a, u))
+        token = sample(_residual(p, q, tok), rng)
+        kind, p_token = ev.TARGET_CORRECTION, float(p[token])
+    n = _n_accepted(judgements)
+    if token is None:
+        p = distribution(logits[n], params)
+        token = sample(p, rng)
+        kind, p_token = _kind(proposal, n), float(p[token])
+    return Verdict(tuple(judgements), n, token, kind, p_token, margin(logits[n]))
+
+
+def _residual(p: np.ndarray, q: np.ndarray | None, tok: int) -> np.ndarray:
+    """norm(max(0, p - q)); q is a point mass at `tok` when the oracle has no probabilities."""
+    if q is None:
+        r = p.copy()
+        r[tok] = 0.0
+    else:
+        r = np.maximum(p - q, 0.0)
+    total = r.sum()
+    return r / total if total > 0 else p
+
+
+def _n_accepted(judgements: list[Judgement]) -> int:
+    n = 0
+    while n < len(judgements) and judgements[n].accepted:
+        n += 1
+    return n
+
+
+def _kind(proposal: Sequence[int], n: int) -> str:
+    if not proposal:
+        return ev.TARGET_PLAIN
+    return ev.TARGET_BONUS if n == len(proposal) else ev.TARGET_CORRECTION

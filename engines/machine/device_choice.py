@@ -1,0 +1,71 @@
+"""Which device, which dtype and how many layers offloaded: rules on a machine's facts.
+
+The rules take the facts as arguments (`DeviceFacts`), so a CPU-only machine tests what a
+CUDA card with or without bfloat16, or a Mac, would get; `DeviceFacts.read()` reads this
+machine's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import BackendError
+
+ALL_LAYERS = 999  # llama.cpp's "every layer" (it clamps to the model's count)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    cuda: bool = False
+    cuda_bf16: bool = False  # the card multiplies bfloat16 natively (compute capability 8+)
+    mps: bool = False
+
+    @classmethod
+    def read(cls) -> DeviceFacts:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+        return cls(cuda, cuda and torch.cuda.is_bf16_supported(), mps)
+
+
+def torch_devices(facts: DeviceFacts) -> list[str]:
+    """The devices torch can run on here, the preferred first."""
+    return [d for d, there in (("cuda", facts.cuda), ("mps", facts.mps), ("cpu", True))
+            if there]
+
+
+def torch_device(requested: str | None, facts: DeviceFacts) -> str:
+    """`requested` if usable here (`cuda:1` included), else the best there is."""
+    devices = torch_devices(facts)
+    if requested in (None, "", "auto"):
+        return devices[0]
+    if requested.split(":")[0] not in devices:
+        raise BackendError(
+            f"device {requested!r} is not available here; available: {', '.join(devices)}")
+    return requested
+
+
+def torch_dtype(device: str, requested: str | None, facts: DeviceFacts) -> str:
+    """The dtype a model runs in: as asked; float32 on a CPU (exact greedy comparisons, and
+    its half-precision kernels are slow); bfloat16 on a CUDA card that multiplies it natively
+    (float16's range overflows in some models' activations), float16 on older cards and MPS."""
+    if requested:
+        return requested
+    if device.startswith("cuda"):
+        return "bfloat16" if facts.cuda_bf16 else "float16"
+    return "float16" if device == "mps" else "float32"
+
+
+def llama_offload(requested: str | None, n_gpu_layers: int | None,
+                  gpu_build: bool) -> tuple[str, int]:
+    """llama.cpp's device and layers offloaded: the GPU with every layer where this build has
+    a GPU backend and none was refused (`n_gpu_layers` 0), else the CPU."""
+    if requested in (None, "", "auto"):
+        requested = "gpu" if gpu_build and n_gpu_layers != 0 else "cpu"
+    if requested == "cpu":
+        return "cpu", 0
+    if not gpu_build:
+        raise BackendError(f"device {requested!r} is not available to llama.cpp here (this "
+                           "build has no GPU support); available: cpu")
+    return requested, ALL_LAYERS if n_gpu_layers is None else n_gpu_layers

@@ -1,0 +1,241 @@
+"""`specviz doctor`: what this machine offers, what works on it, and what to install.
+
+`gather()` collects the facts (the CPU, llama.cpp's build and buffer types, torch's devices,
+each backend probed in a child process on smollm2-135m, the models and cost profiles here);
+`advice()` turns facts into the one command that gets what is missing, and takes them as a
+plain dict so that a test can hand it another machine's; `render()` prints the table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from . import probe
+from .hardware import CpuFacts, read_cpu
+
+PROBE_MODEL = "smollm2-135m"
+REINSTALL = "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
+
+
+def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None) -> dict:
+    cpu = read_cpu()
+    facts = {
+        "cpu": {"model": cpu.model, "arch": cpu.arch, "cores": cpu.cores,
+                "memory_gib": cpu.memory_gib, "features": cpu.features, "amx": cpu.has_amx},
+        "gpu": gpu_hardware(),
+        "llama": llama_facts(),
+        "torch": torch_facts(),
+        "models": model_facts(),
+        "profiles": profile_facts(),
+        "window": window_facts(),
+        "probes": [],
+    }
+    if run_probes:
+        facts["probes"] = probe_backends(facts, say)
+    facts["advice"] = advice(facts)
+    return facts
+
+
+def gpu_hardware() -> dict:
+    """GPUs the machine has, whatever the libraries were built for."""
+    return {
+        "nvidia": bool(shutil.which("nvidia-smi")) or Path("/proc/driver/nvidia").exists(),
+        "amd": Path("/opt/rocm").exists() or Path("/dev/kfd").exists(),
+        "apple": platform.system() == "Darwin" and platform.machine() == "arm64",
+    }
+
+
+def window_facts() -> dict:
+    """Whether Qt finds the system libraries it needs for a window (on Linux)."""
+    from . import display_libs
+
+    if not display_libs.needed():
+        return {"checked": False}
+    found = display_libs.check()
+    return {"checked": True, "platform": found.platform, "missing": list(found.missing),
+            "how": found.how, "advice": found.advice() if found.missing else ""}
+
+
+def llama_facts() -> dict:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return {"installed": False}
+    from ..backends import llama_buffers
+    from ..backends.llama import _llama, system_info
+
+    lib = _llama()
+    extra = llama_buffers.extra_buffers(lib)
+    available = extra.available if extra else []
+    allow = llama_buffers.amx_allowed()
+    return {
+        "installed": True,
+        "version": probe.package_version("llama-cpp-python"),
+        "system_info": system_info(),
+        "gpu_offload": bool(lib.llama_supports_gpu_offload()),
+        "extra_buffers": available,
+        "weights_may_use": llama_buffers.allowed_buffers(available, allow),
+        "amx_allowed": allow,
+    }
+
+
+def torch_facts() -> dict:
+    if importlib.util.find_spec("torch") is None:
+        return {"installed": False}
+    import torch
+
+    cuda = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+        if torch.cuda.is_available() else []
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return {"installed": True, "version": torch.__version__, "cuda": cuda,
+            "cuda_build": torch.version.cuda, "mps": mps,
+            "transformers": probe.package_version("transformers")}
+
+
+def model_facts() -> list[dict]:
+    from ..models.registry import is_present, load_registry, model_path
+
+    return [{"name": s.name, "present": is_present(s), "path": str(model_path(s))}
+            for s in load_registry().values()]
+
+
+def profile_facts() -> list[str]:
+    from ..cost.profile import profiles_dir
+
+    folder = profiles_dir()
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def probe_backends(facts: dict, say: Callable[[str], None]) -> list[dict]:
+    """Each installed backend tried afresh in a child process; the results replace the
+    stored ones, so a crash found earlier is forgotten once the machine is fixed."""
+    present = {m["name"]: m for m in facts["models"]}.get(PROBE_MODEL, {})
+    if not present.get("present"):
+        return []
+    results = []
+    for backend, key in (("llama", "llama"), ("transformers", "torch")):
+        if not facts[key].get("installed"):
+            continue
+        say(f"probing {backend} on {PROBE_MODEL} in a child process...")
+        result = probe.run_child(backend, present["path"], "auto")
+        if result.outcome in ("ok", "crash"):
+            probe.store(probe.current_key(backend, None), result, forget_backend=True)
+        results.append(asdict(result))
+    return results
+
+
+def advice(facts: dict) -> list[str]:
+    """One line per thing to do, each with its command."""
+    out: list[str] = []
+    gpu, llama, torch = facts["gpu"], facts["llama"], facts["torch"]
+    if not llama.get("installed"):
+        out.append("llama.cpp backend missing: pip install llama-cpp-python")
+    elif not llama.get("gpu_offload"):
+        if gpu["nvidia"]:
+            out.append(f'llama.cpp was built without CUDA: CMAKE_ARGS="-DGGML_CUDA=on" {REINSTALL}')
+        elif gpu["apple"]:
+            out.append(f'llama.cpp was built without Metal: CMAKE_ARGS="-DGGML_METAL=on" '
+                       f"{REINSTALL}")
+        elif gpu["amd"]:
+            out.append(f'llama.cpp was built without ROCm: CMAKE_ARGS="-DGGML_HIP=on" {REINSTALL}')
+    window = facts.get("window", {})
+    if window.get("missing"):
+        out.append(window["advice"])
+    if not torch.get("installed"):
+        out.append("transformers backend missing: pip install torch transformers")
+    elif gpu["nvidia"] and not torch.get("cuda"):
+        out.append("torch cannot use the NVIDIA GPU (a CPU build): install a CUDA build of torch "
+                   "(the selector on pytorch.org gives the pip command)")
+    if facts["cpu"]["amx"] and llama.get("installed") and not llama.get("amx_allowed"):
+        out.append("AMX is left out of llama.cpp's weight buffers (it crashes on many cloud "
+                   "machines); SPECVIZ_LLAMA_AMX=1 allows it")
+    models = {m["name"]: m["present"] for m in facts["models"]}
+    if not models.get(PROBE_MODEL):
+        out.append(f"no model to probe the backends with: specviz models pull {PROBE_MODEL}")
+    cpu = _cpu(facts)
+    for result in facts["probes"]:
+        r = probe.from_dict(result)
+        if r.outcome == "crash":
+            out.append(probe.crash_message(r, cpu))
+        elif r.outcome in ("error", "timeout", "killed"):
+            out.append(f"{r.backend} backend failed its probe ({r.outcome}: {r.detail})")
+        elif r.batch_agrees is False:
+            out.append(f"{r.backend}: a batch's greedy tokens differ from one-by-one decoding "
+                       f"(logits differ by up to {r.max_logit_diff}); specviz reports where "
+                       "a speculative run departs from plain decoding")
+    if not facts["profiles"]:
+        out.append("no cost profile yet: the first run with --k auto measures one (or "
+                   "specviz profile --target MODEL)")
+    return out
+
+
+def _cpu(facts: dict) -> CpuFacts:
+    c = facts["cpu"]
+    return CpuFacts(model=c["model"], arch=c["arch"], flags=frozenset(c["features"]),
+                    cores=c["cores"], memory_gib=c["memory_gib"])
+
+
+# ------------------------------------------------------------------ the table
+
+
+def render(facts: dict) -> str:
+    rows: list[tuple[str, str]] = []
+    c = facts["cpu"]
+    rows.append(("CPU", f"{c['model']} ({c['arch']}), {c['cores']} cores, "
+                        f"{c['memory_gib']} GiB"))
+    rows.append(("CPU features", ", ".join(c["features"]) or "none of AVX2/AVX-512/AMX"))
+    gpus = [name for name, here in facts["gpu"].items() if here]
+    rows.append(("GPU hardware", ", ".join(gpus) or "none found"))
+    rows.append(("window", _window_line(facts.get("window", {}))))
+    rows += _llama_rows(facts["llama"])
+    rows += _torch_rows(facts["torch"])
+    for r in facts["probes"]:
+        rows.append((f"probe {r['backend']}", _probe_line(r)))
+    present = [m["name"] for m in facts["models"] if m["present"]]
+    rows.append(("models here", ", ".join(present) or "none (specviz models pull NAME)"))
+    rows.append(("cost profiles", ", ".join(facts["profiles"]) or "none"))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    if facts["advice"]:
+        lines += ["", "To do:"] + [f"  - {a}" for a in facts["advice"]]
+    return "\n".join(lines)
+
+
+def _window_line(window: dict) -> str:
+    if not window.get("checked"):
+        return "not checked (Qt brings its own libraries here)"
+    if window["missing"]:
+        return f"cannot open ({window['platform']}): missing {', '.join(window['missing'])}"
+    return f"system libraries for Qt's {window['platform']} platform found ({window['how']})"
+
+
+def _llama_rows(llama: dict) -> list[tuple[str, str]]:
+    if not llama.get("installed"):
+        return [("llama.cpp", "not installed")]
+    amx = " (AMX allowed)" if llama["amx_allowed"] else ""
+    return [("llama.cpp", f"llama-cpp-python {llama['version']}, GPU offload "
+                          f"{'yes' if llama['gpu_offload'] else 'no'}"),
+            ("llama.cpp build", llama["system_info"].strip(" |")),
+            ("weight buffers", f"{', '.join(llama['weights_may_use']) or 'CPU only'}{amx} "
+                               f"(offered: {', '.join(llama['extra_buffers']) or 'none'})")]
+
+
+def _torch_rows(torch: dict) -> list[tuple[str, str]]:
+    if not torch.get("installed"):
+        return [("torch", "not installed")]
+    devices = ["cpu"] + [f"cuda ({n})" for n in torch["cuda"]] + (["mps"] if torch["mps"] else [])
+    return [("torch", f"{torch['version']}, transformers {torch['transformers']}, devices: "
+                      f"{', '.join(devices)}")]
+
+
+def _probe_line(r: dict) -> str:
+    if r["outcome"] != "ok":
+        return f"{r['outcome'].upper()} at {r['stage'] or 'start'}: {r['detail']}"
+    agree = "agree" if r["batch_agrees"] else "DIFFER"
+    return (f"ok: load {r['load_s']:.1f} s, 1 token {r['one_ms']:.1f} ms, "
+            f"{probe.N_BATCH} tokens {r['batch_ms']:.1f} ms; batched and one-by-one greedy "
+            f"{agree} (max logit diff {r['max_logit_diff']:.2g})")
+
