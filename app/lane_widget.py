@@ -21,9 +21,10 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines import events as ev
-from ..engines.host.run_spec import SERVER, LaneSpec
+from ..engines.host.run_spec import LaneSpec
 from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
+from ..engines.oracles.registry import SERVER
 from ..widgets.k_control import KControl
 from ..widgets.palette import (
     KIND_DRAFT,

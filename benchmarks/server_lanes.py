@@ -28,6 +28,7 @@ from specviz.engines import events as ev
 from specviz.engines.host import run_spec as rs
 from specviz.engines.host.run_builder import build_server_lane
 from specviz.engines.models.registry import resolve
+from specviz.engines.oracles.registry import SERVER
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the llama-server build the tests use
@@ -40,7 +41,7 @@ SETS = {"code-edit": "code-edit-*.txt", "prose": "[cs][hu]*.txt"}  # chat-*, sum
 def decode(url: str, prompt: str, args: argparse.Namespace) -> ev.SummaryEvent:
     request = rs.RunRequest(prompt, rs.ModelChoice("server"), max_tokens=args.max_tokens,
                             chat=args.chat)
-    lane = build_server_lane("bench", rs.LaneSpec(rs.SERVER, server=url), request)
+    lane = build_server_lane("bench", rs.LaneSpec(SERVER, server=url), request)
     for _ in lane.session:
         pass
     return lane.session.summary

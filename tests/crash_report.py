@@ -15,8 +15,8 @@ import pytest
 
 @lru_cache(maxsize=1)
 def machine_line() -> str:
+    from specviz.engines.backends.probe import build_id
     from specviz.engines.machine.hardware import read_cpu
-    from specviz.engines.machine.probe import build_id
 
     try:
         from specviz.engines.backends.llama import system_info

@@ -49,7 +49,7 @@ def binary() -> Path | None:
 
 def cmake_flags(facts: CpuFacts) -> list[str]:
     """Native code, except on a CPU with AMX, where llama.cpp's AMX path crashed: there the
-    vector extensions are named one by one and AMX left out (as engines.machine.probe advises)."""
+    vector extensions are named one by one and AMX left out (as engines.backends.probe advises)."""
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
              "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON"]
     if not facts.has_amx:

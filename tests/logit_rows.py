@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specviz.engines.loop.sampling import SamplingParams
+from specviz.engines.sampling import SamplingParams
 
 GREEDY = SamplingParams()
 SAMPLED = SamplingParams(temperature=1.0)

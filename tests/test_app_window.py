@@ -218,7 +218,8 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 
 def test_settings_round_trip(app_env, qtbot, tmp_path):
     from specviz.app.main_window import MainWindow
-    from specviz.engines.host.run_spec import SERVER, LaneSpec
+    from specviz.engines.host.run_spec import LaneSpec
+    from specviz.engines.oracles.registry import SERVER
 
     first = MainWindow()
     qtbot.addWidget(first)

@@ -7,10 +7,10 @@ from tiny_model import build_tiny_model
 
 from specviz.engines import events as ev
 from specviz.engines.errors import IncompatibleModels
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.draft import check_compatible
+from specviz.engines.sampling import SamplingParams
 
 PROMPT = "def add(a, b):\n    return a + b\n数据 模型 🚀 Café"
 

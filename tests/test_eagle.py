@@ -24,10 +24,10 @@ from specviz.engines.eagle.checkpoint import (
 )
 from specviz.engines.eagle.head import EagleHead
 from specviz.engines.errors import SpecvizError
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.machine.precision import available_engines, int8_engine, training_precision
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt
 

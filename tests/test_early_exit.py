@@ -6,9 +6,9 @@ import pytest
 
 from specviz.engines import events as ev
 from specviz.engines.errors import SpecvizError
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 
 PROMPT = "def add(a, b):\n    return a + b\nfor i in range(10):\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specviz.engines.backends import llama_buffers as lb
+from specviz.engines.backends import probe
 from specviz.engines.errors import BackendCrashed, BackendError
-from specviz.engines.machine import probe
 from specviz.engines.machine.hardware import CpuFacts, parse_cpuinfo
 
 SAPPHIRE_RAPIDS = """processor\t: 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.oracles.lookahead import LookaheadOracle, NGramPool
+from specviz.engines.sampling import SamplingParams
 
 
 def run_context(prompt_ids) -> RunContext:

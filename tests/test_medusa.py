@@ -16,7 +16,6 @@ from specviz.app.cli.main import main
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import compare
 from specviz.engines.errors import SpecvizError
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.medusa.heads import (
     CONFIG_FILE,
@@ -30,6 +29,7 @@ from specviz.engines.medusa.heads import (
 )
 from specviz.engines.medusa.tree import ROOT, build_tree
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 from specviz.engines.training import medusa as tr
 from specviz.engines.training.corpus import read_prompts
 

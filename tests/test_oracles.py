@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from specviz.engines.errors import IncompatibleModels
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.oracles.draft import check_compatible
 from specviz.engines.oracles.ngram import NGramOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
+from specviz.engines.sampling import SamplingParams
 
 
 def run_context(prompt_ids, chars=None):

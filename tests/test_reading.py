@@ -12,9 +12,9 @@ import torch
 from specviz.app.cli.main import main
 from specviz.engines.eagle.checkpoint import CONFIG_FILE, default_layers
 from specviz.engines.errors import SpecvizError
-from specviz.engines.medusa import reading as rd
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt
+from specviz.engines.training import reading as rd
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 

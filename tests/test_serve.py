@@ -18,6 +18,7 @@ from specviz.engines import events as ev
 from specviz.engines.host import protocol
 from specviz.engines.host import relay as srv
 from specviz.engines.host import run_spec as rs
+from specviz.engines.oracles.registry import SERVER
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
 
@@ -150,7 +151,7 @@ def test_bad_addresses_are_one_line(text):
     ({"spec": {"request": {}}}, "bad spec"),
     ({"spec": with_request(tiny_spec("m"), max_tokens="all")}, "max_tokens cannot be 'all'"),
     ({"spec": with_request(tiny_spec("m"), stop=[3])}, "stop cannot be"),
-    ({"spec": tiny_spec("m", a=rs.LaneSpec(rs.SERVER, server="http://10.0.0.1"))},
+    ({"spec": tiny_spec("m", a=rs.LaneSpec(SERVER, server="http://10.0.0.1"))},
      "makes no requests to other hosts"),
 ])
 def test_runs_are_checked_before_they_reach_an_engine(fields, problem):

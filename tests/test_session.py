@@ -9,9 +9,9 @@ import pytest
 
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import check_against_plain, compare
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 CODE_EDIT = (

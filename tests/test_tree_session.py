@@ -9,8 +9,8 @@ from test_session import CODE_EDIT, run, tokens_of
 
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import check_against_plain, compare
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 
 
 def tree_oracles(target, draft):

@@ -7,9 +7,9 @@ from logit_rows import GREEDY, SAMPLED, logits_for
 from scipy.stats import chisquare
 
 from specviz.engines import events as ev
-from specviz.engines.loop.sampling import sample
 from specviz.engines.loop.tree_verify import verify_tree
 from specviz.engines.loop.verify import verify
+from specviz.engines.sampling import sample
 
 
 def test_greedy_follows_the_matching_branch():

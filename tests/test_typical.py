@@ -9,11 +9,11 @@ import pytest
 
 from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines.loop.sampling import SamplingParams
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.loop.typical import TypicalAcceptance, verify_typical
 from specviz.engines.loop.verify import verify
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 
 RULE = TypicalAcceptance(epsilon=0.09, alpha=0.3)
 

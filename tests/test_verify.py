@@ -8,8 +8,8 @@ from logit_rows import GREEDY, SAMPLED, logits_for
 from scipy.stats import chisquare
 
 from specviz.engines import events as ev
-from specviz.engines.loop.sampling import SamplingParams, distribution, sample
 from specviz.engines.loop.verify import verify
+from specviz.engines.sampling import SamplingParams, distribution, sample
 
 
 def test_greedy_accepts_the_matching_prefix_and_corrects():

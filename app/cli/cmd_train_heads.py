@@ -227,7 +227,7 @@ def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, la
 
 
 def _read_files(paths: list[Path]) -> list[Path]:
-    from ...engines.medusa.reading import text_files
+    from ...engines.training.reading import text_files
 
     files = text_files(paths)
     if paths and not files:
@@ -239,7 +239,7 @@ def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, 
              seed: int):
     """Chunks of `files` the target has read (features, hidden rows and its own choices),
     and the seconds that took (None: from the disk cache)."""
-    from ...engines.medusa import reading as rd
+    from ...engines.training import reading as rd
 
     if not files:
         return [], None
@@ -256,7 +256,7 @@ def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, 
 
 def _prompts_read(target, answers, settings, folder: Path, reuse: bool, layers):
     """The training answers' prompts, read by the target (the held-out ones stay unseen)."""
-    from ...engines.medusa import reading as rd
+    from ...engines.training import reading as rd
 
     facts = ["prompts", [a.prompt for a in answers], settings.held_out, settings.seed]
     return _read_cached(target, facts, lambda: rd.prompt_pieces(
@@ -269,9 +269,9 @@ def _read_cached(target, facts: list, make_pieces, folder: Path, reuse: bool, la
     import hashlib
     import json
 
-    from ...engines.medusa import reading as rd
     from ...engines.medusa.heads import target_id
     from ...engines.training import medusa as tr
+    from ...engines.training import reading as rd
 
     facts = [target_id(target.model, target.model_path).fingerprint, rd.CHUNK, layers, *facts]
     key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]

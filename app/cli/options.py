@@ -73,8 +73,8 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
     """A lane on a serving engine instead of a local model (`specviz run --server URL`)."""
+    from ...engines.host.server_lanes import SOURCES
     from ...engines.servers import ENGINE_NAMES
-    from ...engines.servers.lane import SOURCES
 
     g = p.add_argument_group("serving engine")
     g.add_argument("--server", metavar="URL", default=None,

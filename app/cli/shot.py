@@ -14,8 +14,9 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from ...engines.errors import SpecvizError
-from ...engines.host.run_spec import SERVER, LaneSpec, ModelChoice
+from ...engines.host.run_spec import LaneSpec, ModelChoice
 from ...engines.oracles import is_plain
+from ...engines.oracles.registry import SERVER
 from ...engines.trace import read_trace
 from .. import exports
 from ..main_window import MainWindow

@@ -21,10 +21,10 @@ def load_backend(
     """Load `model_path` (a .gguf file, or a model folder for transformers) on `kind`.
 
     The first use of a backend on a machine is tried in a child process first (see
-    engines.machine.probe): a native crash there becomes a BackendCrashed error, not a dead process.
+    backends.probe): a native crash there becomes a BackendCrashed error, not a dead process.
     """
     if kind in BACKENDS and probe and Path(model_path).exists():
-        from ..machine.probe import ensure_works
+        from .probe import ensure_works
 
         ensure_works(kind, model_path, device)
     if kind == "llama":

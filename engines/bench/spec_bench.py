@@ -25,10 +25,10 @@ from pathlib import Path
 from .. import events as ev
 from ..backends.base import Backend
 from ..errors import ContextOverflow, SpecvizError
-from ..loop.sampling import GREEDY, SamplingParams
 from ..loop.session import KPolicy, RunSettings, Session, starting_k, warm_up
 from ..oracles.base import Oracle
 from ..oracles.registry import PLAIN, is_plain
+from ..sampling import GREEDY, SamplingParams
 from ..text_file import read_text
 from .compare import check_against_plain
 

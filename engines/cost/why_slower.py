@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..host.run_spec import SERVER
 from ..oracles import DRAFT_ORACLES, is_plain
+from ..oracles.registry import SERVER
 from .step_cost import break_even_acceptance
 
 

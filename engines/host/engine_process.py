@@ -26,11 +26,11 @@ from .. import events as ev
 from ..errors import SpecvizError
 from ..loop.session import warm_up
 from ..oracles import is_plain
-from ..servers.lane import remember_key
 from . import protocol
 from . import run_spec as rs
 from .model_pool import ModelPool
 from .run_builder import BuiltLane, build_lane, k_policy, model_keys
+from .server_lanes import remember_key
 from .tasks import Task, run_task
 
 NICENESS = 5  # CPU weight about a third of the window's, when they compete for a core

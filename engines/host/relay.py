@@ -25,6 +25,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from ..errors import SpecvizError
+from ..oracles.registry import SERVER
 from . import protocol
 from . import run_spec as rs
 from .exit_line import death_line
@@ -124,7 +125,7 @@ def check_request(line: bytes) -> protocol.Message:
     try:
         if message.kind == "run":
             spec = rs.from_dict(message["spec"])
-            if any(lane.oracle == rs.SERVER for lane in spec.lanes.values()):
+            if any(lane.oracle == SERVER for lane in spec.lanes.values()):
                 raise protocol.ProtocolError(
                     "run: server lanes run in the window's own engine; `specviz serve` makes "
                     "no requests to other hosts")

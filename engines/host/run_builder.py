@@ -14,13 +14,14 @@ from pathlib import Path
 from ..backends.base import Backend
 from ..cost import profile as prof
 from ..errors import IncompatibleModels, SpecvizError
-from ..loop.sampling import SamplingParams
 from ..loop.session import RunSettings, Session, starting_k
 from ..oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
 from ..oracles.draft import CROSS_HINT
+from ..oracles.registry import SERVER
+from ..sampling import SamplingParams
 from ..text_file import read_text
 from .model_pool import ModelPool
-from .run_spec import SERVER, LaneSpec, ModelChoice, RunRequest
+from .run_spec import LaneSpec, ModelChoice, RunRequest
 
 Say = Callable[[str], None]
 
@@ -41,7 +42,7 @@ class BuiltLane:
         """What runs the lane (backend version and system info), for naming a crash."""
         if self.remote:
             return self.header["server"]["build"]
-        from ..machine.probe import backend_build
+        from ..backends.probe import backend_build
 
         return backend_build(self.session.target.name)
 
@@ -85,7 +86,7 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
 
 def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> BuiltLane:
     """A lane on a serving engine: no local model, the server's own speculation."""
-    from ..servers import lane as server_lane
+    from . import server_lanes as server_lane
 
     run_settings = RunSettings(prompt=request.prompt, chat=request.chat, system=request.system,
                                k=lane.k, max_tokens=request.max_tokens,

@@ -12,7 +12,6 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 
 AUTO = "auto"
-SERVER = "server"  # the oracle of a lane on a serving engine (engines/servers)
 
 
 @dataclass(frozen=True)

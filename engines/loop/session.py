@@ -26,8 +26,8 @@ from ..backends.base import Backend, sync_device
 from ..errors import ContextOverflow
 from ..oracles.base import Oracle, Proposal, RunContext, TreeProposal
 from ..oracles.registry import is_plain
+from ..sampling import GREEDY, SamplingParams
 from .detokenize import TextStream
-from .sampling import GREEDY, SamplingParams
 from .typical import TypicalAcceptance, verify_typical
 from .verify import Verdict, verify
 

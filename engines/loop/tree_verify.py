@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import events as ev
-from .sampling import SamplingParams, distribution, margin, prob_of, sample
+from ..sampling import SamplingParams, distribution, margin, prob_of, sample
 from .verify import Judgement, _residual
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import events as ev
-from .sampling import SamplingParams, distribution, margin, sample
+from ..sampling import SamplingParams, distribution, margin, sample
 from .verify import Judgement, Verdict, verify
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import events as ev
-from .sampling import SamplingParams, distribution, margin, prob_of, sample
+from ..sampling import SamplingParams, distribution, margin, prob_of, sample
 
 
 @dataclass(frozen=True)

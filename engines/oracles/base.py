@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..events import Lookahead, Span
-from ..loop.sampling import SamplingParams
+from ..sampling import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import IncompatibleModels
 from ..events import DECLINE_END_TOKEN
-from ..loop.sampling import distribution, prob_of, sample
+from ..sampling import distribution, prob_of, sample
 from .base import Oracle, Proposal, RunContext
 
 # Where the vocabularies differ the cross-draft oracle works: every refusal says so.

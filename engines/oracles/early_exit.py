@@ -27,7 +27,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..errors import SpecvizError
-from ..loop.sampling import distribution, prob_of, sample
+from ..sampling import distribution, prob_of, sample
 from .base import Oracle, Proposal
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from ..events import DECLINE_RULE
-from ..loop.sampling import distribution, prob_of, sample, softmax
 from ..medusa.tree import CandidateTree, build_tree
+from ..sampling import distribution, prob_of, sample, softmax
 from .base import Oracle, Proposal, TreeProposal
 
 

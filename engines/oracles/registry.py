@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PLAIN = "none"  # plain decoding: the baseline every speedup divides by
+SERVER = "server"  # the oracle of a lane on a serving engine (engines/servers)
 
 # What an oracle can need beyond the target model.
 NEEDS_DRAFT = "draft model"

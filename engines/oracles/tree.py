@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..backends.base import Backend
-from ..loop.sampling import SamplingParams, distribution, softmax
+from ..sampling import SamplingParams, distribution, softmax
 from .base import Oracle, RunContext, TreeProposal
 from .draft import check_compatible
 

@@ -24,8 +24,8 @@ import numpy as np
 from ..backends.base import Backend
 from ..cost.profile import Profile
 from ..cost.step_cost import break_even_acceptance
-from ..loop.sampling import GREEDY
 from ..loop.verify import verify
+from ..sampling import GREEDY
 from .acceptance import (
     Agreement,
     Answer,
@@ -194,7 +194,7 @@ def _verify_ms(target: Backend, k_max: int, repeats: int = 5) -> list[float]:
 
 def _pick_ms(n_vocab: int, repeats: int = 5) -> float:
     """A draft picking its token from one row: argmax and the token's probability."""
-    from ..loop.sampling import prob_of
+    from ..sampling import prob_of
 
     row = np.random.default_rng(1).standard_normal(n_vocab, dtype=np.float32)
     times = []

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 from ..errors import SpecvizError
-from ..host.run_spec import LaneSpec, RunRequest
 from ..loop.session import RunSettings
-from . import connect
-from .server_session import ServerSession
-from .sse import Endpoint
+from ..servers import connect
+from ..servers.server_session import ServerSession
+from ..servers.sse import Endpoint
+from .run_spec import LaneSpec, RunRequest
 
 ORACLE = "server"
 KEY_VARIABLES = ("SPECVIZ_API_KEY", "OPENAI_API_KEY")  # read when no variable is named

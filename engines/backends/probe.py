@@ -7,8 +7,8 @@ process loads the model and runs a 1-token and an 8-token forward. The outcome i
 (backend, build, CPU, device, the AMX setting), so later runs pay a stat and a small read.
 A crash is kept too, and named in one line with what to do; `specviz doctor` probes again.
 
-Run as `python -m specviz.engines.machine.probe BACKEND MODEL [DEVICE]`: it prints one JSON line per
-stage reached and a last line with the figures.
+Run as `python -m specviz.engines.backends.probe BACKEND MODEL [DEVICE]`: it prints one JSON
+line per stage reached and a last line with the figures.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 import platformdirs
 
 from ..errors import BackendCrashed, BackendError, SpecvizError
-from .hardware import CpuFacts, read_cpu
-from .json_file import read_dict, write_dict
+from ..machine.hardware import CpuFacts, read_cpu
+from ..machine.json_file import read_dict, write_dict
 
 PROBE_VERSION = 1
 TIMEOUT_S = 600
@@ -102,7 +102,7 @@ def probe_key(backend: str, device: str, cpu: CpuFacts, build: str, allow_amx: b
 
 
 def current_key(backend: str, device: str | None) -> str:
-    from ..backends.llama_buffers import amx_allowed
+    from .llama_buffers import amx_allowed
 
     return probe_key(backend, device or "auto", read_cpu(), build_id(backend),
                      backend == "llama" and amx_allowed())
@@ -169,7 +169,7 @@ def ensure_works(backend: str, model: str | os.PathLike, device: str | None = No
 def run_child(backend: str, model: str, device: str, timeout: float = TIMEOUT_S,
               command: Sequence[str] | None = None) -> ProbeResult:
     """Run the probe in a child process and read what it reached."""
-    argv = list(command or [sys.executable, "-m", "specviz.engines.machine.probe"])
+    argv = list(command or [sys.executable, "-m", "specviz.engines.backends.probe"])
     argv += [backend, model, device]
     result = ProbeResult(backend, device, "error", model=model, build=build_id(backend))
     try:
@@ -241,7 +241,7 @@ def crash_message(result: ProbeResult, cpu: CpuFacts) -> str:
 
 
 def advice(result: ProbeResult, cpu: CpuFacts) -> str:
-    from ..backends.llama_buffers import ENV_AMX, amx_allowed
+    from .llama_buffers import ENV_AMX, amx_allowed
 
     if result.backend != "llama":
         return "use --backend llama, or reinstall torch; `specviz doctor` probes again"
@@ -287,10 +287,10 @@ def probe(backend_kind: str, model: str, device: str) -> ProbeResult:
 def _open(kind: str, model: str, device: str):
     """The backend itself, not load_backend(): that would probe again."""
     if kind == "llama":
-        from ..backends.llama import LlamaBackend
+        from .llama import LlamaBackend
 
         return LlamaBackend(model, n_ctx=256, device=device)
-    from ..backends.hf import TransformersBackend
+    from .hf import TransformersBackend
 
     return TransformersBackend(model, device=device)
 
@@ -308,7 +308,7 @@ def _stage(name: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (2, 3):
-        print("usage: python -m specviz.engines.machine.probe BACKEND MODEL [DEVICE]",
+        print("usage: python -m specviz.engines.backends.probe BACKEND MODEL [DEVICE]",
               file=sys.stderr)
         return 2
     backend, model, device = args[0], args[1], args[2] if len(args) == 3 else "auto"
@@ -325,7 +325,7 @@ def backend_build(backend: str) -> str:
     """What the backend was built with, for naming a crash: version and system info."""
     if backend != "llama":
         return build_id(backend)
-    from ..backends.llama import system_info
+    from .llama import system_info
 
     return f"{build_id(backend)}; {system_info().strip(' |')}"
 

@@ -20,10 +20,10 @@ import torch
 
 from ..backends.hf import TransformersBackend
 from ..errors import SpecvizError
+from ..medusa.heads import lm_head_of
 from ..text_file import read_text
-from ..training.corpus import read_prompts
-from ..training.medusa import Answer, _LayerInputs, split
-from .heads import lm_head_of
+from .corpus import read_prompts
+from .medusa import Answer, _LayerInputs, split
 
 SUFFIXES = (".py", ".md", ".rst", ".txt", ".jsonl")  # what a folder is searched for
 CHUNK = 256  # tokens a chunk: longer than a training window, short enough to batch
