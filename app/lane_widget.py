@@ -178,19 +178,20 @@ class LaneWidget(QFrame):
         return self._replay_oracle or self.oracle.currentText()
 
     def config(self) -> LaneSpec:
-        """The lane's settings: what the controls show over what it was given (knobs, n-gram
-        sizes, heads folders and server details have no control here and are kept)."""
+        """The lane's settings: what the controls show over what it was given (the oracle's
+        other settings, heads folders and server details have no control here and are kept;
+        settings another oracle does not have are dropped when the oracle changes)."""
         oracle = self.oracle.currentText()
-        given = self._given
-        knobs = given.knobs if oracle == given.oracle else {
-            name: value for name, value in given.knobs.items()
-            if oracle in ORACLES and oracle_info(oracle).setting(name) is not None}
-        return replace(given, oracle=oracle, k=self.k.value(),
+        described = oracle_info(oracle) if oracle in ORACLES else None
+        settings = {name: value for name, value in self._given.settings.items()
+                    if described is not None and described.setting(name) is not None}
+        if _has_exit_layer(oracle):
+            settings["exit_layer"] = self.exit_layer.value()
+        return replace(self._given, oracle=oracle, k=self.k.value(),
                        draft=self.draft.model() if oracle in DRAFT_ORACLES else None,
-                       exit_layer=self.exit_layer.value() if _has_exit_layer(oracle) else 0,
                        auto_k=self.k.is_auto() and oracle != SERVER,
                        server=self.server.text().strip() or None if oracle == SERVER else None,
-                       knobs=knobs)
+                       settings=settings)
 
     def set_config(self, config: LaneSpec) -> None:
         self._given = config
@@ -198,7 +199,7 @@ class LaneWidget(QFrame):
         self.k.setValue(max(1, config.k))
         self.k.set_auto(config.auto_k)
         self.draft.set_model(config.draft)
-        self.exit_layer.setValue(config.exit_layer)
+        self.exit_layer.setValue(int(config.settings.get("exit_layer", 0)))
         self.server.setText(config.server or "")
         self._on_oracle(config.oracle)
 

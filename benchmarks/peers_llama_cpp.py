@@ -130,8 +130,9 @@ def our_run(target: LlamaBackend, oracle, k: int | str, prompt: str, args,
 def our_oracle(name: str, peer: str, target, draft, args):
     # ngram-simple matches exactly max-ngram tokens: ours matches that size only (same work).
     min_ngram = args.max_ngram if peer == "ngram-simple" else None
-    return make_oracle(name, target=target, draft=draft, max_ngram=args.max_ngram,
-                       min_ngram=min_ngram)
+    sizes = {"max_ngram": args.max_ngram, "min_ngram": min_ngram}
+    return make_oracle(name, target=target, draft=draft,
+                       settings=sizes if name in ("prompt-lookup", "ngram") else None)
 
 
 def auto_policy(oracle, target, draft, args) -> AutoK:

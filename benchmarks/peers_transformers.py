@@ -111,7 +111,7 @@ def ours_run(target: TransformersBackend, draft, method: str, prompt: str, args)
     if method == "prompt-lookup":
         # As generate() looks: down to 1-gram matches, the first match (specviz's defaults: 2,
         # the latest).
-        oracle = PromptLookupOracle(args.max_ngram, min_ngram=1, earliest=True)
+        oracle = PromptLookupOracle(earliest=True, max_ngram=args.max_ngram, min_ngram=1)
     else:
         oracle = make_oracle(method, target=target, draft=draft)
     if draft is not None:

@@ -199,13 +199,13 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
 
 def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tiny_model_dir):
     lanes = [LaneSpec("none"), LaneSpec("rules", 4),
-             LaneSpec("early-exit", 3, exit_layer=1),
+             LaneSpec("early-exit", 3, settings={"exit_layer": 1}),
              LaneSpec("cross-draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 20)
     _plain, rules, early, cross = window.board.lanes.values()
     assert early.exit_layer.isVisible() and not rules.exit_layer.isVisible()
     assert cross.draft.isVisible() and not early.draft.isVisible()
-    assert early.config().exit_layer == 1
+    assert early.config().settings == {"exit_layer": 1}
     run_to_end(window, app_env)
     texts = lane_texts(window)
     assert texts[1:] == [texts[0]] * 3
@@ -214,7 +214,8 @@ def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tin
 
 def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_env, qtbot,
                                                                    tiny_model_dir):
-    set_up(window, tiny(tiny_model_dir), [LaneSpec("early-exit", 3, exit_layer=1)], 30)
+    lane = LaneSpec("early-exit", 3, settings={"exit_layer": 1})
+    set_up(window, tiny(tiny_model_dir), [lane], 30)
     window.start_run()
     window.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))

@@ -227,7 +227,7 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
     first.add_lane(LaneSpec("none"))
     first.add_lane(LaneSpec("draft", 7, "/models/draft.gguf"))
     # Settings without a control in the lane are kept too (they were lost at restart).
-    remembered = [LaneSpec("tree", 5, "/models/draft.gguf", knobs={"split": 0.3, "budget": 9}),
+    remembered = [LaneSpec("tree", 5, "/models/draft.gguf", settings={"split": 0.3, "budget": 9}),
                   LaneSpec("medusa", 3, auto_k=True, medusa_heads="/heads/m"),
                   LaneSpec(SERVER, server="http://127.0.0.1:9", server_engine="vllm",
                              api_key_env="KEY", server_source="draft")]
@@ -247,12 +247,12 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
                                       LaneSpec("draft", 7, "/models/draft.gguf"),
                                       *remembered[:2]]
     second.board.remove_all()
-    for config in (LaneSpec("ngram", max_ngram=5, min_ngram=2), remembered[2]):
+    for config in (LaneSpec("ngram", settings={"max_ngram": 5, "min_ngram": 2}), remembered[2]):
         second.add_lane(config)
     second.close()
     third = MainWindow()
     qtbot.addWidget(third)
-    assert third.board.configs() == [LaneSpec("ngram", max_ngram=5, min_ngram=2),
+    assert third.board.configs() == [LaneSpec("ngram", settings={"max_ngram": 5, "min_ngram": 2}),
                                      remembered[2]]
     assert second.theme.name == "light"
     assert second.prompt.max_tokens.value() == 77
@@ -429,7 +429,8 @@ def test_lane_knobs_are_remembered(app_env):
     from specviz.app.settings import AppSettings
     from specviz.engines.host.run_spec import LaneSpec
 
-    lanes = [LaneSpec("early-exit", 3, exit_layer=5), LaneSpec("cross-draft", 2, "d.gguf")]
+    lanes = [LaneSpec("early-exit", 3, settings={"exit_layer": 5}),
+             LaneSpec("cross-draft", 2, "d.gguf")]
     AppSettings().set_lanes(lanes)
     assert AppSettings().lanes() == lanes
 

@@ -16,7 +16,7 @@ from specviz.engines.cost.step_cost import (
     speedup_curve,
     theoretical_speedup,
 )
-from specviz.engines.oracles.base import Oracle, Proposal
+from specviz.engines.oracles.base import AutoKHints, Oracle, Proposal
 from specviz.engines.oracles.ngram import NGramOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 
@@ -82,7 +82,7 @@ def test_profile_interpolates_and_never_gets_cheaper_with_more_tokens():
     assert Profile.from_dict(p.to_dict()) == p
 
 
-class FakeLookup(Oracle):
+class FakeLookup(Oracle, AutoKHints):
     """Reports a chosen match length; proposes nothing itself (the test feeds events)."""
 
     name = "prompt-lookup"

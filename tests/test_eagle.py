@@ -234,7 +234,7 @@ def test_the_registry_describes_the_eagle_oracle(tiny_backend, tmp_path):
 
 def test_an_untrained_head_is_lossless_deep_and_wide(tiny_backend, tmp_path):
     oracle = make_oracle("eagle", target=tiny_backend, eagle_head=untrained(
-        tiny_backend, tmp_path / "eagle"), knobs={"budget": 24, "top_k": 3})
+        tiny_backend, tmp_path / "eagle"), settings={"budget": 24, "top_k": 3})
     try:
         plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
         steps, _ = run(tiny_backend, oracle, k=7)

@@ -16,21 +16,54 @@ BUILDABLE = [name for name in ORACLES if name not in ("medusa", "eagle")]
 
 
 @pytest.mark.parametrize("name", BUILDABLE)
-def test_the_registry_matches_each_oracles_settings_and_source(name, tiny_backend,
-                                                                tiny_draft_backend):
+def test_each_registry_entry_builds_its_oracle_with_its_settings(name, tiny_backend,
+                                                                  tiny_draft_backend):
     described = ORACLE_INFO[name]
     oracle = make_oracle(name, target=tiny_backend,
                          draft=tiny_draft_backend if described.needs_draft else None)
-    knobs = oracle.knobs()
-    assert set(knobs) == {s.name for s in described.settings if s.live}
+    assert oracle.name == name and type(oracle.settings) is described.settings_type
+    assert oracle.knobs() == {s.name: s.default for s in described.settings if s.live}
     for setting in described.settings:
         assert setting.low <= setting.default <= setting.high
-        if setting.live:
-            assert knobs[setting.name] == setting.default, setting.name
-        else:
-            assert getattr(oracle, setting.name) == setting.default, setting.name
+        assert getattr(oracle.settings, setting.name) == setting.default, setting.name
     if not described.plain:
         assert (oracle.source,) == described.sources
+
+
+def test_settings_are_checked_against_the_registry_when_built_and_when_turned(tiny_backend,
+                                                                              tiny_draft_backend):
+    tree = make_oracle("tree", target=tiny_backend, draft=tiny_draft_backend,
+                       settings={"split": 0.3, "budget": 9})
+    assert (tree.settings.split, tree.settings.budget) == (0.3, 9)
+    tree.set_knob("budget", 12)
+    assert tree.knobs() == {"split": 0.3, "budget": 12}
+    with pytest.raises(ValueError, match=r"budget 999 is outside 1\.\.256"):
+        tree.set_knob("budget", 999)
+    assert tree.settings.budget == 12  # a refused value leaves the setting as it was
+    with pytest.raises(ValueError, match="has no setting 'W'"):
+        make_oracle("tree", target=tiny_backend, draft=tiny_draft_backend, settings={"W": 3})
+    ngram = make_oracle("ngram", settings={"max_ngram": 3})
+    with pytest.raises(KeyError):  # fixed when built: not a knob
+        ngram.set_knob("max_ngram", 2)
+
+
+def test_the_command_line_offers_each_flagged_setting_with_what_it_means_per_oracle():
+    from specviz.app.cli.main import build_parser
+
+    parser = build_parser()
+    run = next(a for a in parser._subparsers._actions if a.choices).choices["run"]
+    helps = {flag: action.help for action in run._actions for flag in action.option_strings}
+    for described in ORACLE_INFO.values():
+        for setting in described.settings:
+            if setting.flag:
+                assert f"{described.name}: {setting.help}" in helps[f"--{setting.flag}"]
+
+
+def test_an_oracle_needing_what_no_backend_gave_is_one_clear_line():
+    with pytest.raises(SpecvizError, match="the medusa oracle needs the target model"):
+        make_oracle("medusa")
+    with pytest.raises(SpecvizError, match=r"needs a draft model \(--draft MODEL\)"):
+        make_oracle("tree")
 
 
 def test_medusa_is_described_as_its_class_sets_itself_up():

@@ -20,7 +20,7 @@ SPEC = rs.RunSpec(
                   temperature=0.7, top_p=0.9, seed=3, chat=False, stop=("\n\n",),
                   typical=(0.09, 0.3)),
     {"lane1": rs.LaneSpec("none"),
-     "lane2": rs.LaneSpec("tree", 6, draft="d", knobs={"split": 0.2, "budget": 16}),
+     "lane2": rs.LaneSpec("tree", 6, draft="d", settings={"split": 0.2, "budget": 16}),
      "lane3": rs.LaneSpec("prompt-lookup", 4, auto_k=True)})
 
 

@@ -14,8 +14,8 @@ from specviz.engines.sampling import SamplingParams
 
 
 def tree_oracles(target, draft):
-    return [make_oracle("tree", target=target, draft=draft, knobs={"split": 0.05}),
-            make_oracle("lookahead", knobs={"W": 4, "N": 3, "G": 4})]
+    return [make_oracle("tree", target=target, draft=draft, settings={"split": 0.05}),
+            make_oracle("lookahead", settings={"W": 4, "N": 3, "G": 4})]
 
 
 def test_tree_oracles_are_lossless_on_the_tiny_model(tiny_backend, tiny_draft_backend):
@@ -29,7 +29,7 @@ def test_tree_oracles_are_lossless_on_the_tiny_model(tiny_backend, tiny_draft_ba
 
 def test_tree_step_events_describe_the_tree(tiny_backend, tiny_draft_backend):
     oracle = make_oracle("tree", target=tiny_backend, draft=tiny_draft_backend,
-                         knobs={"split": 0.05, "budget": 12})
+                         settings={"split": 0.05, "budget": 12})
     steps, summary = run(tiny_backend, oracle, k=4, n=40)
     steps = [s for s in steps if s.k]  # the last step has no room to speculate
     assert summary.totals.proposed == sum(len(s.tree) for s in steps)  # every node counts
@@ -99,7 +99,7 @@ def test_smollm2_tree_oracles_are_lossless(backend, oracle_name, request, smollm
         draft = (load_backend("llama", smollm2_path, n_ctx=2048) if target.name == "llama"
                  else twin(target))
     knobs = {"budget": 8} if oracle_name == "tree" else {"W": 3, "N": 3, "G": 3}
-    oracle = make_oracle(oracle_name, target=target, draft=draft, knobs=knobs)
+    oracle = make_oracle(oracle_name, target=target, draft=draft, settings=knobs)
     steps, summary = run(target, oracle, CODE_EDIT, k=3, n=32, chat=True)
     if oracle_name != "tree" or target.name == "llama":
         oracle.close()  # (a twin shares the target's weights: never close it)

@@ -30,12 +30,8 @@ def register(sub) -> None:
     p.add_argument("--k", default="auto",
                    help="draft length, or a comma-separated list; auto (the default): "
                         "cost-aware, per step")
-    p.add_argument("--max-ngram", type=int, default=None)
-    p.add_argument("--min-ngram", type=int, default=None)
     p.add_argument("--ngram-corpus", type=Path, default=None)
-    p.add_argument("--exit-layer", type=int, default=None,
-                   help="early-exit: draft with the target's first N layers (default: 3/4)")
-    options.add_tree_args(p)
+    options.add_setting_args(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=int, default=None, help="questions per category group")

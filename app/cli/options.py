@@ -10,8 +10,9 @@ from ...engines.backends.base import Backend
 from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
 from ...engines.loop.session import K_MAX, check_k
 from ...engines.models.registry import resolve
-from ...engines.oracles import ORACLES
+from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
+from ...engines.oracles.registry import Setting
 from ..runs import DEFAULT_TARGET
 
 
@@ -62,13 +63,9 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     g.add_argument("--k", type=k_or_auto, default=AUTO,
                    help=f"draft length, 0..{K_MAX}, or auto (the default: chosen every step "
                         "from this machine's costs; measures a missing cost profile first)")
-    g.add_argument("--max-ngram", type=int, default=None, help="longest n-gram to match")
-    g.add_argument("--min-ngram", type=int, default=None, help="shortest n-gram to match")
     g.add_argument("--ngram-corpus", type=Path, default=None,
                    help="text file whose n-grams seed the ngram oracle's static cache")
-    g.add_argument("--exit-layer", type=int, default=None,
-                   help="early-exit: draft with the target's first N layers (default: 3/4)")
-    add_tree_args(g)
+    add_setting_args(g)
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
@@ -99,25 +96,31 @@ def server_lane(args: argparse.Namespace, url: str) -> LaneSpec:
                     server_source=args.server_drafts)
 
 
-def add_tree_args(g) -> None:
-    """Knobs of the tree, lookahead and medusa oracles (None: the oracle's default)."""
-    g.add_argument("--split", type=float, default=None,
-                   help="tree: a draft token below the top one branches off when its "
-                        "probability is at least this (default 0.2)")
-    g.add_argument("--budget", type=int, default=None,
-                   help="tree: most nodes in a tree (default 16); medusa: verify a candidate "
-                        "tree of this many nodes instead of the heads' top chain (default 0); "
-                        "eagle: most nodes verified in a step (default 16)")
-    g.add_argument("--int8", "--eagle-int8", type=int, choices=(0, 1), default=None,
-                   help="eagle, medusa: 1 drafts with int8 weights on a CPU (default), 0 in "
-                        "float32 (the target verifies in its own precision)")
-    g.add_argument("--window", type=int, default=None, metavar="W",
-                   help="lookahead: Jacobi window width W (default 5)")
-    g.add_argument("--ngram-size", type=int, default=None, metavar="N",
-                   help="lookahead: n-gram size N, the window has N-1 levels (default 4)")
-    g.add_argument("--guesses", type=int, default=None, metavar="G",
-                   help="lookahead: n-grams kept per first token and verified (default 5)")
+# Older spellings of a setting's flag, still taken.
+FLAG_ALIASES = {"int8": ("--eagle-int8",)}
+
+
+def add_setting_args(g) -> None:
+    """A flag for each oracle setting the registry gives one (None: the oracle's default);
+    a flag that several oracles share (--budget) says what it means to each."""
+    for flag, uses in setting_flags().items():
+        first = uses[0][1]
+        meaning = "; ".join(f"{oracle}: {s.help} (default {s.default})" for oracle, s in uses)
+        g.add_argument(f"--{flag}", *FLAG_ALIASES.get(flag, ()), type=type(first.default),
+                       default=None, dest=flag.replace("-", "_"),
+                       metavar=first.name.upper() if len(first.name) == 1 else None,
+                       help=meaning)
     add_head_paths(g)
+
+
+def setting_flags() -> dict[str, list[tuple[str, Setting]]]:
+    """Each flag of the registry's settings, with the (oracle, setting) pairs it sets."""
+    flags: dict[str, list[tuple[str, Setting]]] = {}
+    for name, described in ORACLE_INFO.items():
+        for s in described.settings:
+            if s.flag:
+                flags.setdefault(s.flag, []).append((name, s))
+    return flags
 
 
 def settle_backend(args: argparse.Namespace) -> None:
@@ -140,12 +143,11 @@ def add_head_paths(g) -> None:
                         "published EAGLE-3 head, as a folder or a Hub repository (org/repo)")
 
 
-def oracle_knobs(name: str, args: argparse.Namespace) -> dict:
-    """The oracle's settings given on the command line (None: the oracle's default). The
-    n-gram sizes travel as their own fields of the lane spec."""
-    return {s.name: getattr(args, s.flag.replace("-", "_"), None)
-            for s in oracle_info(name).settings
-            if s.flag and s.name not in ("max_ngram", "min_ngram", "exit_layer")}
+def oracle_settings(name: str, args: argparse.Namespace) -> dict:
+    """The oracle's settings given on the command line (the ones left out: its defaults)."""
+    given = {s.name: getattr(args, s.flag.replace("-", "_"), None)
+             for s in oracle_info(name).settings if s.flag}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def add_acceptance_args(p: argparse.ArgumentParser) -> None:
@@ -209,10 +211,8 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
     eagle = getattr(args, "eagle_head", None)
     return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
                     draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
-                    exit_layer=getattr(args, "exit_layer", None) or 0,
-                    max_ngram=args.max_ngram, min_ngram=args.min_ngram,
                     ngram_corpus=str(corpus) if corpus else None,
-                    knobs=oracle_knobs(oracle, args),
+                    settings=oracle_settings(oracle, args),
                     medusa_heads=str(heads) if heads else None,
                     eagle_head=str(eagle) if eagle else None)
 

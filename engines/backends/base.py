@@ -16,6 +16,10 @@ import numpy as np
 from ..errors import ContextOverflow
 from .chat import render_chat
 
+# What a backend can offer beyond logits, named in Backend.provides and in the oracles'
+# registry (what each oracle needs).
+HIDDEN_STATES = "hidden states"  # hidden rows, layer features, the first L layers alone
+
 
 class Backend(ABC):
     """A causal LM with a rollback-able cache of the tokens it has processed."""
@@ -23,6 +27,7 @@ class Backend(ABC):
     name: str  # "llama" or "transformers"
     device: str  # "cpu", "cuda", "mps", ...
     model_path: str
+    provides: frozenset[str] = frozenset()  # capabilities beyond logits (HIDDEN_STATES)
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order

@@ -21,7 +21,7 @@ from ..errors import BackendError
 from ..machine.device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
 from ..models.registry import home_dir
 from . import small_rows
-from .base import Backend
+from .base import HIDDEN_STATES, Backend
 from .hf_features import LayerFeatures
 
 # Names of end-of-turn tokens used by common chat models; they end generation like EOS.
@@ -39,6 +39,7 @@ def pick_device(requested: str | None) -> str:
 
 class TransformersBackend(Backend):
     name = "transformers"
+    provides = frozenset({HIDDEN_STATES})
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Sequence
 
 from .. import events as ev
-from ..oracles.base import Oracle
+from ..oracles.base import Oracle, hints_of
 from .profile import Profile
 from .step_cost import best_k
 
@@ -70,10 +70,11 @@ class AutoK:
         k_max: int | None = None,
     ) -> None:
         self.oracle = oracle
+        self.hints = hints_of(oracle)  # the oracle's, or the defaults
         self.profile = profile
         self.draft_profile = draft_profile
         self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
-        self.acceptance = Acceptance(oracle.evidence_decay)
+        self.acceptance = Acceptance(self.hints.evidence_decay)
         self.scale = 1.0  # live verification ms / profiled ms, over all steps
         self.steps_timed = 0
         self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
@@ -86,7 +87,7 @@ class AutoK:
     # ------------------------------------------------------------ before a step
 
     def choose(self, context: Sequence[int]) -> int:
-        self._match = self.oracle.match_length(context)
+        self._match = self.hints.match_length(context)
         if self._match == 0:
             self.last_choice = (0, 0.0)
             return 0  # nothing to copy: a plain step
@@ -94,13 +95,13 @@ class AutoK:
             self.last_choice = (min(EXPLORE_K, self.k_max), 0.0)
             return self.last_choice[0]
         n_ctx = len(context)
-        cap = self.oracle.draft_limit(self._match) if self._match else None
+        cap = self.hints.draft_limit(self._match) if self._match else None
         limit = self.k_max if cap is None else min(self.k_max, cap)
         accept = [self.acceptance.estimate(self._key(i), self._prior(i))
                   for i in range(1, limit + 1)]
         k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), limit)
         plain = 1.0 / self.step_ms(0, n_ctx)
-        if k and rate < plain * (1 + self.oracle.min_gain):
+        if k and rate < plain * (1 + self.hints.min_gain):
             k, rate = 0, plain
         self.last_choice = (k, rate * 1000.0)
         return k
@@ -139,7 +140,7 @@ class AutoK:
     def _prior(self, position: int) -> float:
         if self._match is None:
             return PRIOR_MEAN
-        return self.oracle.match_prior(match_bucket(self._match + position - 1))
+        return self.hints.match_prior(match_bucket(self._match + position - 1))
 
     def _key(self, position: int) -> int:
         """Proposal `position` (1-based) is judged on the match it would extend."""
@@ -154,7 +155,7 @@ class AutoK:
 
     # ------------------------------------------------------------ learnt state
 
-    _FIXED = ("oracle", "profile", "draft_profile", "k_max")  # set up, not learnt
+    _FIXED = ("oracle", "hints", "profile", "draft_profile", "k_max")  # set up, not learnt
 
     def snapshot(self) -> dict:
         return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._FIXED})

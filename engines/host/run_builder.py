@@ -8,7 +8,7 @@ owns its backend's cache); the pool shares the weights between lanes of one mode
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..backends.base import Backend
@@ -139,10 +139,8 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
     if lane.oracle == "ngram" and lane.ngram_corpus:
         corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
     try:
-        return make_oracle(lane.oracle, target=target, draft=draft, max_ngram=lane.max_ngram,
-                           min_ngram=lane.min_ngram, corpus_ids=corpus,
-                           exit_layer=lane.exit_layer or None, knobs=dict(lane.knobs),
-                           heads=head_folder(lane.medusa_heads),
+        return make_oracle(lane.oracle, target=target, draft=draft, corpus_ids=corpus,
+                           settings=dict(lane.settings), heads=head_folder(lane.medusa_heads),
                            eagle_head=head_folder(lane.eagle_head))
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
@@ -232,8 +230,9 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,
                      "seed": request.seed, "chat": request.chat,
-                     **({"exit_layer": lane.exit_layer or 0} if lane.oracle == "early-exit"
-                        else {}),
+                     **({"exit_layer": session.oracle.settings.exit_layer}
+                        if lane.oracle == "early-exit" else {}),
+                     "oracle_settings": asdict(session.oracle.settings),
                      "typical_acceptance": typical},
         "prompt": session.settings.prompt,
         "prompt_text": session.prompt_text,

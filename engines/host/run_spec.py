@@ -30,13 +30,12 @@ class LaneSpec:
     oracle: str = "none"
     k: int = 4
     draft: str | None = None  # the draft oracles' model (registry name or path)
-    exit_layer: int = 0  # early-exit: the layers that draft (0: three quarters of them)
     auto_k: bool = False  # K chosen every step from the cost profile (k is then unused)
+    # The oracle's settings by the registry's names (oracles.registry: exit_layer, max_ngram,
+    # split, budget, ...); what is not given takes the oracle's default.
+    settings: dict = field(default_factory=dict)
     cross_draft: str | None = None  # cross-draft's own draft model (default: draft)
-    max_ngram: int | None = None
-    min_ngram: int | None = None
     ngram_corpus: str | None = None  # a text file seeding the n-gram cache
-    knobs: dict = field(default_factory=dict)  # tree, lookahead, medusa settings
     medusa_heads: str | None = None  # a heads folder (default: beside the target)
     eagle_head: str | None = None  # an EAGLE head's folder (default: beside the target)
     # A server lane (oracle "server"): the engine's URL, which engine it is ("auto": ask it),
@@ -98,8 +97,18 @@ def from_dict(data: dict) -> RunSpec:
     return spec
 
 
+# Oracle settings that were lane fields of their own before they were one `settings` dict.
+_SETTINGS_BEFORE = ("exit_layer", "max_ngram", "min_ngram", "knobs")
+
+
 def lane_from_dict(data: dict) -> LaneSpec:
-    """A lane as JSON carried it; unknown keys are ignored, wrong types fail (ValueError)."""
+    """A lane as JSON carried it; unknown keys are ignored, wrong types fail (ValueError).
+    A lane stored before settings were one dict keeps its settings."""
+    data = dict(data)
+    if any(key in data for key in _SETTINGS_BEFORE):
+        older = dict(data.pop("knobs", None) or {})
+        older.update({k: data.pop(k) for k in _SETTINGS_BEFORE[:3] if data.get(k)})
+        data["settings"] = {**older, **(data.get("settings") or {})}
     lane = LaneSpec(**_known(LaneSpec, data))
     _check_types(lane)
     return lane

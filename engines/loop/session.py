@@ -24,7 +24,7 @@ import numpy as np
 from .. import events as ev
 from ..backends.base import Backend, sync_device
 from ..errors import ContextOverflow
-from ..oracles.base import Oracle, Proposal, RunContext, TreeProposal
+from ..oracles.base import AutoKHints, Oracle, Proposal, RunContext, TreeProposal
 from ..oracles.registry import is_plain
 from ..sampling import GREEDY, SamplingParams
 from .detokenize import TextStream
@@ -196,7 +196,8 @@ class Session(RunControls):
         chosen = self.k_policy.choose(self.context) if self.k_policy else self.k
         k = max(0, min(chosen, room))
         # Oracles may be shared by lanes and runs with and without auto K: priced per step.
-        self.oracle.price_with(self.k_policy.verify_ms if self.k_policy else None)
+        if isinstance(self.oracle, AutoKHints):
+            self.oracle.price_with(self.k_policy.verify_ms if self.k_policy else None)
         proposal = self.oracle.propose(self.context, k) if k else Proposal()
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import events as ev
 from ..backends.base import Backend, sync_device, tree_layout
-from ..oracles.base import TreeProposal
+from ..oracles.base import SideRows, TreeProposal
 from .detokenize import TextStream
 from .tree_verify import TreeVerdict, children_of, verify_tree
 
@@ -76,7 +76,7 @@ def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Tota
     n = len(proposal)
     verdict = verify_tree(proposal.tokens, proposal.parents, proposal.q_rows, logits[: n + 1],
                           session.settings.params, rng)
-    if proposal.side:
+    if proposal.side and isinstance(oracle, SideRows):
         oracle.side_logits(logits[n + 1 :])
     target.keep_path([0, *(slots[i] for i in verdict.path)])
     position = len(session.context)
@@ -87,7 +87,8 @@ def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Tota
     totals = totals.after_step(n, verdict.n_accepted, timing)
     return ev.StepEvent(totals.steps - 1, oracle.name, k, position, proposed, target_token,
                         text, timing, totals, tree=nodes, path=verdict.path,
-                        lookahead=oracle.lookahead_state())
+                        lookahead=oracle.lookahead_state() if isinstance(oracle, SideRows)
+                        else None)
 
 
 def tree_event_tokens(proposal: TreeProposal, verdict: TreeVerdict, stream: TextStream):

@@ -10,11 +10,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from ..backends.base import Backend
 from ..events import Lookahead, Span
 from ..sampling import SamplingParams
+from .registry import ORACLE_INFO, OracleInfo
 
 
 @dataclass(frozen=True)
@@ -123,23 +126,34 @@ class TreeProposal:
                             sub(self.q_rows), sub(self.p_draft), sub(self.details), self.side)
 
 
+@dataclass(frozen=True)
+class BuildParts:
+    """What building an oracle may use: the models of the run, its files, its settings (by
+    the registry's names; each oracle module's `build` takes what it needs)."""
+
+    target: Backend | None = None
+    draft: Backend | None = None  # the draft model (draft, tree, cross-draft)
+    corpus_ids: Sequence[int] | None = None  # tokens seeding the n-gram cache
+    heads: Path | None = None  # a Medusa heads folder (None: beside the target)
+    eagle_head: Path | None = None  # an EAGLE head's folder (None: beside the target)
+    settings: dict = field(default_factory=dict)
+
+
 class Oracle(ABC):
-    """Base class; subclasses set `name` and implement `propose`."""
+    """What the session loop drives: `start` once per run, `propose` before each verification
+    step, `observe` after it, `close` at the end. Subclasses set `name` (their registry entry,
+    where their settings are declared) and implement `propose`.
+
+    Auto K's hooks are an opt-in (AutoKHints); a lookahead-style oracle's side rows another
+    (SideRows). The settings the registry declares for the oracle are `self.settings`, one
+    frozen dataclass; the live ones are its knobs."""
 
     name: str = ""
     source: str = "draft"
-    # How fast auto K forgets what it learnt about this oracle's guesses (see
-    # auto_k.Acceptance): 0 keeps all evidence, for guesses whose odds its keys capture.
-    evidence_decay: float = 0.0
-    # The expected gain over a plain step auto K asks for before it speculates (0.1: 10%).
-    min_gain: float = 0.0
-    # With auto K: ms a verification of (rows, at context length) would take now, the step's
-    # fixed costs included. A tree oracle that knows its nodes' odds cuts its tree where
-    # expected tokens per ms peak; None (a fixed K): it sends its whole budget.
-    price: Callable[[int, int], float] | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, **settings) -> None:
         self.run: RunContext | None = None
+        self.settings = _described(self.name).make_settings(settings)
 
     def start(self, run: RunContext) -> None:
         """A new run begins (the oracle drops any per-run state)."""
@@ -150,24 +164,59 @@ class Oracle(ABC):
         """Guess up to k tokens that follow `context` (prompt + generated so far); a tree
         oracle returns a TreeProposal k deep at most."""
 
-    def price_with(self, price: Callable[[int, int], float] | None) -> None:
-        """Auto K's prices for a verification of n rows (see `price`)."""
-        self.price = price
+    def observe(self, context: Sequence[int]) -> None:
+        """The context after a step (accepted tokens and the target's token appended)."""
 
     def tree_nodes(self) -> int:
         """The most nodes (side rows included) one of its tree proposals holds; 0: linear.
         The session lets the target get ready for batches that wide."""
         return 0
 
-    def side_logits(self, logits: np.ndarray) -> None:
-        """The target's logits for the rows of the last proposal's side branch."""
+    def close(self) -> None:
+        """Free what the oracle holds (a draft model)."""
 
-    def lookahead_state(self) -> Lookahead | None:
-        """Lookahead decoding's pool and window after the last step, for the view."""
-        return None
+    # ------------------------------------------------------------ settings
 
-    def observe(self, context: Sequence[int]) -> None:
-        """The context after a step (accepted tokens and the target's token appended)."""
+    def knobs(self) -> dict[str, float | int]:
+        """The live settings (the registry's), which the window may change between steps."""
+        return {s.name: getattr(self.settings, s.name)
+                for s in _described(self.name).settings if s.live}
+
+    def set_knob(self, name: str, value: float | int) -> None:
+        """Change a live setting; out of range or refused by the oracle: ValueError (or the
+        oracle's SpecvizError), the setting left as it was."""
+        if name not in self.knobs():
+            raise KeyError(f"{self.name} has no setting {name!r}")
+        old = self.settings
+        self.settings = _described(self.name).make_settings({name: value}, base=old)
+        try:
+            self.settings_changed(old)
+        except Exception:
+            self.settings = old
+            raise
+
+    def settings_changed(self, old) -> None:
+        """A knob moved (`self.settings` holds the new values): rebuild what depends on it,
+        or raise to refuse it."""
+
+
+class AutoKHints:
+    """Opt-in: what an oracle tells auto K (engines.cost.auto_k) beyond its proposals. An
+    oracle that does not inherit this gets these defaults."""
+
+    # How fast auto K forgets what it learnt about this oracle's guesses (see
+    # auto_k.Acceptance): 0 keeps all evidence, for guesses whose odds its keys capture.
+    evidence_decay: float = 0.0
+    # The expected gain over a plain step auto K asks for before it speculates (0.1: 10%).
+    min_gain: float = 0.0
+    # ms a verification of (rows, at context length) would take now, the step's fixed costs
+    # included. A tree oracle that knows its nodes' odds cuts its tree where expected tokens
+    # per ms peak; None (a fixed K): it sends its whole budget.
+    price: Callable[[int, int], float] | None = None
+
+    def price_with(self, price: Callable[[int, int], float] | None) -> None:
+        """Auto K's prices for a verification of n rows (see `price`)."""
+        self.price = price
 
     def match_length(self, context: Sequence[int]) -> int | None:
         """For oracles that copy: how many tokens the context's end agrees verbatim with the
@@ -186,14 +235,29 @@ class Oracle(ABC):
         copying oracles: verbatim.CopyingOracle)."""
         return (length + 1) / (length + 2)
 
-    def knobs(self) -> dict[str, float | int]:
-        """Oracle-specific settings the GUI may show and change between steps."""
-        return {}
 
-    def set_knob(self, name: str, value: float | int) -> None:
-        if name not in self.knobs():
-            raise KeyError(f"{self.name} has no setting {name!r}")
-        setattr(self, name, type(self.knobs()[name])(value))
+NO_HINTS = AutoKHints()
 
-    def close(self) -> None:
-        """Free what the oracle holds (a draft model)."""
+
+def hints_of(oracle: Oracle) -> AutoKHints:
+    """The oracle's hints to auto K, or the defaults where it gives none."""
+    return oracle if isinstance(oracle, AutoKHints) else NO_HINTS
+
+
+class SideRows(ABC):
+    """Opt-in: an oracle whose tree proposals carry a side branch (TreeProposal.side) gets the
+    target's logits for those rows, and shows its state in the window (lookahead's pool and
+    window)."""
+
+    @abstractmethod
+    def side_logits(self, logits: np.ndarray) -> None:
+        """The target's logits for the rows of the last proposal's side branch."""
+
+    def lookahead_state(self) -> Lookahead | None:
+        """Lookahead decoding's pool and window after the last step, for the view."""
+        return None
+
+
+def _described(name: str) -> OracleInfo:
+    # An oracle outside the registry (a test's) has no settings.
+    return ORACLE_INFO.get(name) or OracleInfo(name, "", ())

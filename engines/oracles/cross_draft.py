@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ..backends.base import Backend
 from ..events import DECLINE_RULE
-from .base import Oracle, Proposal, RunContext
+from .base import BuildParts, Oracle, Proposal, RunContext
 from .retokenize import (
     LOOKBEHIND,
     ContextText,
@@ -108,3 +108,7 @@ def encode_exactly(vocab: Backend, data: bytes) -> list[int] | None:
         return None
     ids = vocab.tokenize(text, add_special=False) if text else []
     return ids if b"".join(vocab.token_bytes(t) for t in ids) == data else None
+
+
+def build(parts: BuildParts) -> CrossDraftOracle:
+    return CrossDraftOracle(parts.draft, parts.target)

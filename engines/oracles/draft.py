@@ -18,7 +18,7 @@ from ..backends.base import Backend
 from ..errors import IncompatibleModels
 from ..events import DECLINE_END_TOKEN
 from ..sampling import distribution, prob_of, sample
-from .base import Oracle, Proposal, RunContext
+from .base import BuildParts, Oracle, Proposal, RunContext
 
 # Where the vocabularies differ the cross-draft oracle works: every refusal says so.
 CROSS_HINT = ("; the cross-draft oracle (--oracle cross-draft) drafts across tokenizers by "
@@ -32,15 +32,11 @@ class DraftModelOracle(Oracle):
     name = "draft"
     source = "draft"
 
-    def __init__(self, draft: Backend, target: Backend | None = None, p_min: float = 0.0):
-        super().__init__()
+    def __init__(self, draft: Backend, target: Backend | None = None, **settings) -> None:
+        super().__init__(**settings)
         self.draft = draft
-        self.p_min = p_min  # stop drafting when the draft's own confidence falls below this
         if target is not None:
             check_compatible(target, draft)
-
-    def knobs(self) -> dict[str, float | int]:
-        return {"p_min": self.p_min}
 
     def start(self, run: RunContext) -> None:
         """Process the prompt through the draft now: that is prompt processing, not drafting
@@ -59,7 +55,7 @@ class DraftModelOracle(Oracle):
             q = distribution(logits, params) if not params.greedy else None
             token = sample(q, rng) if q is not None else int(np.argmax(logits))
             p = float(q[token]) if q is not None else prob_of(logits, token)
-            if token in self.run.eos_ids or (i > 0 and p < self.p_min):
+            if token in self.run.eos_ids or (i > 0 and p < self.settings.p_min):
                 break
             tokens.append(token)
             p_draft.append(p)
@@ -111,3 +107,7 @@ def _spellings_digest(backend: Backend, n: int) -> bytes:
             h.update(len(spelled).to_bytes(4, "little") + spelled)
         known[n] = h.digest()
     return known[n]
+
+
+def build(parts: BuildParts) -> DraftModelOracle:
+    return DraftModelOracle(parts.draft, parts.target, **parts.settings)

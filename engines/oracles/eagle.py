@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import Backend, common_prefix
-from ..errors import SpecvizError
 from ..events import DECLINE_AUTO_K, DECLINE_RULE
-from .base import Oracle, RunContext, TreeProposal
+from .base import AutoKHints, BuildParts, Oracle, RunContext, TreeProposal
 
 
 @dataclass
@@ -41,16 +40,12 @@ class _Node:
     row: int = -1  # the head's cache row once expanded
 
 
-class EagleOracle(Oracle):
+class EagleOracle(Oracle, AutoKHints):
     name = "eagle"
     source = "eagle"
 
-    def __init__(self, target: Backend, head_folder: Path | None = None) -> None:
-        super().__init__()
-        if not hasattr(target, "keep_features"):
-            raise SpecvizError(f"the eagle oracle reads the target's layer features, which the "
-                               f"{target.name} backend does not expose; use --backend "
-                               "transformers")
+    def __init__(self, target: Backend, head_folder: Path | None = None, **settings) -> None:
+        super().__init__(**settings)
         from ..eagle.checkpoint import load_head
         from ..eagle.head import KeyValues
         from ..machine.precision import Int8Copy
@@ -59,8 +54,6 @@ class EagleOracle(Oracle):
         self.target = target
         self.head, self.layers, self.config = load_head(target.model, target.model_path,
                                                         head_folder)
-        self.budget = 16  # most nodes verified in a step
-        self.top_k = 4  # children per expanded node, and nodes expanded per depth
         self._embed = target.model.get_input_embeddings()
         # A head without a draft vocabulary drafts through the target's LM head.
         lm_head = None if self.head.lm_head is not None else lm_head_of(target.model)
@@ -71,23 +64,13 @@ class EagleOracle(Oracle):
         self._last = None  # the head's output at the cache's last row
         self._trust = Trust()
         self._heads = Int8Copy(self.head, keep={"fc"})  # see engines.machine.precision
-        self._int8 = 0
-        self.int8 = 1  # where the CPU's quantized kernels run
+        self.settings_changed(None)
         target.keep_features(self.layers)
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"budget": self.budget, "top_k": self.top_k, "int8": self.int8}
-
-    @property
-    def int8(self) -> int:
-        """1: draft with int8 copies of the head (and of the target's LM head, where the head
-        drafts through it) where the device has quantized kernels."""
-        return self._int8
-
-    @int8.setter
-    def int8(self, on: int) -> None:
-        self._int8 = 1 if on else 0
-        device = str(self.target.device)
+    def settings_changed(self, old) -> None:
+        """int8 1: draft with int8 copies of the head (and of the target's LM head, where the
+        head drafts through it) where the device has quantized kernels."""
+        on, device = bool(self.settings.int8), str(self.target.device)
         if self._lm_heads:
             self._lm_head = self._lm_heads.pick(bool(on), device)
         head = self._heads.pick(bool(on), device)
@@ -97,7 +80,7 @@ class EagleOracle(Oracle):
             self._fed, self._last = [], None
 
     def tree_nodes(self) -> int:
-        return self.budget
+        return self.settings.budget
 
     def start(self, run: RunContext) -> None:
         super().start(run)
@@ -112,14 +95,14 @@ class EagleOracle(Oracle):
         self._trust.judge(context)
         with torch.inference_mode():
             root = self._read(context)
-            if root is None or k < 1 or self.budget < 1:
+            if root is None or k < 1 or self.settings.budget < 1:
                 return TreeProposal(source=self.source, declined=DECLINE_RULE)
             rows = len(self._cache)
             try:
                 nodes = self._grow(root, rows, k)
             finally:
                 self._cache.crop(rows)
-        budget = self.budget
+        budget = self.settings.budget
         if self.price is not None:
             budget = self._affordable(nodes, (time.perf_counter() - t0) * 1e3, len(context))
             if budget == 0:
@@ -179,7 +162,7 @@ class EagleOracle(Oracle):
             born = self._children(nodes, frontier, outs, depth)
             if depth == k or not born:
                 break
-            frontier = sorted(born, key=lambda i: -nodes[i].score)[: self.top_k]
+            frontier = sorted(born, key=lambda i: -nodes[i].score)[: self.settings.top_k]
             outs.update(self._expand(nodes, frontier, outs, context_rows))
         return nodes
 
@@ -188,12 +171,13 @@ class EagleOracle(Oracle):
 
         logits = self.head.logits(torch.stack([outs[i] for i in frontier]), self._lm_head)
         probs = torch.softmax(logits.float(), dim=-1)
-        top_p, top_ids = probs.topk(self.top_k + 1, dim=-1)  # one spare for an end token
+        top_p, top_ids = probs.topk(self.settings.top_k + 1, dim=-1)  # one spare for an end token
         top_ids = self.head.to_target_ids(top_ids)
         born = []
         for parent, ps, ids in zip(frontier, top_p.tolist(), top_ids.tolist()):
             above = 1.0 if parent < 0 else nodes[parent].score
-            kept = [(t, p) for t, p in zip(ids, ps) if t not in self.run.eos_ids][: self.top_k]
+            kept = [(t, p) for t, p in zip(ids, ps)
+                    if t not in self.run.eos_ids][: self.settings.top_k]
             for token, p in kept:
                 nodes.append(_Node(int(token), parent, depth, p, above * p))
                 born.append(len(nodes) - 1)
@@ -223,7 +207,7 @@ class EagleOracle(Oracle):
         """How many of the likeliest nodes to send: the number with the most expected tokens
         per ms, the drafting already done counted in every step's time."""
         assert self.price is not None
-        scores = sorted((n.score for n in nodes), reverse=True)[: self.budget]
+        scores = sorted((n.score for n in nodes), reverse=True)[: self.settings.budget]
         best, best_rate, gain = 0, 1.0 / (drafted_ms + self.price(1, n_ctx)), 0.0
         for m, score in enumerate(scores, start=1):
             gain += score
@@ -289,3 +273,6 @@ class Trust:
         self.accepted += depth
         self.promised += promised
 
+
+def build(parts: BuildParts) -> EagleOracle:
+    return EagleOracle(parts.target, parts.eagle_head, **parts.settings)

@@ -28,31 +28,20 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from ..sampling import distribution, prob_of, sample
-from .base import Oracle, Proposal
+from .base import BuildParts, Oracle, Proposal
 
 
 class EarlyExitOracle(Oracle):
     name = "early-exit"
     source = "early-exit"
 
-    def __init__(self, target: Backend | None, exit_layer: int = 0) -> None:
-        super().__init__()
-        if target is None or not hasattr(target, "first_layers"):
-            backend = getattr(target, "name", "no")
-            raise SpecvizError(
-                f"early-exit drafts with the target's first layers, which the {backend} backend "
-                "cannot run alone: use --backend transformers"
-            )
+    def __init__(self, target: Backend, **settings) -> None:
+        super().__init__(**settings)
         self.target = target
-        self.exit_layer = exit_layer
-        self._layers(exit_layer)  # refuse a bad L now, not at the first step
+        self._layers(self.settings.exit_layer)  # refuse a bad L now, not at the first step
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"exit_layer": self.exit_layer}
-
-    def set_knob(self, name: str, value: float | int) -> None:
-        self._layers(int(value))
-        super().set_knob(name, value)
+    def settings_changed(self, old) -> None:
+        self._layers(self.settings.exit_layer)
 
     def _layers(self, exit_layer: int) -> int:
         n = self.target.n_layers
@@ -65,7 +54,7 @@ class EarlyExitOracle(Oracle):
         tokens: list[int] = []
         q_rows: list[np.ndarray] = []
         p_draft: list[float] = []
-        n_layers = self._layers(self.exit_layer)  # read once: the GUI may change it
+        n_layers = self._layers(self.settings.exit_layer)  # read once: the GUI may change it
         with self.target.first_layers(n_layers) as draft:
             logits = draft([context[-1]])  # the pending token: not in the cache yet
             for i in range(k):
@@ -87,3 +76,7 @@ class EarlyExitOracle(Oracle):
 def default_layer(n_layers: int) -> int:
     """Three quarters of the layers (at least one)."""
     return max(1, round(n_layers * 3 / 4))
+
+
+def build(parts: BuildParts) -> EarlyExitOracle:
+    return EarlyExitOracle(parts.target, **parts.settings)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..events import Lookahead
-from .base import Oracle, RunContext, SideBranch, TreeProposal
+from .base import BuildParts, Oracle, RunContext, SideBranch, SideRows, TreeProposal
 
 NGram = tuple[int, ...]
 
@@ -52,40 +52,28 @@ class NGramPool:
         return sum(len(e) for e in self._pool.values())
 
 
-class LookaheadOracle(Oracle):
+class LookaheadOracle(Oracle, SideRows):
     name = "lookahead"
     source = "lookahead"
 
-    def __init__(self, W: int = 5, N: int = 4, G: int = 5) -> None:  # the paper's names
-        super().__init__()
-        self.W, self.N, self.G = W, N, G
-        self._check()
-        self.pool = NGramPool(G)
+    def __init__(self, **settings) -> None:  # W, N, G: the paper's names
+        super().__init__(**settings)
+        self.pool = NGramPool(self.settings.G)
         self.levels: list[list[int]] = []
         self._seeded = 0  # context tokens whose n-grams are in the pool
         self._new = 0
         self._rng = np.random.default_rng(0)
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"W": self.W, "N": self.N, "G": self.G}
-
-    def set_knob(self, name: str, value: float | int) -> None:
-        super().set_knob(name, value)
-        self._check()
-        self.pool.g = self.G
+    def settings_changed(self, old) -> None:
+        self.pool.g = self.settings.G
         self.levels = []  # a new window shape: start it again
 
-    def _check(self) -> None:
-        if self.W < 1 or self.N < 2 or self.G < 0:
-            raise ValueError(f"lookahead needs W >= 1, N >= 2, G >= 0 (got W={self.W}, "
-                             f"N={self.N}, G={self.G})")
-
     def tree_nodes(self) -> int:
-        return (self.W + self.G) * (self.N - 1)
+        return (self.settings.W + self.settings.G) * (self.settings.N - 1)
 
     def start(self, run: RunContext) -> None:
         super().start(run)
-        self.pool = NGramPool(self.G)
+        self.pool = NGramPool(self.settings.G)
         self._seeded = self._new = 0
         self.levels = []
         self._rng = np.random.default_rng(run.params.seed or 0)
@@ -93,9 +81,9 @@ class LookaheadOracle(Oracle):
     def propose(self, context: Sequence[int], k: int) -> TreeProposal:
         self._seed(context)
         if not self.levels:  # the first level: context tokens (Jacobi starts from anything)
-            self.levels = [[int(t) for t in self._rng.choice(context, self.W)]]
+            self.levels = [[int(t) for t in self._rng.choice(context, self.settings.W)]]
         tree = TreeProposal(source=self.source, details=[])
-        for rest, origin in self.pool.candidates(context[-1])[: self.G]:
+        for rest, origin in self.pool.candidates(context[-1])[: self.settings.G]:
             _add_path(tree, rest[:k], origin)
         tree.side = self._window()
         return tree
@@ -103,12 +91,13 @@ class LookaheadOracle(Oracle):
     def side_logits(self, logits: np.ndarray) -> None:
         """One Jacobi iteration: the top level's argmax is the next level."""
         top = len(self.levels) - 1
-        new = [int(t) for t in np.argmax(logits[top * self.W : (top + 1) * self.W], axis=1)]
+        w = self.settings.W
+        new = [int(t) for t in np.argmax(logits[top * w : (top + 1) * w], axis=1)]
         self._new = 0
-        if len(self.levels) < self.N - 1:
+        if len(self.levels) < self.settings.N - 1:
             self.levels.append(new)
             return
-        for i in range(self.W):
+        for i in range(self.settings.W):
             column = [level[i] for level in self.levels] + [new[i]]
             self._new += self.pool.add(column, "Jacobi window")
         self.levels = [*self.levels[1:], new]
@@ -127,12 +116,13 @@ class LookaheadOracle(Oracle):
                 if level == 0:
                     visible.append(list(range(i)))
                 else:
-                    visible.append([*range(i + 1), *(lv * self.W + i for lv in range(1, level))])
+                    w = self.settings.W
+                    visible.append([*range(i + 1), *(lv * w + i for lv in range(1, level))])
         return SideBranch(tokens, depths, visible)
 
     def _seed(self, context: Sequence[int]) -> None:
         """Add the context's n-grams (prompt and output) that are not in the pool yet."""
-        n = self.N
+        n = self.settings.N
         for end in range(max(self._seeded, n), len(context) + 1):
             self.pool.add(context[end - n : end], "context")
         self._seeded = len(context)
@@ -150,3 +140,7 @@ def _add_path(tree: TreeProposal, tokens: Sequence[int], origin: str) -> None:
             tree.details.append(f"n-gram from the {origin}")
             child = len(tree) - 1
         parent = child
+
+
+def build(parts: BuildParts) -> LookaheadOracle:
+    return LookaheadOracle(**parts.settings)

@@ -16,36 +16,27 @@ from pathlib import Path
 import numpy as np
 
 from ..backends.base import Backend
-from ..errors import SpecvizError
 from ..events import DECLINE_RULE
 from ..medusa.tree import CandidateTree, build_tree
 from ..sampling import distribution, prob_of, sample, softmax
-from .base import Oracle, Proposal, TreeProposal
+from .base import BuildParts, Oracle, Proposal, TreeProposal
 
 
 class MedusaOracle(Oracle):
     name = "medusa"
     source = "medusa"
 
-    def __init__(self, target: Backend, heads_folder: Path | None = None) -> None:
-        super().__init__()
-        if not hasattr(target, "keep_hidden"):
-            raise SpecvizError(
-                f"the medusa oracle reads the target's hidden states, which the {target.name} "
-                "backend does not expose; use --backend transformers"
-            )
+    def __init__(self, target: Backend, heads_folder: Path | None = None, **settings) -> None:
+        super().__init__(**settings)
         from ..machine.precision import Int8Copy
         from ..medusa.heads import lm_head_of, load_heads
 
         self.target = target
-        self.budget = 0  # 0: the chain of the heads' top tokens; > 0: a candidate tree
-        self.top_k = 4  # tree: candidates per head
         self.heads, self.config = load_heads(target.model, target.model_path, heads_folder)
         # The heads draft through the target's LM head: on a CPU reading it is most of what
         # drafting costs (113 MB in float32 for smollm2), a quarter of that in int8.
         self._lm_heads = Int8Copy(lm_head_of(target.model))
-        self._int8 = 0
-        self.int8 = 1
+        self.settings_changed(None)
         target.keep_hidden(True)
 
     @property
@@ -64,25 +55,17 @@ class MedusaOracle(Oracle):
             logits = self.heads.logits(h, self._lm_head, min(n, self.n_heads))
         return logits.float().cpu().numpy()
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"budget": self.budget, "top_k": self.top_k, "int8": self.int8}
-
-    @property
-    def int8(self) -> int:
-        """1: draft through an int8 copy of the target's LM head where the device has
-        quantized kernels (engines.machine.precision); the target verifies in its own precision."""
-        return self._int8
-
-    @int8.setter
-    def int8(self, on: int) -> None:
-        self._int8 = 1 if on else 0
-        self._lm_head = self._lm_heads.pick(bool(on), str(self.target.device))
+    def settings_changed(self, old) -> None:
+        """int8 1: draft through an int8 copy of the target's LM head where the device has
+        quantized kernels (engines.machine.precision); the target verifies in its own
+        precision."""
+        self._lm_head = self._lm_heads.pick(bool(self.settings.int8), str(self.target.device))
 
     def tree_nodes(self) -> int:
-        return self.budget
+        return self.settings.budget
 
     def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
-        if self.budget > 0:
+        if self.settings.budget > 0:
             return self._tree_proposal(context, k)
         rows = self.head_logits(context, k)
         if rows is None:  # no hidden state to read yet
@@ -116,7 +99,7 @@ class MedusaOracle(Oracle):
         """Medusa's own decoding: the candidate tree, verified in one masked pass (the session
         prunes it to depth k). Its candidates are fixed, not drawn, so sampled runs verify
         them as point masses and stay lossless."""
-        tree = self.tree(context, self.top_k, self.budget)
+        tree = self.tree(context, self.settings.top_k, self.settings.budget)
         parent_score = [tree.scores[p] if p >= 0 else 1.0 for p in tree.parents]
         return TreeProposal(
             tokens=list(tree.tokens), parents=list(tree.parents), source=self.source,
@@ -126,3 +109,7 @@ class MedusaOracle(Oracle):
 
     def close(self) -> None:
         self.target.keep_hidden(False)
+
+
+def build(parts: BuildParts) -> MedusaOracle:
+    return MedusaOracle(parts.target, parts.heads, **parts.settings)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from .base import Proposal, RunContext
-from .verbatim import CopyingOracle, verbatim_length
+from .base import BuildParts, Proposal, RunContext
+from .verbatim import CopyingOracle, check_sizes, verbatim_length
 
 NGram = tuple[int, ...]
 # match_length extends the latest this many occurrences of the n-gram: bounded work where a
@@ -70,19 +70,10 @@ class NGramOracle(CopyingOracle):
     # a replay, Laplace's prior without a cap left RAG at 0.96x and translation at 0.98x of
     # plain decoding, against 1.00x with them, and code edits at 1.46x against 1.51x.
 
-    def __init__(
-        self,
-        max_ngram: int = 4,
-        min_ngram: int = 1,
-        min_count: int = 1,
-        min_share: float = 0.5,
-        corpus_ids: Sequence[int] | None = None,
-    ) -> None:
-        super().__init__()
-        if not 1 <= min_ngram <= max_ngram:
-            raise ValueError(f"need 1 <= min n-gram ({min_ngram}) <= max n-gram ({max_ngram})")
-        self.max_ngram, self.min_ngram = max_ngram, min_ngram
-        self.min_count, self.min_share = min_count, min_share
+    def __init__(self, corpus_ids: Sequence[int] | None = None, **settings) -> None:
+        super().__init__(**settings)
+        check_sizes(self.settings)
+        min_ngram, max_ngram = self.settings.min_ngram, self.settings.max_ngram
         self._static = NGramCache(min_ngram, max_ngram)
         if corpus_ids:
             self._static.add(corpus_ids)
@@ -91,11 +82,8 @@ class NGramOracle(CopyingOracle):
 
     def start(self, run: RunContext) -> None:
         super().start(run)
-        self._dynamic = NGramCache(self.min_ngram, self.max_ngram, positions=True)
+        self._dynamic = NGramCache(self.settings.min_ngram, self.settings.max_ngram, positions=True)
         self._counted = 0
-
-    def knobs(self) -> dict[str, float | int]:
-        return {"min_count": self.min_count, "min_share": self.min_share}
 
     def observe(self, context: Sequence[int]) -> None:
         self._dynamic.add(context, self._counted)
@@ -110,12 +98,12 @@ class NGramOracle(CopyingOracle):
         fixed K. The verbatim length grows as the copy goes on, whatever was drafted.)"""
         if self._counted < len(context):
             self.observe(context)
-        hit = self._dynamic.best(context, self.min_count, self.min_share)
+        hit = self._dynamic.best(context, self.settings.min_count, self.settings.min_share)
         if hit is None:
-            hit = self._static.best(context, 1, self.min_share)
+            hit = self._static.best(context, 1, self.settings.min_share)
             return hit[1] if hit else 0
         token, n = hit[0], hit[1]
-        if n < self.max_ngram:
+        if n < self.settings.max_ngram:
             return n  # positions are kept for max_ngram-grams only
         ends = self._dynamic.after.get(tuple(context[-n:]), [])[-SOURCES_CHECKED:]
         return max((verbatim_length(context, end, n) for end in ends
@@ -128,10 +116,10 @@ class NGramOracle(CopyingOracle):
         tokens: list[int] = []
         details: list[str | None] = []
         while len(tokens) < k:
-            hit = self._dynamic.best(work, self.min_count, self.min_share)
+            hit = self._dynamic.best(work, self.settings.min_count, self.settings.min_share)
             label = "context"
             if hit is None:
-                hit, label = self._static.best(work, 1, self.min_share), "corpus"
+                hit, label = self._static.best(work, 1, self.settings.min_share), "corpus"
             if hit is None:
                 break
             token, n, count, share = hit
@@ -139,3 +127,7 @@ class NGramOracle(CopyingOracle):
             details.append(f"{label} {n}-gram, seen {count}x ({share:.0%})")
             work.append(token)
         return Proposal(tokens, self.source, details=details)
+
+
+def build(parts: BuildParts) -> NGramOracle:
+    return NGramOracle(parts.corpus_ids, **parts.settings)

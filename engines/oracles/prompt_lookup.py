@@ -14,22 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Proposal, RunContext
-from .verbatim import CopyingOracle, verbatim_length
+from .base import BuildParts, Proposal, RunContext
+from .verbatim import CopyingOracle, check_sizes, verbatim_length
 
 
 class PromptLookupOracle(CopyingOracle):
     name = "prompt-lookup"
     source = "prompt"
 
-    # min_ngram 2: guesses after a lone 1-token match hold about 11% of the time on code edit
-    # (Qwen2.5-Coder-1.5B); dropping them took K=4 from 0.90x to 1.10x of plain decoding there.
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 2, earliest: bool = False) -> None:
-        super().__init__()
-        if not 1 <= min_ngram <= max_ngram:
-            raise ValueError(f"need 1 <= min n-gram ({min_ngram}) <= max n-gram ({max_ngram})")
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
+    def __init__(self, earliest: bool = False, **settings) -> None:
+        super().__init__(**settings)
+        check_sizes(self.settings)
         self.earliest = earliest  # copy after the first occurrence instead of the latest
         self._index: dict[tuple[int, ...], int] = {}
         self._indexed = 0  # context positions whose n-grams are in the index
@@ -39,11 +34,8 @@ class PromptLookupOracle(CopyingOracle):
         self._index.clear()
         self._indexed = 0
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram}
-
-    def set_knob(self, name: str, value: float | int) -> None:
-        super().set_knob(name, value)
+    def settings_changed(self, old) -> None:
+        check_sizes(self.settings)
         self._index.clear()  # n-gram sizes changed: rebuild lazily
         self._indexed = 0
 
@@ -67,7 +59,8 @@ class PromptLookupOracle(CopyingOracle):
     def _find(self, context: Sequence[int]) -> tuple[int, int] | None:
         """(where the copy starts, n-gram size) of the longest n-gram match, or None."""
         self._extend_index(context)
-        for n in range(min(self.max_ngram, len(context) - 1), self.min_ngram - 1, -1):
+        sizes = self.settings
+        for n in range(min(sizes.max_ngram, len(context) - 1), sizes.min_ngram - 1, -1):
             start = self._index.get(tuple(context[-n:]))
             if start is not None and start < len(context):
                 return start, n
@@ -77,7 +70,7 @@ class PromptLookupOracle(CopyingOracle):
         # Index n-grams that end before the last token: the suffix itself must not match
         # itself, and its continuation would be empty anyway.
         for end in range(self._indexed, len(context) - 1):
-            for n in range(self.min_ngram, self.max_ngram + 1):
+            for n in range(self.settings.min_ngram, self.settings.max_ngram + 1):
                 if end + 1 < n:
                     continue
                 key = tuple(context[end + 1 - n : end + 1])
@@ -87,3 +80,7 @@ class PromptLookupOracle(CopyingOracle):
 
     def _span(self, i: int):
         return self.run.span(i, i + 1) if self.run else None
+
+
+def build(parts: BuildParts) -> PromptLookupOracle:
+    return PromptLookupOracle(**parts.settings)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from ..events import DECLINE_RULE
-from .base import Oracle, Proposal, RunContext
+from .base import BuildParts, Oracle, Proposal, RunContext
 from .retokenize import ContextText, complete_prefix, continue_tokens
 from .text_rules import guess, guess_language
 
@@ -59,3 +59,7 @@ def _rule_at(pieces: tuple[tuple[str, str], ...], offset: int) -> str:
         if offset < end:
             return name
     return pieces[-1][0]
+
+
+def build(parts: BuildParts) -> RulesOracle:
+    return RulesOracle(parts.target)

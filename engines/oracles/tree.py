@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..sampling import SamplingParams, distribution, softmax
-from .base import Oracle, RunContext, TreeProposal
+from .base import BuildParts, Oracle, RunContext, TreeProposal
 from .draft import check_compatible
 
 MAX_CHILDREN = 4
@@ -26,31 +26,25 @@ class TreeDraftOracle(Oracle):
     name = "tree"
     source = "tree"
 
-    def __init__(self, draft: Backend, target: Backend | None = None, split: float = 0.2,
-                 budget: int = 16) -> None:
-        super().__init__()
+    def __init__(self, draft: Backend, target: Backend | None = None, **settings) -> None:
+        super().__init__(**settings)
         self.draft = draft
-        self.split = split  # a second (third...) child needs at least this draft probability
-        self.budget = budget  # most nodes in a tree
         if target is not None:
             check_compatible(target, draft)
 
-    def knobs(self) -> dict[str, float | int]:
-        return {"split": self.split, "budget": self.budget}
-
     def tree_nodes(self) -> int:
-        return self.budget
+        return self.settings.budget
 
     def start(self, run: RunContext) -> None:
         super().start(run)
-        self.draft.reserve_branches(self.budget)
+        self.draft.reserve_branches(self.settings.budget)
 
     def propose(self, context: Sequence[int], k: int) -> TreeProposal:
         tree = TreeProposal(source=self.source, p_draft=[], details=[])
         frontier = [(-1, 1.0, self.draft.sync(context)[-1])]  # (node, path prob, logits)
         for depth in range(1, k + 1):
             grown = self._grow(tree, frontier)
-            if not grown or depth == k or len(tree) >= self.budget:
+            if not grown or depth == k or len(tree) >= self.settings.budget:
                 break
             logits = self.draft.forward_tree(tree.tokens, tree.parents)
             self.draft.discard_nodes()
@@ -65,7 +59,7 @@ class TreeDraftOracle(Oracle):
             p = softmax(logits) if params.greedy else distribution(logits, params)
             for rank, tok in enumerate(_top(p, MAX_CHILDREN)):
                 tok, prob = int(tok), float(p[tok])
-                if len(tree) >= self.budget or (rank and prob < self.split):
+                if len(tree) >= self.settings.budget or (rank and prob < self.settings.split):
                     break
                 if tok in self.run.eos_ids:
                     continue
@@ -84,3 +78,7 @@ def _top(p: np.ndarray, n: int) -> np.ndarray:
     """The n most probable tokens, most probable first (a partition, not a full sort)."""
     top = np.argpartition(-p, n)[:n]
     return top[np.argsort(-p[top], kind="stable")]
+
+
+def build(parts: BuildParts) -> TreeDraftOracle:
+    return TreeDraftOracle(parts.draft, parts.target, **parts.settings)

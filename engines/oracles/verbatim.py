@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Oracle
+from .base import AutoKHints, Oracle
 
 MAX_MATCH_LENGTH = 64  # match_length looks back no further
+
+
+def check_sizes(settings) -> None:
+    """The n-gram sizes of a copying oracle's settings, in order (else ValueError)."""
+    if settings.min_ngram > settings.max_ngram:
+        raise ValueError(f"need min n-gram ({settings.min_ngram}) <= max n-gram "
+                         f"({settings.max_ngram})")
 
 
 def verbatim_length(context: Sequence[int], source_end: int, n: int) -> int:
@@ -26,7 +33,7 @@ def verbatim_length(context: Sequence[int], source_end: int, n: int) -> int:
     return length
 
 
-class CopyingOracle(Oracle):
+class CopyingOracle(Oracle, AutoKHints):
     """An oracle whose guesses extend a verbatim repeat (subclasses implement match_length)."""
 
     # Auto K drafts only when it expects 10% over a plain step: its odds are pooled over all
