@@ -216,7 +216,6 @@ def headless(args: argparse.Namespace) -> dict[str, float]:
     from specviz.engines.host.model_pool import ModelPool
     from specviz.engines.host.run_builder import build_lane
     from specviz.engines.host.run_spec import ModelChoice, RunRequest
-    from specviz.engines.loop.session import warm_up
 
     prompt = read_prompt(argparse.Namespace(prompt=None, prompt_file=args.prompt_file))
     model = ModelChoice(args.target, args.backend, args.device, args.threads or gui_threads())
@@ -225,11 +224,7 @@ def headless(args: argparse.Namespace) -> dict[str, float]:
     jobs = [build_lane(f"{i}", lane, request, pool)
             for i, lane in enumerate(lane_configs(args))]  # the window's lanes, as shot makes them
 
-    def steps(job):
-        warm_up(job.session.target, job.session.prompt_ids)
-        yield from job.session
-
-    runs, rates = {i: steps(job) for i, job in enumerate(jobs)}, {}
+    runs, rates = {i: job.steps() for i, job in enumerate(jobs)}, {}
     while runs:
         for i in list(runs):
             event = next(runs[i])

@@ -42,9 +42,9 @@ def decode(url: str, prompt: str, args: argparse.Namespace) -> ev.SummaryEvent:
     request = rs.RunRequest(prompt, rs.ModelChoice("server"), max_tokens=args.max_tokens,
                             chat=args.chat)
     lane = build_server_lane("bench", rs.LaneSpec(SERVER, server=url), request)
-    for _ in lane.session:
+    for _ in lane.steps():
         pass
-    return lane.session.summary
+    return lane.summary
 
 
 def measure(plain: str, spec: str, prompts: list[Path], args) -> dict:

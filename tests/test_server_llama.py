@@ -10,7 +10,6 @@ import pytest
 from llama_server import RunningServer, binary, cmake_flags
 
 from specviz.engines import events as ev
-from specviz.engines.errors import SpecvizError
 from specviz.engines.host import protocol
 from specviz.engines.host import run_spec as rs
 from specviz.engines.host.engine_process import Engine
@@ -60,7 +59,7 @@ def run(url: str, max_tokens: int = 48, prompt: str = PROMPT, **lane):
     request = rs.RunRequest(prompt, rs.ModelChoice("smollm2-135m"), max_tokens=max_tokens,
                             chat=False)
     built = build_lane("lane1", rs.LaneSpec("server", server=url, **lane), request, pool=None)
-    events = list(built.session)
+    events = list(built.steps())
     return built, [e for e in events if isinstance(e, ev.StepEvent)], events[-1]
 
 
@@ -96,13 +95,12 @@ def test_stop_midway_and_the_server_serves_the_next_request(servers):
     request = rs.RunRequest(PROMPT, rs.ModelChoice("smollm2-135m"), max_tokens=64, chat=False)
     built = build_lane("lane1", rs.LaneSpec("server", server=servers["draft"]), request, None)
     events = []
-    for event in built.session:
+    for event in built.steps():
         events.append(event)
         if len(events) == 3:
-            built.session.stop()
+            built.stop()
     assert events[-1].reason == "stopped" and events[-1].totals.steps == 3
-    with pytest.raises(SpecvizError, match="draft length only when it starts"):
-        built.session.set_k(8)
+    assert "draft length only when it starts" in built.control("set_k", {"k": 8})
     assert run(servers["draft"], max_tokens=8)[2].totals.tokens == 8
 
 

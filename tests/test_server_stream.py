@@ -12,6 +12,7 @@ from fake_server import FakeServer, Reply, sse
 from specviz.engines import events as ev
 from specviz.engines.errors import SpecvizError
 from specviz.engines.host import run_spec as rs
+from specviz.engines.host.lanes import ServerLane
 from specviz.engines.host.run_builder import build_lane
 from specviz.engines.loop.session import RunSettings
 from specviz.engines.servers import connect, llama_server, sglang, vllm
@@ -139,7 +140,7 @@ def run_lane(url, chat=True, **lane):
     request = rs.RunRequest("Write f.", rs.ModelChoice("smollm2-135m"), max_tokens=32,
                             chat=chat)
     built = build_lane("lane1", spec, request, pool=None)
-    return built, list(built.session)
+    return built, list(built.steps())
 
 
 def test_a_server_lane_runs_end_to_end_and_its_header_names_the_server(monkeypatch):
@@ -149,7 +150,7 @@ def test_a_server_lane_runs_end_to_end_and_its_header_names_the_server(monkeypat
     summary = events[-1]
     assert summary.text == "def f(x):return x\n".replace(":r", ": r")
     assert summary.totals.tokens == 9 and summary.reason == "max-tokens"
-    assert built.remote and built.header["server"]["engine"] == "llama.cpp"
+    assert isinstance(built, ServerLane) and built.header["server"]["engine"] == "llama.cpp"
     assert built.build == "llama-server b1-test"
     path, body, headers = server.requests[-1]
     assert path == "/v1/chat/completions" and body["timings_per_token"] is True

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return run_builder.build_oracle(lane, target, draft)
 
     bench.check_fits(target, questions)
-    runs = sum(len(q.turns) for q in questions) * len(bench._plain_first(plan))
+    runs = sum(len(q.turns) for q in questions) * len(bench.plain_first(plan))
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
                                   run_builder.sampling_params(options.run_request(args, "")),

@@ -90,9 +90,9 @@ def _device_name(args: argparse.Namespace) -> str:
         from ...engines.backends.hf import pick_device
 
         return pick_device(args.device)
-    from ...engines.backends.llama import _llama, _pick_device
+    from ...engines.backends.llama import device_for
 
-    return _pick_device(_llama(), args.device, None)[0]
+    return device_for(args.device)
 
 
 def _ints(text: str, flag: str) -> list[int]:

@@ -10,9 +10,10 @@ from pathlib import Path
 from ...engines import events as ev
 from ...engines.bench.compare import check_against_plain
 from ...engines.errors import SpecvizError
+from ...engines.host.lanes import Lane, LocalLane, ServerLane
 from ...engines.host.model_pool import ModelPool
-from ...engines.host.run_builder import BuiltLane, build_lane, build_server_lane
-from ...engines.loop.session import RunSettings, Session, warm_up
+from ...engines.host.run_builder import build_lane, build_server_lane
+from ...engines.loop.session import RunSettings, Session
 from ...engines.oracles import is_plain
 from ...engines.oracles.none import NoOracle
 from ...engines.text_file import read_text
@@ -61,12 +62,11 @@ def run(args: argparse.Namespace) -> int:
         pool.close()
 
 
-def _run(args: argparse.Namespace, lane: BuiltLane) -> int:
+def _run(args: argparse.Namespace, lane: LocalLane) -> int:
     session = lane.session
     target = session.target
-    warm_up(target, session.prompt_ids)
     printer = EventPrinter(show_rejected=args.show_rejected)
-    steps = _drive(session, None if args.json else printer, args.trace, lane.header)
+    steps = _drive(lane, None if args.json else printer, args.trace)
     summary = session.summary
     result = _result(args, target, summary)
     if not is_plain(args.oracle):
@@ -94,13 +94,13 @@ def run_server(args: argparse.Namespace, request) -> int:
                            "speculation)")
     lane = build_server_lane("run", options.server_lane(args, args.server), request)
     printer = EventPrinter(show_rejected=args.show_rejected)
-    steps = _drive(lane.session, None if args.json else printer, args.trace, lane.header)
-    summary = lane.session.summary
+    steps = _drive(lane, None if args.json else printer, args.trace)
+    summary = lane.summary
     result = _server_result(lane, summary, steps)
     if args.server_baseline:
         plain = build_server_lane("plain", options.server_lane(args, args.server_baseline),
                                   request)
-        base = _drive(plain.session, None, None, plain.header) and plain.session.summary
+        base = _drive(plain, None, None) and plain.summary
         result["baseline_tok_per_s"] = round(base.tok_per_s, 3)
         result["speedup"] = round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s \
             else None
@@ -112,7 +112,7 @@ def run_server(args: argparse.Namespace, request) -> int:
     return 0
 
 
-def _server_result(lane: BuiltLane, summary: ev.SummaryEvent, steps) -> dict:
+def _server_result(lane: ServerLane, summary: ev.SummaryEvent, steps) -> dict:
     t = summary.totals
     server = lane.header["server"]
     return {
@@ -132,12 +132,11 @@ def _say(text: str) -> None:
     print(f"specviz: {text}", file=sys.stderr)
 
 
-def _drive(session, printer: EventPrinter | None, trace: Path | None,
-           header: dict) -> list[ev.StepEvent]:
-    writer = TraceWriter(trace, header) if trace else None
+def _drive(lane: Lane, printer: EventPrinter | None, trace: Path | None) -> list[ev.StepEvent]:
+    writer = TraceWriter(trace, lane.header) if trace else None
     steps: list[ev.StepEvent] = []
     try:
-        for event in session:
+        for event in lane.steps():
             if writer:
                 writer.write(event)
             if isinstance(event, ev.StepEvent):
@@ -145,7 +144,7 @@ def _drive(session, printer: EventPrinter | None, trace: Path | None,
                 if printer:
                     printer.step(event)
     except KeyboardInterrupt:
-        session.stop()
+        lane.stop()
         raise
     finally:
         if writer:

@@ -26,7 +26,7 @@ SEQ = 0  # the sequence id of the context; trees add more while they are verifie
 MAX_SEQ = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 
-def _llama():
+def llama_lib():
     """Import llama_cpp once, quietly (its C logging would fill the terminal)."""
     try:
         import llama_cpp
@@ -34,10 +34,10 @@ def _llama():
         raise BackendError(f"llama-cpp-python is not installed ({exc}); "
                            "pip install specviz") from None
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
-    if not getattr(_llama, "ready", False):
+    if not getattr(llama_lib, "ready", False):
         _quiet_logs(llama_cpp)
         llama_cpp.llama_backend_init()
-        _llama.ready = True
+        llama_lib.ready = True
     return llama_cpp
 
 
@@ -64,7 +64,7 @@ def _quiet_logs(llama_cpp) -> None:
 
 def system_info() -> str:
     """llama.cpp's own line of what it was built with and uses (AVX2, AMX_INT8, CUDA...)."""
-    return _llama().llama_print_system_info().decode("utf-8", "replace").strip()
+    return llama_lib().llama_print_system_info().decode("utf-8", "replace").strip()
 
 
 class _Weights:
@@ -113,7 +113,7 @@ class LlamaBackend(Backend):
         weights: _Weights | None = None,  # another backend's, from share()
     ) -> None:
         super().__init__()
-        lib = self._lib = _llama()
+        lib = self._lib = llama_lib()
         path = Path(model_path)
         self.model_path = str(path)
         if weights is None:
@@ -389,6 +389,11 @@ def seq_groups(depths: list[int], visible: list[list[int]]) -> tuple[list[int], 
 def _pick_device(lib, device: str | None, n_gpu_layers: int | None) -> tuple[str, int]:
     """llama.cpp runs on the CPU unless it was built with a GPU backend and one is asked for."""
     return llama_offload(device, n_gpu_layers, bool(lib.llama_supports_gpu_offload()))
+
+
+def device_for(device: str | None) -> str:
+    """The device a llama.cpp model asked to run on `device` would run on (nothing loaded)."""
+    return _pick_device(llama_lib(), device, None)[0]
 
 
 def _load_model(lib, path: Path, gpu_layers: int) -> tuple[object, dict[str, float]]:

@@ -65,9 +65,9 @@ def llama_facts() -> dict:
     if importlib.util.find_spec("llama_cpp") is None:
         return {"installed": False}
     from ..backends import llama_buffers
-    from ..backends.llama import _llama, system_info
+    from ..backends.llama import llama_lib, system_info
 
-    lib = _llama()
+    lib = llama_lib()
     extra = llama_buffers.extra_buffers(lib)
     available = extra.available if extra else []
     allow = llama_buffers.amx_allowed()

@@ -175,7 +175,7 @@ def run_bench(
     """
     if repeat < 1:
         raise SpecvizError(f"repeat must be at least 1, got {repeat}")
-    configs = _plain_first(configs)
+    configs = plain_first(configs)
     oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
     if any(c.k == AUTO_K for c in configs) and make_policy is None:
         raise SpecvizError("k=auto needs a K policy (a cost profile)")
@@ -226,7 +226,7 @@ def _set_times(record: Record, times: list[float]) -> None:
     record.compute_ms = round(statistics.median(times), 3)
 
 
-def _plain_first(configs: Sequence[Config]) -> list[Config]:
+def plain_first(configs: Sequence[Config]) -> list[Config]:
     plain = [c for c in configs if is_plain(c.oracle)] or [Config(PLAIN, 0)]
     return plain[:1] + [c for c in configs if not is_plain(c.oracle)]
 

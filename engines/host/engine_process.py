@@ -18,18 +18,16 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator
-from dataclasses import replace
 from queue import Queue
 from typing import BinaryIO
 
 from .. import events as ev
 from ..errors import SpecvizError
-from ..loop.session import warm_up
-from ..oracles import is_plain
 from . import protocol
 from . import run_spec as rs
+from .lanes import CONTROLS, Lane
 from .model_pool import ModelPool
-from .run_builder import BuiltLane, build_lane, k_policy, model_keys
+from .run_builder import build_lane, model_keys
 from .server_lanes import remember_key
 from .tasks import Task, run_task
 
@@ -42,8 +40,7 @@ class Engine:
         self._write = threading.Lock()
         self._lock = threading.Lock()  # the lanes and what waits for them
         self.pool = ModelPool()
-        self.lanes: dict[str, BuiltLane] = {}
-        self.specs: dict[str, rs.LaneSpec] = {}
+        self.lanes: dict[str, Lane] = {}
         self.model: rs.ModelChoice | None = None
         self._pending: dict[str, list[protocol.Message]] = {}  # controls for unbuilt lanes
         self.paused = False
@@ -77,7 +74,7 @@ class Engine:
             self._all(kind)
         elif kind == "secret":
             remember_key(message["name"], message["value"])
-        else:
+        elif kind in CONTROLS:
             self._control(message)
 
     def _all(self, kind: str) -> None:
@@ -85,9 +82,7 @@ class Engine:
             self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
             self.stopping = self.stopping or kind == "stop"
             for lane in self.lanes.values():
-                getattr(lane.session, kind)()
-                if kind == "stop":
-                    lane.session.resume()  # a paused session must wake to end
+                getattr(lane, kind)()  # pause, resume or stop (which wakes a paused lane)
 
     def _control(self, message: protocol.Message) -> None:
         """On the reader thread: applied now, in the order sent, unless it runs a model."""
@@ -100,7 +95,7 @@ class Engine:
             if runs_a_model(message):
                 self._deferred.put(message)
                 return
-            problem = apply_control(lane, message, self.specs.get(lane_id), self.model)
+            problem = lane.control(message.kind, message.fields)
         if problem:
             self.send("refused", lane=lane_id, message=problem)
 
@@ -111,8 +106,8 @@ class Engine:
             lane = self.lanes.get(message["lane"])
             if lane is None:
                 continue
-            problem = apply_control(lane, message, self.specs.get(lane.lane_id), self.model,
-                                    say=lambda text: self.send("status", text=text))
+            problem = lane.control(message.kind, message.fields,
+                                   say=lambda text: self.send("status", text=text))
             if problem:
                 self.send("refused", lane=lane.lane_id, message=problem)
 
@@ -139,7 +134,7 @@ class Engine:
             ready = self._build(lane_id, lane, spec.request)
             if ready is not None:
                 built.append(ready)
-        steps = {lane.lane_id: _steps(lane) for lane in built}
+        steps = {lane.lane_id: lane.steps() for lane in built}
         while steps:
             for lane_id in list(steps):
                 self._apply_deferred()
@@ -147,12 +142,11 @@ class Engine:
                     del steps[lane_id]
         with self._lock:
             self.lanes.clear()
-            self.specs.clear()
             self._pending.clear()
             while not self._deferred.empty():  # lane ids are reused by the next run
                 self._deferred.get()
 
-    def _build(self, lane_id: str, lane: rs.LaneSpec, request: rs.RunRequest) -> BuiltLane | None:
+    def _build(self, lane_id: str, lane: rs.LaneSpec, request: rs.RunRequest) -> Lane | None:
         self.send("status", text=f"loading {request.model.target} for {lane.oracle}…")
         try:
             ready = build_lane(lane_id, lane, request, self.pool,
@@ -163,11 +157,10 @@ class Engine:
         self.send("started", lane=lane_id, header=ready.header, build=ready.build)
         with self._lock:  # published with the run's state and the controls sent meanwhile
             self.lanes[lane_id] = ready
-            self.specs[lane_id] = lane
             if self.paused:
-                ready.session.pause()
+                ready.pause()
             if self.stopping:
-                ready.session.stop()
+                ready.stop()
             waiting = self._pending.pop(lane_id, [])
         for message in waiting:
             self._control(message)
@@ -177,7 +170,7 @@ class Engine:
         """The lane ends with this error; the other lanes go on."""
         self.send("failed", lane=lane_id, message=_describe_failure(exc))
 
-    def _advance(self, lane: BuiltLane, steps: Iterator[ev.Event]) -> bool:
+    def _advance(self, lane: Lane, steps: Iterator[ev.Event]) -> bool:
         """One step of one lane; False once the lane is over (summary or error)."""
         try:
             event = next(steps)  # a session ends with its summary, never StopIteration
@@ -200,62 +193,9 @@ def _describe_failure(exc: Exception) -> str:
     return f"internal error: {exc!r}"
 
 
-def _steps(lane: BuiltLane) -> Iterator[ev.Event]:
-    # Warming up inside the iterator: a failure there is that lane's error, like any step's.
-    if not lane.remote:
-        warm_up(lane.session.target, lane.session.prompt_ids)
-    yield from lane.session
-
-
 def runs_a_model(message: protocol.Message) -> bool:
     """Auto K switched on may measure a cost profile on the lane's own backends."""
     return message.kind == "set_auto" and bool(message.fields.get("on"))
-
-
-def apply_control(lane: BuiltLane, message: protocol.Message, spec: rs.LaneSpec | None,
-                  model: rs.ModelChoice | None, say=lambda _text: None) -> str | None:
-    """K, auto K or an oracle setting for a built lane; the reason if refused."""
-    session = lane.session
-    if is_plain(session.oracle.name):
-        return None
-    if lane.remote:
-        return _server_control(session, message)
-    try:
-        if message.kind == "set_k":
-            session.set_k(int(message["k"]))
-        elif message.kind == "set_knob":
-            if message["name"] in session.oracle.knobs():
-                session.oracle.set_knob(message["name"], message["value"])
-        elif message.kind == "set_auto" and spec is not None and model is not None:
-            if not message["on"]:
-                session.k_policy = None
-                session.set_k(int(message["k"]))
-            elif session.k_policy is None:
-                session.k_policy = k_policy(replace(spec, auto_k=True), model, session.oracle,
-                                            session.target, getattr(session.oracle, "draft", None),
-                                            say)
-                # Measuring a missing profile used the target's cache: put the run back in it.
-                if session.context and session.target.tokens != session.context[:-1]:
-                    session.target.sync(session.context[:-1])
-    except SpecvizError as exc:
-        return str(exc)
-    except (KeyError, TypeError, ValueError) as exc:
-        return f"bad control {message.kind}: {exc}"
-    return None
-
-
-def _server_control(session, message: protocol.Message) -> str | None:
-    """A server lane takes K where its engine does; auto K and oracle settings are local."""
-    try:
-        if message.kind == "set_k":
-            session.set_k(int(message["k"]))
-        elif message.kind == "set_auto" and message["on"]:
-            return "auto K prices a local model's steps; a server chooses its own draft length"
-    except SpecvizError as exc:
-        return str(exc)
-    except (KeyError, TypeError, ValueError) as exc:
-        return f"bad control {message.kind}: {exc}"
-    return None
 
 
 def _read(engine: Engine, stdin: BinaryIO) -> None:

@@ -8,58 +8,29 @@ owns its backend's cache); the pool shares the weights between lanes of one mode
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..backends.base import Backend
-from ..cost import profile as prof
 from ..errors import IncompatibleModels, SpecvizError
 from ..loop.session import RunSettings, Session, starting_k
-from ..oracles import DRAFT_ORACLES, Oracle, is_plain, make_oracle
+from ..oracles import DRAFT_ORACLES, Oracle, make_oracle
 from ..oracles.draft import CROSS_HINT
 from ..oracles.registry import SERVER
 from ..sampling import SamplingParams
 from ..text_file import read_text
+from .k_policy import k_policy
+from .lanes import Lane, LocalLane, ServerLane
 from .model_pool import ModelPool
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 
 Say = Callable[[str], None]
 
 
-@dataclass
-class BuiltLane:
-    """A lane ready to step: its session, the header its trace starts with, its models."""
-
-    lane_id: str
-    session: Session
-    header: dict
-    backends: list[Backend] = field(default_factory=list)
-    pool: ModelPool | None = None  # where the backends go back to; None: closed
-    remote: bool = False  # a server lane: its model runs on a serving engine
-
-    @property
-    def build(self) -> str:
-        """What runs the lane (backend version and system info), for naming a crash."""
-        if self.remote:
-            return self.header["server"]["build"]
-        from ..backends.probe import backend_build
-
-        return backend_build(self.session.target.name)
-
-    def close(self, reusable: bool = True) -> None:
-        """Hand the models back (`reusable=False`: the lane failed, free them)."""
-        self.session.oracle.close()
-        for backend in self.backends:
-            if self.pool is None:
-                backend.close()
-            else:
-                self.pool.release(backend, reusable)
-        self.backends = []
-
-
 def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
-               say: Say = lambda _: None) -> BuiltLane:
-    """Load (or take from `pool`) the lane's models and build its session (slow)."""
+               say: Say = lambda _: None) -> Lane:
+    """Load (or take from `pool`) the lane's models and build its session (slow); a server
+    lane connects to its server."""
     if lane.oracle == SERVER:
         return build_server_lane(lane_id, lane, request)
     run_settings = settings(lane, request)  # bad settings fail before anything is loaded
@@ -81,10 +52,11 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
         for backend in backends:
             pool.release(backend, reusable=True)
         raise
-    return BuiltLane(lane_id, session, trace_header(lane, request, session), backends, pool)
+    return LocalLane(lane_id, session, trace_header(lane, request, session), lane,
+                     request.model, draft, backends, pool)
 
 
-def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> BuiltLane:
+def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> ServerLane:
     """A lane on a serving engine: no local model, the server's own speculation."""
     from . import server_lanes as server_lane
 
@@ -93,7 +65,7 @@ def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> Buil
                                params=sampling_params(request), stop=tuple(request.stop))
     session = server_lane.build_session(lane, run_settings)
     header = server_lane.trace_header(lane, request, session)
-    return BuiltLane(lane_id, session, header, remote=True)
+    return ServerLane(lane_id, session, header)
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
@@ -154,33 +126,6 @@ def head_folder(name: str | None) -> Path | None:
     if not name:
         return None
     return resolve(name) if is_hub_name(name) else Path(name)
-
-
-def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend,
-             draft: Backend | None, say: Say = lambda _: None, refresh: bool = False):
-    """The cost-aware K chooser of an auto lane (None for a fixed K or plain decoding).
-
-    It needs the target's cost profile (and the draft's, for the draft oracle): the stored
-    one, or measured now on the loaded model and stored for next time (slow, once).
-    """
-    if not lane.auto_k or is_plain(oracle.name):
-        return None
-    from ..cost.auto_k import AutoK
-
-    def profile_of(name: str, backend: Backend) -> prof.Profile:
-        stored = prof.load(name, model.backend, backend.device, model.threads)
-        if stored is not None and stored.fits(backend) and not refresh:
-            return stored  # whatever sizes it has: the cost model interpolates
-        stale = stored is not None and not refresh  # so it no longer fits
-        again = " again (its products are computed differently now)" if stale else " once"
-        say(f"measuring the cost profile of {name}{again}, for auto K (see specviz profile)")
-        measured = prof.measure(backend, name, model.threads, repeats=3,
-                                on_progress=prof.progress_lines(f"cost profile of {name}", say))
-        prof.save(measured)
-        return measured
-
-    draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
-    return AutoK(oracle, profile_of(model.target, target), draft_profile)
 
 
 def sampling_params(request: RunRequest) -> SamplingParams:

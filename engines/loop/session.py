@@ -51,6 +51,11 @@ class KPolicy(Protocol):
         """Expected ms of verifying `rows` rows now (the oracle's `price`)."""
         ...
 
+    @property
+    def zero_reason(self) -> str:
+        """Why the last K it chose was 0 (events.DECLINE_*)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -217,7 +222,7 @@ class Session(RunControls):
         if chosen <= 0:
             if self.k_policy is None:
                 return ev.DECLINE_K_ZERO
-            return getattr(self.k_policy, "zero_reason", ev.DECLINE_AUTO_K)
+            return self.k_policy.zero_reason
         if k == 0:
             return ev.DECLINE_END
         if len(proposal) == 0:

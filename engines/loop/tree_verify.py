@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import events as ev
 from ..sampling import SamplingParams, distribution, margin, prob_of, sample
-from .verify import Judgement, _residual
+from .verify import Judgement, residual
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def _sampled_children(tokens, children, q_rows, row, params, rng, judged):
             judged[c] = Judgement(True, float(p_orig[tok]), None, a, u)
             return c, -1
         judged[c] = Judgement(False, float(p_orig[tok]), ev.REJECT_SAMPLED, a, u)
-        p = _residual(p, q, tok)
+        p = residual(p, q, tok)
     return None, sample(p, rng)
 
 

@@ -92,7 +92,7 @@ def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
             judgements.append(Judgement(True, float(p[tok]), None, a, u))
             continue
         judgements.append(Judgement(False, float(p[tok]), ev.REJECT_SAMPLED, a, u))
-        token = sample(_residual(p, q, tok), rng)
+        token = sample(residual(p, q, tok), rng)
         kind, p_token = ev.TARGET_CORRECTION, float(p[token])
     n = _n_accepted(judgements)
     if token is None:
@@ -102,7 +102,7 @@ def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
     return Verdict(tuple(judgements), n, token, kind, p_token, margin(logits[n]))
 
 
-def _residual(p: np.ndarray, q: np.ndarray | None, tok: int) -> np.ndarray:
+def residual(p: np.ndarray, q: np.ndarray | None, tok: int) -> np.ndarray:
     """norm(max(0, p - q)); q is a point mass at `tok` when the oracle has no probabilities."""
     if q is None:
         r = p.copy()

@@ -26,18 +26,6 @@ ORACLE = "server"
 REASONS = {"length": "max-tokens", "stop": "eos", "eos": "eos", "abort": "stopped"}
 
 
-class _ServerOracle:
-    """What the engine process asks of a lane's oracle: a name, no knobs."""
-
-    name = ORACLE
-
-    def knobs(self) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
 class ServerSession(RunControls):
     """Iterate it to run the completion; controls from any thread."""
 
@@ -48,12 +36,7 @@ class ServerSession(RunControls):
         self.server = server
         self.settings = settings
         self.source = source or server.source
-        self.oracle = _ServerOracle()
-        self.k_policy = None
         self.prompt_text = settings.prompt
-        self.prompt_ids: list[int] = []
-        self.token_chars: tuple = ()
-        self.context: list[int] = []
         self.summary: ev.SummaryEvent | None = None
         self._k = check_k(settings.k) if server.k_per_request else server.k
         self._k_changed = threading.Event()

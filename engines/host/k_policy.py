@@ -1,0 +1,40 @@
+"""A lane's K policy: the cost-aware chooser of `--k auto`, with the cost profiles it prices
+steps with (stored, or measured once on the loaded models)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..backends.base import Backend
+from ..cost import profile as prof
+from ..oracles import Oracle, is_plain
+from .run_spec import LaneSpec, ModelChoice
+
+Say = Callable[[str], None]
+
+
+def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend,
+             draft: Backend | None, say: Say = lambda _: None, refresh: bool = False):
+    """The cost-aware K chooser of an auto lane (None for a fixed K or plain decoding).
+
+    It needs the target's cost profile (and the draft's, for the draft oracle): the stored
+    one, or measured now on the loaded model and stored for next time (slow, once).
+    """
+    if not lane.auto_k or is_plain(oracle.name):
+        return None
+    from ..cost.auto_k import AutoK
+
+    def profile_of(name: str, backend: Backend) -> prof.Profile:
+        stored = prof.load(name, model.backend, backend.device, model.threads)
+        if stored is not None and stored.fits(backend) and not refresh:
+            return stored  # whatever sizes it has: the cost model interpolates
+        stale = stored is not None and not refresh  # so it no longer fits
+        again = " again (its products are computed differently now)" if stale else " once"
+        say(f"measuring the cost profile of {name}{again}, for auto K (see specviz profile)")
+        measured = prof.measure(backend, name, model.threads, repeats=3,
+                                on_progress=prof.progress_lines(f"cost profile of {name}", say))
+        prof.save(measured)
+        return measured
+
+    draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
+    return AutoK(oracle, profile_of(model.target, target), draft_profile)

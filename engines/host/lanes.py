@@ -1,0 +1,172 @@
+"""A lane ready to step, on a local model or on a serving engine, behind one protocol: the
+engine process and the command line step it, control it and close it without asking which
+it is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from .. import events as ev
+from ..backends.base import Backend
+from ..errors import SpecvizError
+from ..loop.session import Session, warm_up
+from ..oracles import is_plain
+from ..servers.server_session import ServerSession
+from .k_policy import k_policy
+from .model_pool import ModelPool
+from .run_spec import LaneSpec, ModelChoice
+
+Say = Callable[[str], None]
+CONTROLS = ("set_k", "set_auto", "set_knob")  # what a window may change in a running lane
+
+
+class Lane(Protocol):
+    lane_id: str
+    header: dict  # line 1 of its trace
+
+    def steps(self) -> Iterator[ev.Event]:
+        """Its step events, then its summary (a failure is raised from here)."""
+
+    @property
+    def summary(self) -> ev.SummaryEvent | None: ...
+
+    @property
+    def build(self) -> str:
+        """What runs the lane (backend version and system, or the server's build)."""
+
+    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+        """K (`set_k`), auto K (`set_auto`) or an oracle setting (`set_knob`), taken at the
+        next step; the reason in one line where it is refused."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def close(self, reusable: bool = True) -> None:
+        """Hand its models back (`reusable=False`: it failed, free them)."""
+
+
+@dataclass
+class LocalLane:
+    """An oracle and a target (and a draft) on this machine, stepped by a Session."""
+
+    lane_id: str
+    session: Session
+    header: dict
+    spec: LaneSpec
+    model: ModelChoice
+    draft: Backend | None = None
+    backends: list[Backend] = field(default_factory=list)
+    pool: ModelPool | None = None  # where the backends go back to; None: closed
+
+    def steps(self) -> Iterator[ev.Event]:
+        # Warming up inside the iterator: a failure there is this lane's, like any step's.
+        warm_up(self.session.target, self.session.prompt_ids)
+        yield from self.session
+
+    @property
+    def summary(self) -> ev.SummaryEvent | None:
+        return self.session.summary
+
+    @property
+    def build(self) -> str:
+        from ..backends.probe import backend_build
+
+        return backend_build(self.session.target.name)
+
+    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+        session = self.session
+        if is_plain(session.oracle.name):
+            return None
+        try:
+            if kind == "set_k":
+                session.set_k(int(fields["k"]))
+            elif kind == "set_knob":
+                if fields["name"] in session.oracle.knobs():
+                    session.oracle.set_knob(fields["name"], fields["value"])
+            elif kind == "set_auto":
+                self._set_auto(bool(fields["on"]), int(fields.get("k", session.k)), say)
+        except SpecvizError as exc:
+            return str(exc)
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"bad control {kind}: {exc}"
+        return None
+
+    def _set_auto(self, on: bool, k: int, say: Say) -> None:
+        session = self.session
+        if not on:
+            session.k_policy = None
+            session.set_k(k)
+        elif session.k_policy is None:
+            session.k_policy = k_policy(replace(self.spec, auto_k=True), self.model,
+                                        session.oracle, session.target, self.draft, say)
+            # Measuring a missing profile used the target's cache: put the run back in it.
+            if session.context and session.target.tokens != session.context[:-1]:
+                session.target.sync(session.context[:-1])
+
+    def pause(self) -> None:
+        self.session.pause()
+
+    def resume(self) -> None:
+        self.session.resume()
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    def close(self, reusable: bool = True) -> None:
+        self.session.oracle.close()
+        for backend in self.backends:
+            if self.pool is None:
+                backend.close()
+            else:
+                self.pool.release(backend, reusable)
+        self.backends = []
+
+
+@dataclass
+class ServerLane:
+    """A completion streamed from a serving engine, its steps read from what it streams."""
+
+    lane_id: str
+    session: ServerSession
+    header: dict
+
+    def steps(self) -> Iterator[ev.Event]:
+        yield from self.session
+
+    @property
+    def summary(self) -> ev.SummaryEvent | None:
+        return self.session.summary
+
+    @property
+    def build(self) -> str:
+        return self.header["server"]["build"]
+
+    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+        """K where the engine takes it per request; auto K and oracle settings are local."""
+        try:
+            if kind == "set_k":
+                self.session.set_k(int(fields["k"]))
+            elif kind == "set_auto" and fields["on"]:
+                return "auto K prices a local model's steps; a server chooses its own draft length"
+        except SpecvizError as exc:
+            return str(exc)
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"bad control {kind}: {exc}"
+        return None
+
+    def pause(self) -> None:
+        self.session.pause()
+
+    def resume(self) -> None:
+        self.session.resume()
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    def close(self, reusable: bool = True) -> None:
+        """Nothing is held here: the stream ends with the run (or with `stop`)."""
