@@ -15,10 +15,9 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ..engines import events as ev
 from ..engines.host.run_spec import LaneSpec
-from ..engines.oracles import is_plain
 from ..widgets.graphs import LaneGraphs
 from ..widgets.palette import Theme
-from .board_model import BoardModel, k_label
+from .board_model import BoardModel
 from .lane_widget import LaneWidget
 from .runs import MAX_LANES
 
@@ -37,13 +36,13 @@ class LaneBoard(QWidget):
     changed = Signal()  # lanes added, removed or reconfigured
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
 
-    def __init__(self, graphs: LaneGraphs, theme: Theme, recent_models: list[str],
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, model: BoardModel, graphs: LaneGraphs, theme: Theme,
+                 recent_models: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.model = model  # what the lanes are and have received (the graphs observe it)
         self.graphs = graphs
         self.theme = theme
         self.recent_models = recent_models
-        self.model = BoardModel()  # what the lanes are and have received
         self.lanes: dict[str, LaneWidget] = {}  # their widgets, by the same ids
         self._pending: list[tuple[str, ev.Event]] = []
         self._splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -68,7 +67,7 @@ class LaneBoard(QWidget):
         lane = LaneWidget(lane_id, config, self.theme, colour, self.recent_models)
         self.lanes[lane_id] = lane
         self._splitter.addWidget(lane)
-        self.graphs.add_lane(lane_id, config.oracle, colour)
+        self.graphs.show_lane(lane_id, config.oracle, colour)
         lane.view.tokenHovered.connect(lambda _s, _t, span: self.hovered.emit(lane, span))
         lane.view.tokenClicked.connect(lambda step: self.clicked.emit(lane, step))
         lane.kChanged.connect(self.kChanged)
@@ -77,19 +76,18 @@ class LaneBoard(QWidget):
         lane.oracleChanged.connect(self._relabel)
         lane.configChanged.connect(lambda: self._reconfigured(lane_id))
         lane.removeRequested.connect(self.remove_lane)
-        self.update_baseline()
+        self._show_figures()
         self.changed.emit()
         return lane
 
     def remove_lane(self, lane_id: str) -> None:
         lane = self.lanes.pop(lane_id)
-        self.model.remove(lane_id)
-        self.graphs.remove_lane(lane_id)
+        self.model.remove(lane_id)  # the graphs forget it
         lane.hide()
         lane.setParent(None)
         lane.deleteLater()
         self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
-        self.update_baseline()
+        self._show_figures()
         self.changed.emit()
 
     def remove_all(self) -> None:
@@ -112,20 +110,20 @@ class LaneBoard(QWidget):
 
     def read_header(self, lane_id: str, header: dict) -> None:
         """A lane's trace header, live or replayed: a plain server becomes the baseline."""
-        self.model.lanes[lane_id].read_header(header)
-        self.update_baseline()
+        self.model.read_header(lane_id, header)
+        self._show_figures()
         if header.get("server") is not None:
             self.lanes[lane_id].show_server(header["server"])
 
     def update_baseline(self) -> None:
         """Speedups divide by the first plain-decoding lane."""
-        self.graphs.set_baseline(self.model.baseline())
+        self.model.update_baseline()
         self._show_figures()
 
     def _reconfigured(self, lane_id: str) -> None:
         lane = self.lanes.get(lane_id)
         if lane is not None:
-            self.model.lanes[lane_id].config = lane.config()
+            self.model.reconfigure(lane_id, lane.config())
         self.changed.emit()
 
     def set_theme(self, theme: Theme) -> None:
@@ -150,12 +148,9 @@ class LaneBoard(QWidget):
     def rewind(self, lane_id: str, events: list[ev.Event]) -> None:
         """Redraw a lane from scratch with `events` (a replay stepping back)."""
         self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
-        lane = self.lanes[lane_id]
-        lane.clear()
-        self.model.lanes[lane_id].clear()
-        self.graphs.remove_lane(lane_id)  # forgets the lane's data and K markers
-        self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
-        self.update_baseline()
+        self.lanes[lane_id].clear()
+        self.model.clear(lane_id)  # the graphs forget its K markers
+        self._show_figures()
         self.push_many(lane_id, events)
 
     def reset(self) -> None:
@@ -164,7 +159,6 @@ class LaneBoard(QWidget):
         self.model.clear()
         for lane in self.lanes.values():
             lane.clear()
-        self.graphs.clear()
         self._show_figures()
 
     def drain(self) -> None:
@@ -189,10 +183,14 @@ class LaneBoard(QWidget):
 
     def _append_pending(self) -> None:
         pending, self._pending = self._pending, []
+        by_lane: dict[str, list[ev.Event]] = {}
         for lane_id, event in pending:
             lane = self.lanes.get(lane_id)
             if lane is not None:
-                self._append(lane, event)
+                lane.append(event)
+                by_lane.setdefault(lane_id, []).append(event)
+        for lane_id, events in by_lane.items():
+            self.model.append(lane_id, events)
         self._graphs_stale = self._graphs_stale or bool(pending)
 
     def _refresh_if_stale(self) -> None:
@@ -207,21 +205,12 @@ class LaneBoard(QWidget):
         self._graphs_stale = False
         self.refreshed.emit()
 
-    def _append(self, lane: LaneWidget, event: ev.Event) -> None:
-        if self.model.lanes[lane.lane_id].append(event):
-            self.graphs.mark_k_change(lane.lane_id, event.step, k_label(event))
-        if isinstance(event, ev.StepEvent):
-            self.graphs.append(lane.lane_id, event)
-        lane.append(event)
-
     def _show_figures(self) -> None:
         for lane_id, lane in self.lanes.items():
-            state = self.model.lanes[lane_id]
-            figures = self.graphs.figures(lane_id)
-            # A trace recorded before declined steps were marked would read as 0%: say
-            # nothing until a step says it declined.
-            if not is_plain(state.oracle) and (state.declined or state.replay_oracle is None):
-                figures["declined"] = state.declined
+            figures = self.model.figures(lane_id)
+            declined = self.model.declined(lane_id)
+            if declined is not None:
+                figures["declined"] = declined
             lane.set_figures(figures)
 
     def _free_colour(self) -> str:
@@ -233,7 +222,6 @@ class LaneBoard(QWidget):
         """The graphs name lanes by oracle; a new oracle is a new lane to them."""
         lane = self.lanes.get(lane_id)
         if lane is not None:
-            self.model.lanes[lane_id].config = lane.config()
-            self.graphs.remove_lane(lane_id)
-            self.graphs.add_lane(lane_id, lane.oracle_name(), lane.colour)
-            self.update_baseline()
+            self.model.reconfigure(lane_id, lane.config())
+            self.graphs.show_lane(lane_id, lane.oracle_name(), lane.colour)
+            self._show_figures()

@@ -1,11 +1,16 @@
-"""The lanes of the window as plain data: what each lane is set to, what it has received,
-which lane the speedups divide by. No Qt: the board's widgets draw it, and the window, the
-runner and the replay read it instead of reading a view's history.
+"""The lanes of the window as plain data: what each lane is set to, what it has received, the
+figures of each and which lane the speedups divide by. No Qt (napari's way: a plain model
+that views observe): the board, the lanes' figures, the graphs and the exports read it and
+listen to its signals (psygnal, the Qt-free signals napari's models use), instead of keeping
+numbers of their own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
+from psygnal import Signal
 
 from ..engines import events as ev
 from ..engines.host.run_spec import LaneSpec
@@ -13,13 +18,71 @@ from ..engines.oracles import is_plain
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 
+# Columns of a lane's per-step rows.
+STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
 
-@dataclass
+
+class Rows:
+    """Float rows appended one at a time; capacity doubles, so appends are O(1) amortised."""
+
+    def __init__(self, columns: int, capacity: int = 256) -> None:
+        self._data = np.empty((capacity, columns))
+        self.n = 0
+
+    def append(self, row: tuple[float, ...]) -> None:
+        if self.n == len(self._data):
+            self._data = np.concatenate([self._data, np.empty_like(self._data)])
+        self._data[self.n] = row
+        self.n += 1
+
+    def column(self, index: int) -> np.ndarray:
+        return self._data[: self.n, index]
+
+    def clear(self) -> None:
+        self.n = 0
+
+
+def bump(counts: np.ndarray, index: int, by: int = 1) -> np.ndarray:
+    """counts[index] += by, growing the array (doubling) when index is past its end."""
+    if index >= len(counts):
+        counts = np.concatenate([counts, np.zeros(max(len(counts), index + 1), counts.dtype)])
+    counts[index] += by
+    return counts
+
+
+@dataclass(eq=False)
+class StepCounts:
+    """What the graphs draw of a lane, counted as its steps arrive."""
+
+    rows: Rows = field(default_factory=lambda: Rows(5))  # step, proposed, accepted, s, tokens
+    position_proposed: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+    position_accepted: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
+    histogram: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))  # by accepted
+
+    def add(self, event: ev.StepEvent) -> None:
+        n_accepted = event.n_accepted
+        self.rows.append((event.step, len(event.proposed), n_accepted,
+                          event.totals.compute_ms / 1000.0, event.totals.tokens))
+        for i, token in enumerate(event.proposed):
+            self.position_proposed = bump(self.position_proposed, i)
+            # Grown together with `position_proposed`, so the two always have one length.
+            self.position_accepted = bump(self.position_accepted, i, int(token.accepted))
+        if event.proposed:
+            self.histogram = bump(self.histogram, n_accepted)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        for counts in (self.position_proposed, self.position_accepted, self.histogram):
+            counts[:] = 0
+
+
+@dataclass(eq=False)
 class LaneState:
     lane_id: str
     config: LaneSpec
     steps: list[ev.StepEvent] = field(default_factory=list)
     summary: ev.SummaryEvent | None = None
+    counts: StepCounts = field(default_factory=StepCounts)
     max_tokens: int | None = None  # the run's budget: tells a K cut at the end from a change
     replay_oracle: str | None = None  # a replayed lane's oracle, from its trace
     declined: dict[str, int] = field(default_factory=dict)  # steps with nothing proposed, by why
@@ -32,8 +95,13 @@ class LaneState:
     def oracle(self) -> str:
         return self.replay_oracle or self.config.oracle
 
+    @property
+    def totals(self) -> ev.Totals | None:
+        return self.steps[-1].totals if self.steps else None
+
     def clear(self) -> None:
         self.steps, self.summary, self.declined = [], None, {}
+        self.counts.clear()
 
     def read_header(self, header: dict) -> None:
         """What a lane's trace header says about it (a server lane's server)."""
@@ -49,6 +117,7 @@ class LaneState:
             return False
         previous = self.steps[-1] if self.steps else None
         self.steps.append(event)
+        self.counts.add(event)
         if event.declined:
             self.declined[event.declined] = self.declined.get(event.declined, 0) + 1
         return not self.k_from_drafts and k_changed(previous, event, self.max_tokens)
@@ -79,27 +148,99 @@ def k_label(event: ev.StepEvent) -> str:
 
 
 class BoardModel:
-    """The lanes in the order they are shown."""
+    """The lanes in the order they are shown, and what each has received."""
+
+    added = Signal(str)  # lane id
+    removed = Signal(str)
+    stepped = Signal(str)  # a lane received steps (its figures and counts moved)
+    k_marked = Signal(str, int, str)  # lane id, step, label: the person changed K there
+    baseline_changed = Signal(object)  # the lane speedups divide by, or None
+    cleared = Signal(object)  # a lane's id, or None for all: their steps are gone
 
     def __init__(self) -> None:
         self.lanes: dict[str, LaneState] = {}
         self._next_id = 1
+        self._baseline: str | None = None
 
-    def add(self, config: LaneSpec) -> LaneState:
-        lane = LaneState(f"lane{self._next_id}", config)
-        self._next_id += 1
-        self.lanes[lane.lane_id] = lane
+    def add(self, config: LaneSpec, lane_id: str | None = None) -> LaneState:
+        if lane_id is None:
+            lane_id, self._next_id = f"lane{self._next_id}", self._next_id + 1
+        lane = LaneState(lane_id, config)
+        self.lanes[lane_id] = lane
+        self.added.emit(lane_id)
+        self.update_baseline()
         return lane
 
     def remove(self, lane_id: str) -> None:
-        self.lanes.pop(lane_id, None)
+        if self.lanes.pop(lane_id, None) is not None:
+            self.removed.emit(lane_id)
+            self.update_baseline()
 
-    def clear(self) -> None:
-        for lane in self.lanes.values():
+    def reconfigure(self, lane_id: str, config: LaneSpec) -> None:
+        self.lanes[lane_id].config = config
+        self.update_baseline()
+
+    def read_header(self, lane_id: str, header: dict) -> None:
+        """A lane's trace header, live or replayed: a plain server becomes the baseline."""
+        self.lanes[lane_id].read_header(header)
+        self.update_baseline()
+
+    def append(self, lane_id: str, events: list[ev.Event]) -> None:
+        """Events that reached a lane; one `stepped` for them all."""
+        lane = self.lanes.get(lane_id)
+        if lane is None:
+            return
+        for event in events:
+            if lane.append(event):
+                self.k_marked.emit(lane_id, event.step, k_label(event))
+        self.stepped.emit(lane_id)
+
+    def clear(self, lane_id: str | None = None) -> None:
+        for lane in self.lanes.values() if lane_id is None else [self.lanes[lane_id]]:
             lane.clear()
+        self.cleared.emit(lane_id)
+
+    # ------------------------------------------------------------ the race
 
     def baseline(self) -> str | None:
         """The lane speedups divide by: the first plain-decoding lane (a local one, or a server
         lane on a server that does not speculate)."""
         return next((lid for lid, lane in self.lanes.items()
                      if is_plain(lane.oracle) or lane.plain_server), None)
+
+    def update_baseline(self) -> None:
+        """Tell the views where the baseline moved (a lane added, removed or replayed)."""
+        first = self.baseline()
+        if first != self._baseline:
+            self._baseline = first
+            self.baseline_changed.emit(first)
+
+    def figures(self, lane_id: str) -> dict:
+        """A lane's headline numbers so far: its header line, the CSV export, the cost
+        curve's operating point."""
+        totals = self.lanes[lane_id].totals
+        if totals is None:
+            figures = {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
+                       "mean_accepted_tokens": 0.0, "speedup": None, "decline_rate": None}
+        else:
+            figures = {"tokens": totals.tokens, "tok_per_s": totals.tok_per_s,
+                       "acceptance_rate": totals.acceptance_rate,
+                       "decline_rate": totals.decline_rate,
+                       "mean_accepted_tokens": totals.mean_accepted_tokens,
+                       "speedup": self._speedup(totals)}
+        return figures
+
+    def declined(self, lane_id: str) -> dict[str, int] | None:
+        """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,
+        or a trace recorded before declined steps were marked, which would read as 0%)."""
+        lane = self.lanes[lane_id]
+        if is_plain(lane.oracle) or not (lane.declined or lane.replay_oracle is None):
+            return None
+        return dict(lane.declined)
+
+    def _speedup(self, totals: ev.Totals) -> float | None:
+        baseline = self.baseline()
+        base = self.lanes[baseline].totals if baseline else None
+        if base is None or base.tok_per_s <= 0 or totals.tok_per_s <= 0:
+            return None
+        return totals.tok_per_s / base.tok_per_s

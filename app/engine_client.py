@@ -22,10 +22,22 @@ STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 
 
 class EngineLink(QObject):
-    """What every engine client shares: protocol lines in, one signal per message out."""
+    """What every engine client shares: protocol lines in, typed signals out (each message
+    decoded once, here, as superqt's workers report started/yielded/finished/errored)."""
 
-    received = Signal(object)  # a protocol.Message from the engine
     died = Signal(str)  # one line: what ended the engine
+    # A run's lanes
+    laneStarted = Signal(str, object)  # lane id, its trace header (dict)
+    laneEvent = Signal(str, object)  # lane id, an events.StepEvent or SummaryEvent
+    laneFailed = Signal(str, str)  # lane id, why: the lane has ended
+    controlRefused = Signal(str, str)  # lane id, why a control (K, auto K, a knob) was refused
+    status = Signal(str)  # what the engine is doing ("loading ...")
+    runDone = Signal(object)  # the run's model pool figures: {"loads": ..., "idle": ...}
+    runRefused = Signal(str)  # the engine refused the run itself
+    # Tasks besides runs (a cost profile, a pair check)
+    taskProgress = Signal(str, str, int, int)  # task, stage, done, total
+    taskFinished = Signal(str, object)  # task, its result
+    taskFailed = Signal(str, str)  # task, why
 
     def __init__(self, device: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -47,7 +59,32 @@ class EngineLink(QObject):
             if message.kind == "started":
                 self.build = message.fields.get("build", self.build)
             self._heard(message)
-            self.received.emit(message)
+            self._tell(message)
+
+    def _tell(self, message: protocol.Message) -> None:
+        """The typed signal of a message (the protocol's required fields are there: decode
+        checked them)."""
+        f, kind = message.fields, message.kind
+        if kind == "event":
+            self.laneEvent.emit(f["lane"], f["event"])
+        elif kind == "started":
+            self.laneStarted.emit(f["lane"], f["header"])
+        elif kind == "failed":
+            self.laneFailed.emit(f["lane"], f["message"])
+        elif kind == "refused":
+            self.controlRefused.emit(f["lane"], f["message"])
+        elif kind == "status":
+            self.status.emit(f["text"])
+        elif kind == "done":
+            self.runDone.emit({k: f.get(k) for k in ("loads", "idle")})
+        elif kind == "error" and f.get("request") == "run":
+            self.runRefused.emit(f["message"])
+        elif kind == "progress":
+            self.taskProgress.emit(f["task"], f["stage"], f["done"], f["total"])
+        elif kind == "finished":
+            self.taskFinished.emit(f["task"], f["result"])
+        elif kind == "task_failed":
+            self.taskFailed.emit(f["task"], f["message"])
 
     def _heard(self, message: protocol.Message) -> None:
         """A message about the link itself (a subclass's business)."""

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import QWidget
 from ..engines import events as ev
 from ..engines.errors import SpecvizError
 from ..engines.host import run_spec as rs
-from ..engines.host.protocol import Message
 from ..engines.host.run_spec import RunRequest
 from ..engines.models import registry as models
 from ..engines.trace import TraceWriter
@@ -182,37 +181,43 @@ class LiveRunner(QObject):
             engine = self.engines[device] = (
                 EngineClient(device, self) if self.remote is None
                 else RemoteEngineClient(self.remote, device, self))
-            engine.received.connect(self._on_message)
+            engine.laneStarted.connect(self._on_started)
+            engine.laneEvent.connect(self._on_event)
+            engine.laneFailed.connect(self._on_failed)
+            engine.controlRefused.connect(self._on_refused)
+            engine.status.connect(lambda text: self.statusChanged.emit(text, True))
+            engine.runDone.connect(self._on_done)
+            engine.runRefused.connect(
+                lambda why: self._end_every_lane(f"the engine refused the run: {why}"))
             engine.died.connect(self._on_died)
         engine.ensure_started()
         return engine
 
     # ------------------------------------------------------------ from the engine
 
-    def _on_message(self, message: Message) -> None:
-        kind, lane_id = message.kind, message.fields.get("lane")
-        lane = self.board.lanes.get(lane_id) if lane_id else None
-        if kind == "event":
-            self._on_event(lane_id, message["event"])
-        elif kind == "started" and lane is not None:
-            self._on_started(lane_id, lane, message["header"])
-        elif kind in ("failed", "refused") and lane is not None:
-            lane.show_message(message["message"])
-            if kind == "failed":
-                self._end_lane(lane_id)
-        elif kind == "status":
-            self.statusChanged.emit(message["text"], True)
-        elif kind == "done":
-            self.stats = {k: message.fields.get(k) for k in ("loads", "idle")}
-            self._finish()
-        elif kind == "error" and message.fields.get("request") == "run":
-            self._end_every_lane(f"the engine refused the run: {message['message']}")
-
-    def _on_started(self, lane_id: str, lane, header: dict) -> None:
+    def _on_started(self, lane_id: str, header: dict) -> None:
+        lane = self.board.lanes.get(lane_id)
+        if lane is None:
+            return
         lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
         self.board.read_header(lane_id, header)
         lane.trace_path = new_trace_path(lane.oracle_name(), lane_id)
         self._writers[lane_id] = TraceWriter(lane.trace_path, header)
+
+    def _on_failed(self, lane_id: str, why: str) -> None:
+        lane = self.board.lanes.get(lane_id)
+        if lane is not None:
+            lane.show_message(why)
+            self._end_lane(lane_id)
+
+    def _on_refused(self, lane_id: str, why: str) -> None:
+        lane = self.board.lanes.get(lane_id)
+        if lane is not None:
+            lane.show_message(why)
+
+    def _on_done(self, stats: dict) -> None:
+        self.stats = stats
+        self._finish()
 
     def _on_event(self, lane_id: str, event: ev.Event) -> None:
         writer = self._writers.get(lane_id)

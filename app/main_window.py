@@ -32,6 +32,7 @@ from ..widgets.plot_style import TEXT_PT
 from ..widgets.tree_view import TreeView
 from . import exports
 from .board import LaneBoard
+from .board_model import BoardModel
 from .checks import Checks
 from .fetch import FetchDialog
 from .key_dialog import ServerKeyDialog
@@ -59,8 +60,9 @@ class MainWindow(QMainWindow):
         self.settings = settings or AppSettings()
         self.theme: Theme = THEMES.get(self.settings.theme(), DARK)
         recent = self.settings.recent_models()
-        self.graphs = LaneGraphs(self.theme)
-        self.board = LaneBoard(self.graphs, self.theme, recent)
+        lanes = BoardModel()  # the lanes as plain data: the board, graphs and exports read it
+        self.graphs = LaneGraphs(lanes, self.theme)
+        self.board = LaneBoard(lanes, self.graphs, self.theme, recent)
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(self.theme)
         self.tree_view = TreeView(self.theme)
@@ -266,7 +268,7 @@ class MainWindow(QMainWindow):
         for lane_id, lane in self.board.lanes.items():
             if lane.view.token_count == 0:
                 continue
-            why = loss_reason(lane.oracle_name(), self.graphs.figures(lane_id), costs)
+            why = loss_reason(lane.oracle_name(), self.board.model.figures(lane_id), costs)
             if why:
                 lane.add_note(why)
 
@@ -466,7 +468,7 @@ class MainWindow(QMainWindow):
         for lane_id, lane in self.board.lanes.items():
             config = lane.config()
             rows.append({"lane": lane_id, "oracle": lane.oracle_name(), "k": config.k,
-                         "trace": str(lane.trace_path or ""), **self.graphs.figures(lane_id)})
+                         "trace": str(lane.trace_path or ""), **self.board.model.figures(lane_id)})
         return rows
 
     def _ask_save(self, title: str, name: str, kinds: str) -> str:

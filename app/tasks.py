@@ -11,7 +11,6 @@ from dataclasses import asdict
 from PySide6.QtCore import QObject, Signal
 
 from ..engines.errors import SpecvizError
-from ..engines.host.protocol import Message
 from ..engines.host.run_spec import ModelChoice
 from .engine_client import EngineLink
 from .live import LiveRunner
@@ -61,21 +60,22 @@ class EngineTasks(QObject):
     def _listen(self, engine: EngineLink) -> None:
         if id(engine) not in self._heard:
             self._heard.add(id(engine))
-            engine.received.connect(self._on_message)
+            engine.taskProgress.connect(self._on_progress)
+            engine.taskFinished.connect(self._on_finished)
+            engine.taskFailed.connect(self._on_failed)
             engine.died.connect(self._on_died)
 
-    def _on_message(self, message: Message) -> None:
-        task = message.fields.get("task")
-        if task not in self.pending:
-            return
-        if message.kind == "progress":
-            self.progress.emit(task, message["stage"], message["done"], message["total"])
-        elif message.kind == "finished":
-            del self.pending[task]
-            self.finished.emit(task, message["result"])
-        elif message.kind == "task_failed":
-            del self.pending[task]
-            self.failed.emit(task, message["message"])
+    def _on_progress(self, task: str, stage: str, done: int, total: int) -> None:
+        if task in self.pending:
+            self.progress.emit(task, stage, done, total)
+
+    def _on_finished(self, task: str, result) -> None:
+        if self.pending.pop(task, None) is not None:
+            self.finished.emit(task, result)
+
+    def _on_failed(self, task: str, why: str) -> None:
+        if self.pending.pop(task, None) is not None:
+            self.failed.emit(task, why)
 
     def _on_died(self, line: str) -> None:
         for task in list(self.pending):

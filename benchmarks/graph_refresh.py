@@ -26,6 +26,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
+from specviz.app.board_model import BoardModel
 from specviz.engines.events import (
     TARGET_BONUS,
     TARGET_CORRECTION,
@@ -36,6 +37,7 @@ from specviz.engines.events import (
     Timing,
     Totals,
 )
+from specviz.engines.host.run_spec import LaneSpec
 from specviz.widgets.graphs import LaneGraphs
 from specviz.widgets.palette import DARK
 
@@ -109,7 +111,8 @@ def main() -> int:
     p.add_argument("--size", type=int, nargs=2, default=(1600, 650), metavar=("W", "H"))
     args = p.parse_args()
     app = QApplication.instance() or QApplication(sys.argv)
-    graphs = LaneGraphs(DARK)
+    model = BoardModel()
+    graphs = LaneGraphs(model, DARK)
     graphs.resize(*args.size)
     graphs.show()
     total = args.steps + args.refreshes * args.per_refresh
@@ -117,12 +120,11 @@ def main() -> int:
                "lookup": synthetic_run(total, 4, 0.6, 45.0, 2),
                "draft": synthetic_run(total, 4, 0.8, 70.0, 3)}
     for i, lane in enumerate(streams):
-        graphs.add_lane(lane, lane, DARK.lanes[i])
-    graphs.set_baseline("plain")
+        model.add(LaneSpec("none" if lane == "plain" else "draft"), lane)  # plain: the baseline
+        graphs.show_lane(lane, lane, DARK.lanes[i])
     graphs.set_costs([1.0, 1.6, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5])
     for lane, events in streams.items():
-        for event in events[: args.steps]:
-            graphs.append(lane, event)
+        model.append(lane, events[: args.steps])
     graphs.refresh()
     counter = PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})
     settle(app, counter)
@@ -134,8 +136,7 @@ def main() -> int:
         settle(app, counter)  # a few heartbeats before the refresh
         start = args.steps + r * args.per_refresh
         for lane, events in streams.items():
-            for event in events[start: start + args.per_refresh]:
-                graphs.append(lane, event)
+            model.append(lane, events[start: start + args.per_refresh])
         cpu = time.thread_time()
         graphs.refresh()
         refresh_ms.append((time.thread_time() - cpu) * 1000)

@@ -176,7 +176,7 @@ class Probe(QObject):
                            "engine_rss_peak": _round(self.engine_peak)},
             "lanes": [{"lane": lane_id, "oracle": lane.oracle_name(),
                        "tokens": lane.view.token_count, "message": lane.message.text(),
-                       "tok_per_s": round(self.window.graphs.figures(lane_id)["tok_per_s"], 2)}
+                       "tok_per_s": round(self.window.board.model.figures(lane_id)["tok_per_s"], 2)}
                       for lane_id, lane in self.window.board.lanes.items()],
         }
 

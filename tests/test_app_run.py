@@ -64,7 +64,7 @@ def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_d
     assert plain.view.token_count == lookup.view.token_count == 40
     assert lane_texts(window)[0] == lane_texts(window)[1]  # greedy: speculation is lossless
     assert lookup.view.events[0].k == 4 and plain.view.events[0].k == 0
-    figures = window.graphs.figures(lookup.lane_id)
+    figures = window.board.model.figures(lookup.lane_id)
     assert figures["tokens"] == 40 and figures["speedup"] is not None
     assert "40 tokens" in lookup.figures.text()
     assert "ended: max-tokens" in lookup.message.text()
@@ -115,7 +115,7 @@ def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot
 
 def test_k_change_marks_the_graphs(window, monkeypatch):
     marks = []
-    monkeypatch.setattr(window.graphs, "mark_k_change", lambda *a: marks.append(a))
+    window.board.model.k_marked.connect(lambda *a: marks.append(a))
     lane = window.board.add_lane(LaneSpec("prompt-lookup", 4))
     window.board.state(lane.lane_id).max_tokens = 100
     for step, k in enumerate((4, 4, 9, 9)):
@@ -164,7 +164,7 @@ def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
     _plain, draft = window.board.lanes.values()
     assert draft.view.token_count == 24
     assert lane_texts(window)[0] == lane_texts(window)[1]
-    assert window.graphs.figures(draft.lane_id)["acceptance_rate"] > 0.5
+    assert window.board.model.figures(draft.lane_id)["acceptance_rate"] > 0.5
 
 
 def test_a_prompt_too_long_shows_in_the_lanes_and_the_window_keeps_working(
@@ -189,7 +189,7 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
     plain, lookup = window.board.lanes.values()
     assert plain.view.token_count == lookup.view.token_count == 48
     assert lane_texts(window)[0] == lane_texts(window)[1]
-    assert window.graphs.figures(lookup.lane_id)["mean_accepted_tokens"] > 1.2
+    assert window.board.model.figures(lookup.lane_id)["mean_accepted_tokens"] > 1.2
     # Closing mid-run, unpaused: each step is milliseconds, so stopping is prompt.
     window.prompt.max_tokens.setValue(400)
     window.start_run()
@@ -209,7 +209,7 @@ def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tin
     run_to_end(window, app_env)
     texts = lane_texts(window)
     assert texts[1:] == [texts[0]] * 3
-    assert window.graphs.figures(early.lane_id)["acceptance_rate"] is not None
+    assert window.board.model.figures(early.lane_id)["acceptance_rate"] is not None
 
 
 def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_env, qtbot,
@@ -361,6 +361,6 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
     assert window.board.model.baseline() == lane_plain.lane_id
     assert lane_plain.legend._kinds == ("target",)  # a plain server drafts nothing
     assert lane_spec.legend._kinds == ("draft", "target", "rejected")
-    figures = window.graphs.figures(lane_spec.lane_id)
+    figures = window.board.model.figures(lane_spec.lane_id)
     assert figures["speedup"] is not None and figures["tokens"] == 9
     assert read_trace(lane_spec.trace_path).header["server"]["url"] == spec.url

@@ -63,7 +63,7 @@ def test_replay_fills_lanes_and_graphs_deterministically(window):
         lanes = list(window.board.lanes.values())
         assert [lane.view.token_count for lane in lanes] == [64, 64]
         assert len(lanes[1].view.events) == len(trace.steps)
-        figures.append([window.graphs.figures(lane.lane_id) for lane in lanes])
+        figures.append([window.board.model.figures(lane.lane_id) for lane in lanes])
     assert figures[0] == figures[1]
     plain, lookup = figures[0]
     totals = trace.summary.totals
@@ -106,7 +106,7 @@ def test_replay_step_by_step_with_arrow_keys(window, qtbot):
     qtbot.keyClick(window, Qt.Key.Key_Left)
     window.board.drain()
     assert [len(lane.view.events) for lane in window.board.lanes.values()] == [2, 2]
-    assert window.graphs.figures(next(iter(window.board.lanes)))["tokens"] == 2
+    assert window.board.model.figures(next(iter(window.board.lanes)))["tokens"] == 2
 
 
 def test_corrupt_trace_shows_error_and_plays_readable_part(window, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -12,6 +13,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QPainter, QPicture
 
+from specviz.app.board_model import BoardModel
 from specviz.engines.events import (
     REJECT_MISMATCH,
     TARGET_BONUS,
@@ -23,6 +25,7 @@ from specviz.engines.events import (
     Timing,
     Totals,
 )
+from specviz.engines.host.run_spec import LaneSpec
 from specviz.widgets.graphs import WINDOW, LaneGraphs
 from specviz.widgets.palette import DARK, LIGHT
 
@@ -54,14 +57,20 @@ def run(shape: list[tuple[int, int]], ms: list[float] | float = 100.0) -> list[S
 
 @pytest.fixture
 def graphs(qtbot) -> LaneGraphs:
-    widget = LaneGraphs(DARK)
+    widget = LaneGraphs(BoardModel(), DARK)
     qtbot.addWidget(widget)
     return widget
 
 
+def add_lane(graphs: LaneGraphs, lane_id: str, label: str, colour: str) -> None:
+    """A lane in the model the graphs draw; one labelled plain (or none) decodes plainly and
+    so is the baseline, when it is the first such lane."""
+    graphs.model.add(LaneSpec("none" if label in ("plain", "none") else "draft"), lane_id)
+    graphs.show_lane(lane_id, label, colour)
+
+
 def feed(graphs: LaneGraphs, lane: str, events: list[StepEvent]) -> None:
-    for event in events:
-        graphs.append(lane, event)
+    graphs.model.append(lane, events)
 
 
 def data(graphs: LaneGraphs, lane: str, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +89,7 @@ def random_shape(n: int, seed: int = 1) -> list[tuple[int, int]]:
 
 def test_acceptance_rate_rolling_and_overall(graphs):
     shape = random_shape(50)
-    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    add_lane(graphs, "a", "lane a", DARK.lanes[0])
     feed(graphs, "a", run(shape))
     graphs.refresh()
     expected_rolling, expected_overall = [], []
@@ -95,13 +104,13 @@ def test_acceptance_rate_rolling_and_overall(graphs):
     np.testing.assert_allclose(rolling, expected_rolling, equal_nan=True)
     _, overall = data(graphs, "a", "overall")
     np.testing.assert_allclose(overall, expected_overall, equal_nan=True)
-    assert graphs.figures("a")["acceptance_rate"] == pytest.approx(expected_overall[-1])
+    assert graphs.model.figures("a")["acceptance_rate"] == pytest.approx(expected_overall[-1])
 
 
 def test_histogram_counts_steps_by_accepted_tokens(graphs):
-    graphs.add_lane("base", "plain", DARK.lanes[0])
-    graphs.add_lane("a", "lane a", DARK.lanes[1])
-    graphs.add_lane("b", "lane b", DARK.lanes[2])
+    add_lane(graphs, "base", "plain", DARK.lanes[0])
+    add_lane(graphs, "a", "lane a", DARK.lanes[1])
+    add_lane(graphs, "b", "lane b", DARK.lanes[2])
     feed(graphs, "base", run([(0, 0)] * 5))
     feed(graphs, "a", run([(4, 0), (4, 2), (4, 2), (0, 0), (4, 4), (3, 2)]))
     feed(graphs, "b", run([(2, 1)]))
@@ -116,13 +125,13 @@ def test_histogram_counts_steps_by_accepted_tokens(graphs):
     assert width == pytest.approx(0.4)
     np.testing.assert_allclose(bars["a"]["x"], np.arange(5) - 0.2)
     np.testing.assert_allclose(bars["b"]["x"], np.arange(2) + 0.2)
-    graphs.remove_lane("b")  # the remaining lane's bars take the whole bin again
+    graphs.model.remove("b")  # the remaining lane's bars take the whole bin again
     graphs.refresh()
     assert graphs.lane_items("a")["bars"].opts["width"] == pytest.approx(0.8)
 
 
 def test_acceptance_by_draft_position(graphs):
-    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    add_lane(graphs, "a", "lane a", DARK.lanes[0])
     feed(graphs, "a", run([(4, 0), (4, 2), (4, 4), (2, 1), (0, 0)]))
     graphs.refresh()
     x, y = data(graphs, "a", "position")
@@ -132,7 +141,7 @@ def test_acceptance_by_draft_position(graphs):
 
 
 def test_draft_positions_past_the_first_eight(graphs):
-    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    add_lane(graphs, "a", "lane a", DARK.lanes[0])
     feed(graphs, "a", run([(12, 3), (10, 2)]))  # K above the initial buffer of 8
     graphs.refresh()
     x, y = data(graphs, "a", "position")
@@ -141,7 +150,7 @@ def test_draft_positions_past_the_first_eight(graphs):
 
 
 def test_race_is_tokens_over_own_compute_time(graphs):
-    graphs.add_lane("a", "lane a", DARK.lanes[0])
+    add_lane(graphs, "a", "lane a", DARK.lanes[0])
     feed(graphs, "a", run([(2, 2), (2, 0), (2, 1)], ms=[100.0, 50.0, 250.0]))
     graphs.refresh()
     x, y = data(graphs, "a", "race")
@@ -150,9 +159,8 @@ def test_race_is_tokens_over_own_compute_time(graphs):
 
 
 def test_speedup_against_the_baseline_lane(graphs):
-    graphs.add_lane("plain", "plain", DARK.lanes[0])
-    graphs.add_lane("spec", "spec", DARK.lanes[1])
-    graphs.set_baseline("plain")
+    add_lane(graphs, "plain", "plain", DARK.lanes[0])
+    add_lane(graphs, "spec", "spec", DARK.lanes[1])
     # Baseline: 1, 2, 3 tokens at 0.2, 0.3, 0.4 s -> 5, 6.67, 7.5 tok/s.
     feed(graphs, "plain", run([(0, 0)] * 3, ms=[200.0, 100.0, 100.0]))
     # Lane: 3 tokens at 0.25 s (12 tok/s), 8 at 0.5 s (16 tok/s, past the baseline's end).
@@ -163,22 +171,21 @@ def test_speedup_against_the_baseline_lane(graphs):
     base_at_025 = (5.0 + 20 / 3) / 2  # halfway between the baseline's first two rates
     np.testing.assert_allclose(y, [12 / base_at_025, 16 / 7.5])
     assert len(data(graphs, "plain", "speedup")[0]) == 0  # the baseline is the unit line
-    assert graphs.figures("spec")["speedup"] == pytest.approx(16 / 7.5)
-    assert graphs.figures("plain")["speedup"] == pytest.approx(1.0)
+    assert graphs.model.figures("spec")["speedup"] == pytest.approx(16 / 7.5)
+    assert graphs.model.figures("plain")["speedup"] == pytest.approx(1.0)
     # The baseline is dashed in the race, the others solid.
     dash = pg.QtCore.Qt.PenStyle.DashLine
     assert graphs.lane_items("plain")["race"].opts["pen"].style() == dash
     assert graphs.lane_items("spec")["race"].opts["pen"].style() != dash
-    graphs.set_baseline(None)
+    graphs.model.reconfigure("plain", LaneSpec("draft"))  # no plain lane left
     graphs.refresh()
     assert len(data(graphs, "spec", "speedup")[0]) == 0
-    assert graphs.figures("spec")["speedup"] is None
+    assert graphs.model.figures("spec")["speedup"] is None
 
 
 def test_new_baseline_data_redraws_every_speedup(graphs):
-    graphs.add_lane("plain", "plain", DARK.lanes[0])
-    graphs.add_lane("spec", "spec", DARK.lanes[1])
-    graphs.set_baseline("plain")
+    add_lane(graphs, "plain", "plain", DARK.lanes[0])
+    add_lane(graphs, "spec", "spec", DARK.lanes[1])
     feed(graphs, "spec", run([(2, 2)] * 2))  # 3 tokens per 0.1 s
     graphs.refresh()
     assert len(data(graphs, "spec", "speedup")[0]) == 0  # no baseline data yet
@@ -188,8 +195,8 @@ def test_new_baseline_data_redraws_every_speedup(graphs):
 
 
 def test_refresh_redraws_only_dirty_lanes_and_append_draws_nothing(graphs):
-    graphs.add_lane("a", "a", DARK.lanes[0])
-    graphs.add_lane("b", "b", DARK.lanes[1])
+    add_lane(graphs, "a", "a", DARK.lanes[0])
+    add_lane(graphs, "b", "b", DARK.lanes[1])
     feed(graphs, "a", run([(2, 1)] * 3))
     feed(graphs, "b", run([(2, 1)] * 3))
     graphs.refresh()
@@ -199,7 +206,7 @@ def test_refresh_redraws_only_dirty_lanes_and_append_draws_nothing(graphs):
         original = curve.setData
         curve.setData = lambda *a, _lane=lane, _orig=original, **k: (calls.append(_lane),
                                                                      _orig(*a, **k))
-    graphs.append("a", run([(2, 1)] * 4)[-1])
+    feed(graphs, "a", run([(2, 1)] * 4)[-1:])
     assert calls == []  # appending never draws
     graphs.refresh()
     assert calls == ["a"]
@@ -208,14 +215,14 @@ def test_refresh_redraws_only_dirty_lanes_and_append_draws_nothing(graphs):
 
 
 def test_buffers_grow_past_their_first_capacity(graphs):
-    graphs.add_lane("a", "a", DARK.lanes[0])
+    add_lane(graphs, "a", "a", DARK.lanes[0])
     shape = random_shape(1000, seed=3)
     feed(graphs, "a", run(shape, ms=1.0))
     graphs.refresh()
     x, y = data(graphs, "a", "race")
     assert len(x) == 1001
     np.testing.assert_allclose(x[-1], 1.0)
-    assert y[-1] == sum(a + 1 for _, a in shape) == graphs.figures("a")["tokens"]
+    assert y[-1] == sum(a + 1 for _, a in shape) == graphs.model.figures("a")["tokens"]
 
 
 def _k_markers(plot: pg.PlotWidget) -> list[tuple[float, str]]:
@@ -224,35 +231,33 @@ def _k_markers(plot: pg.PlotWidget) -> list[tuple[float, str]]:
 
 
 def test_k_change_markers(graphs):
-    graphs.add_lane("a", "a", DARK.lanes[0])
-    feed(graphs, "a", run([(4, 2)] * 5, ms=100.0))
-    graphs.mark_k_change("a", 4, "K=8")
-    assert _k_markers(graphs.race_plot) == [(pytest.approx(0.5), "K=8")]
-    assert _k_markers(graphs.speedup_plot) == [(pytest.approx(0.5), "K=8")]
+    add_lane(graphs, "a", "a", DARK.lanes[0])
+    feed(graphs, "a", run([(4, 2)] * 4 + [(8, 2)], ms=100.0))  # K 4, then 8 from step 4
+    # At the time the step with the new K began: when the step before it ended.
+    assert _k_markers(graphs.race_plot) == [(pytest.approx(0.4), "K=8")]
+    assert _k_markers(graphs.speedup_plot) == [(pytest.approx(0.4), "K=8")]
     assert _k_markers(graphs.acceptance_plot) == [(4, "K=8")]
-    graphs.clear()
+    graphs.model.clear()
     assert _k_markers(graphs.race_plot) == []
 
 
 def test_figures_lanes_and_clear(graphs):
-    graphs.add_lane("a", "a", DARK.lanes[0])
-    assert graphs.figures("a") == {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
+    add_lane(graphs, "a", "a", DARK.lanes[0])
+    assert graphs.model.figures("a") == {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
                                    "mean_accepted_tokens": 0.0, "speedup": None,
                                    "decline_rate": None}
     feed(graphs, "a", run([(4, 3), (4, 1)], ms=200.0))
-    figures = graphs.figures("a")
+    figures = graphs.model.figures("a")
     assert figures["tokens"] == 6
     assert figures["tok_per_s"] == pytest.approx(15.0)
     assert figures["acceptance_rate"] == pytest.approx(0.5)
     assert figures["mean_accepted_tokens"] == pytest.approx(3.0)
-    with pytest.raises(ValueError):
-        graphs.add_lane("a", "again", DARK.lanes[1])
-    graphs.clear()
+    graphs.model.clear()
     graphs.refresh()
-    assert graphs.lanes == ("a",) and graphs.figures("a")["tokens"] == 0
+    assert graphs.lanes == ("a",) and graphs.model.figures("a")["tokens"] == 0
     assert len(data(graphs, "a", "race")[0]) == 1  # just the origin
     race_items = graphs.race_plot.getPlotItem().items
-    graphs.remove_lane("a")
+    graphs.model.remove("a")
     assert graphs.lanes == ()
     assert not any(item in graphs.race_plot.getPlotItem().items for item in race_items
                    if isinstance(item, pg.PlotDataItem))
@@ -266,43 +271,42 @@ def test_theme_recolours_the_plots(graphs):
 
 
 def test_cost_curve_shows_each_lane_where_it_runs(graphs):
-    graphs.add_lane("plain", "plain", DARK.lanes[0])
-    graphs.add_lane("spec", "spec", DARK.lanes[1])
-    graphs.set_baseline("plain")
+    add_lane(graphs, "plain", "plain", DARK.lanes[0])
+    add_lane(graphs, "spec", "spec", DARK.lanes[1])
     graphs.set_costs([1.0, 1.7, 2.5, 3.3, 3.7])
     feed(graphs, "plain", run([(0, 0)] * 4, ms=100.0))
     feed(graphs, "spec", run([(4, 3), (4, 4)], ms=250.0))
     graphs.refresh()
     dx, dy = graphs.cost_curve.dot_data("spec")
     assert dx[0] == pytest.approx(4.0)  # tokens proposed per step
-    assert dy[0] == pytest.approx(graphs.figures("spec")["speedup"])
+    assert dy[0] == pytest.approx(graphs.model.figures("spec")["speedup"])
     _xs, ys = graphs.cost_curve.curve_data("spec")
     alpha = 7 / 8
     assert ys[4] == pytest.approx((1 - alpha**5) / (1 - alpha) / 3.7)
-    graphs.remove_lane("spec")
+    graphs.model.remove("spec")
     assert "spec" not in graphs.cost_curve._items
 
 
 def test_one_key_names_every_lane_and_no_plot_has_a_legend(graphs):
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
-        graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
-    graphs.set_baseline("lane0")
+        add_lane(graphs, f"lane{i}", oracle, DARK.lane_colour(i))
     text = graphs.key.text()
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
         assert oracle in text and DARK.lane_colour(i) in text
     assert "none&nbsp;(baseline)" in text and text.count("baseline") == 1
     # Nothing sits over the curves: the plots have no legends of their own.
     assert all(plot.getPlotItem().legend is None for plot in graphs.plots.values())
-    graphs.remove_lane("lane3")
+    graphs.model.remove("lane3")
     graphs.set_lane_colour("lane2", "#123456")
     assert "draft" not in graphs.key.text() and "#123456" in graphs.key.text()
-    graphs.set_baseline(None)
+    graphs.model.reconfigure("lane0", LaneSpec("draft"))
+    graphs.model.update_baseline()
     assert "baseline" not in graphs.key.text()
 
 
 def test_picture_of_one_graph_has_the_key_above_it(graphs):
     for i, oracle in enumerate(("none", "prompt-lookup", "ngram", "draft")):
-        graphs.add_lane(f"lane{i}", oracle, DARK.lane_colour(i))
+        add_lane(graphs, f"lane{i}", oracle, DARK.lane_colour(i))
     graphs.resize(600, 700)
     graphs.show()
     picture = graphs.picture("race")
@@ -315,7 +319,7 @@ def test_picture_of_one_graph_has_the_key_above_it(graphs):
 
 
 def test_text_size_reaches_titles_axes_and_the_key(graphs):
-    graphs.add_lane("a", "none", DARK.lanes[0])
+    add_lane(graphs, "a", "none", DARK.lanes[0])
     graphs.set_text_size(16)
     item = graphs.race_plot.getPlotItem()
     assert item.titleLabel.opts["size"] == "18pt"
@@ -355,10 +359,9 @@ def test_a_refresh_paints_each_plot_once(graphs, qtbot):
     qtbot.waitExposed(graphs)
     n, streams = 300, {}
     for i, lane in enumerate(("plain", "a", "b")):
-        graphs.add_lane(lane, lane, DARK.lanes[i])
+        add_lane(graphs, lane, lane, DARK.lanes[i])
         shape = [(0, 0)] * n if lane == "plain" else random_shape(n, seed=i)
         streams[lane] = run(shape, ms=20.0 + 10 * i)
-    graphs.set_baseline("plain")
     for lane, events in streams.items():
         feed(graphs, lane, events[:200])
     graphs.refresh()
@@ -387,8 +390,9 @@ def test_half_the_plots_paint_a_moment_later(graphs, qtbot):
     graphs.resize(1200, 700)
     graphs.show()
     qtbot.waitExposed(graphs)
-    graphs.add_lane("a", "a", DARK.lanes[0])
-    events = run(random_shape(60, seed=3), ms=20.0)
+    add_lane(graphs, "a", "a", DARK.lanes[0])
+    # One K throughout: a K change would mark the race and speedup plots at once.
+    events = [replace(e, k=4) for e in run(random_shape(60, seed=3), ms=20.0)]
     feed(graphs, "a", events[:30])
     graphs.refresh()
     counter = _PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})

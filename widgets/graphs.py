@@ -1,11 +1,13 @@
 """Six live graphs comparing lanes (one run each): acceptance, depth, accepted tokens per
 step, the race, speedup and the cost curve, under one key of the lanes' colours.
 
-`append` only copies a few numbers into numpy buffers that grow by doubling and marks the
-lane dirty; `refresh` (called by a timer) recomputes the dirty lanes' curves with numpy and
-hands each curve to pyqtgraph once. Items and pens are made once per lane and reused.
-Time axes use each lane's own compute time (`Totals.compute_ms`), so lanes that ran side
-by side or one after another compare the same way.
+The graphs draw a lanes model they observe (app.board_model.BoardModel: its lanes' counted
+steps, totals, figures and baseline, and the signals it emits when they change); they keep
+no numbers of their own. A lane that stepped is marked dirty; `refresh` (called by a timer)
+recomputes the dirty lanes' curves with numpy and hands each curve to pyqtgraph once. Items
+and pens are made once per lane and reused. Time axes use each lane's own compute time
+(`Totals.compute_ms`), so lanes that ran side by side or one after another compare the
+same way.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from ..engines.events import StepEvent, Totals
 from .cost_curve import CostCurve
 from .lane_key import LaneKey
 from .palette import DARK, Theme
@@ -26,65 +27,34 @@ from .plot_style import TEXT_PT, make_plot, theme_plot
 
 WINDOW = 16  # steps in the rolling acceptance rate
 
-# Columns of a lane's per-step buffer.
+# Columns of a lane's per-step rows (the model's StepCounts.rows).
 STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
-
-
-class _Rows:
-    """Float rows appended one at a time; capacity doubles, so appends are O(1) amortised."""
-
-    def __init__(self, columns: int, capacity: int = 256) -> None:
-        self._data = np.empty((capacity, columns))
-        self.n = 0
-
-    def append(self, row: tuple[float, ...]) -> None:
-        if self.n == len(self._data):
-            self._data = np.concatenate([self._data, np.empty_like(self._data)])
-        self._data[self.n] = row
-        self.n += 1
-
-    def column(self, index: int) -> np.ndarray:
-        return self._data[: self.n, index]
-
-    def clear(self) -> None:
-        self.n = 0
-
-
-def _bump(counts: np.ndarray, index: int, by: int = 1) -> np.ndarray:
-    """counts[index] += by, growing the array (doubling) when index is past its end."""
-    if index >= len(counts):
-        counts = np.concatenate([counts, np.zeros(max(len(counts), index + 1), counts.dtype)])
-    counts[index] += by
-    return counts
-
 
 PAINT_GAP_MS = 16  # the second half of the plots is drawn this much later (see refresh)
 
 
 @dataclass(eq=False)
 class _Lane:
+    """How one lane is drawn: its label, colour, plot items and K markers."""
+
     label: str
     colour: str
-    rows: _Rows = field(default_factory=lambda: _Rows(5))
-    position_proposed: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
-    position_accepted: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
-    histogram: np.ndarray = field(default_factory=lambda: np.zeros(8, np.int64))
-    totals: Totals | None = None
     items: dict[str, pg.GraphicsObject] = field(default_factory=dict)
     markers: list[tuple[pg.PlotItem, pg.InfiniteLine]] = field(default_factory=list)
 
-    def reset(self) -> None:
-        self.rows.clear()
-        for counts in (self.position_proposed, self.position_accepted, self.histogram):
-            counts[:] = 0
-        self.totals = None
+    def clear_markers(self) -> None:
+        for plot, marker in self.markers:
+            plot.removeItem(marker)
+        self.markers.clear()
 
 
 class LaneGraphs(QWidget):
     """Acceptance over steps, accepted-count histogram, acceptance by position, race, speedup."""
 
-    def __init__(self, theme: Theme = DARK, parent: QWidget | None = None) -> None:
+    def __init__(self, model, theme: Theme = DARK, parent: QWidget | None = None) -> None:
+        """`model`: the lanes model drawn (app.board_model.BoardModel or one like it)."""
         super().__init__(parent)
+        self.model = model
         self._lanes: dict[str, _Lane] = {}
         self._baseline: str | None = None
         self._dirty: set[str] = set()
@@ -120,6 +90,11 @@ class LaneGraphs(QWidget):
         grid.addWidget(self.histogram_plot, 3, 0)
         grid.addWidget(self.cost_curve, 3, 1)
         self.set_theme(theme)
+        model.stepped.connect(self._mark_dirty)
+        model.k_marked.connect(self.mark_k_change)
+        model.cleared.connect(self._on_cleared)
+        model.baseline_changed.connect(self._set_baseline)
+        model.removed.connect(self._on_removed)
 
     @property
     def plots(self) -> dict[str, pg.PlotWidget]:
@@ -141,29 +116,33 @@ class LaneGraphs(QWidget):
 
     # ------------------------------------------------------------ lanes
 
-    def add_lane(self, lane_id: str, label: str, colour: str) -> None:
+    def show_lane(self, lane_id: str, label: str, colour: str) -> None:
+        """Draw a lane of the model, labelled (its oracle) and coloured; again: relabelled."""
         if lane_id in self._lanes:
-            raise ValueError(f"lane {lane_id!r} exists already")
+            self._on_removed(lane_id)
         lane = _Lane(label, colour)
         self._lanes[lane_id] = lane
         self._make_items(lane_id, lane)
         self._update_key()
         self._dirty.add(lane_id)
+        if lane_id == self.model.baseline():
+            self._set_baseline(lane_id)
 
-    def remove_lane(self, lane_id: str) -> None:
-        lane = self._lanes.pop(lane_id)
+    def _on_removed(self, lane_id: str) -> None:
+        lane = self._lanes.pop(lane_id, None)
+        if lane is None:
+            return
         for plot, item in self._placed(lane):
             plot.removeItem(item)
+        lane.clear_markers()
         self.cost_curve.remove_lane(lane_id)
         self._update_key()
         self._dirty.update(self._lanes)  # bar slots may shift
-        if lane_id == self._baseline:
-            self.set_baseline(None)
 
-    def set_baseline(self, lane_id: str | None) -> None:
+    def _set_baseline(self, lane_id: str | None) -> None:
         """The plain-decoding lane that speedups divide by (drawn dashed in the race)."""
         if lane_id is not None and lane_id not in self._lanes:
-            raise KeyError(lane_id)
+            return  # drawn once the board shows it
         self._baseline = lane_id
         for lid, lane in self._lanes.items():
             self._style_items(lid, lane)
@@ -182,27 +161,21 @@ class LaneGraphs(QWidget):
 
     # ------------------------------------------------------------ data
 
-    def append(self, lane_id: str, event: StepEvent) -> None:
-        """Record one step; drawn at the next refresh."""
-        lane = self._lanes[lane_id]
-        n_accepted = event.n_accepted
-        lane.rows.append((event.step, len(event.proposed), n_accepted,
-                          event.totals.compute_ms / 1000.0, event.totals.tokens))
-        lane.totals = event.totals
-        for i, token in enumerate(event.proposed):
-            lane.position_proposed = _bump(lane.position_proposed, i)
-            # Grown together with `position_proposed`, so the two always have one length.
-            lane.position_accepted = _bump(lane.position_accepted, i, int(token.accepted))
-        if event.proposed:
-            lane.histogram = _bump(lane.histogram, n_accepted)
-        self._dirty.add(lane_id)
+    def _mark_dirty(self, lane_id: str) -> None:
+        self._dirty.add(lane_id)  # drawn at the next refresh
+
+    def _counts(self, lane_id: str):
+        return self.model.lanes[lane_id].counts
 
     def mark_k_change(self, lane_id: str, event_step: int, label: str) -> None:
         """A vertical line labelled `label` ("K=8") at the lane's current time, and at
         `event_step` by steps."""
-        lane = self._lanes[lane_id]
-        rows = lane.rows
-        now = float(rows.column(SECONDS)[-1]) if rows.n else 0.0
+        lane = self._lanes.get(lane_id)
+        if lane is None:
+            return
+        # Marked once the step is counted: it began when the step before it ended.
+        seconds = self._counts(lane_id).rows.column(SECONDS)
+        now = float(seconds[-2]) if len(seconds) > 1 else 0.0
         for plot, x in ((self.race_plot, now), (self.speedup_plot, now),
                         (self.acceptance_plot, float(event_step))):
             marker = pg.InfiniteLine(
@@ -212,32 +185,13 @@ class LaneGraphs(QWidget):
             plot.addItem(marker)
             lane.markers.append((plot.getPlotItem(), marker))
 
-    def clear(self) -> None:
-        """Forget every lane's data and markers; the lanes themselves stay."""
-        for lane in self._lanes.values():
-            lane.reset()
-            for plot, marker in lane.markers:
-                plot.removeItem(marker)
-            lane.markers.clear()
-        self._dirty.update(self._lanes)
-
-    def figures(self, lane_id: str) -> dict[str, float | int | None]:
-        """A lane's headline numbers so far, for its header and for CSV export."""
-        totals = self._lanes[lane_id].totals
-        if totals is None:
-            return {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
-                    "mean_accepted_tokens": 0.0, "speedup": None, "decline_rate": None}
-        return {"tokens": totals.tokens, "tok_per_s": totals.tok_per_s,
-                "acceptance_rate": totals.acceptance_rate,
-                "decline_rate": totals.decline_rate,
-                "mean_accepted_tokens": totals.mean_accepted_tokens,
-                "speedup": self._speedup(totals)}
-
-    def _speedup(self, totals: Totals) -> float | None:
-        base = self._lanes[self._baseline].totals if self._baseline else None
-        if base is None or base.tok_per_s <= 0 or totals.tok_per_s <= 0:
-            return None
-        return totals.tok_per_s / base.tok_per_s
+    def _on_cleared(self, lane_id: str | None) -> None:
+        """The model forgot a lane's steps (None: every lane's): their K markers go too."""
+        lanes = self._lanes if lane_id is None else {lane_id: self._lanes.get(lane_id)}
+        for lid, lane in lanes.items():
+            if lane is not None:
+                lane.clear_markers()
+                self._dirty.add(lid)
 
     # ------------------------------------------------------------ drawing
 
@@ -252,7 +206,7 @@ class LaneGraphs(QWidget):
         self._dirty.clear()
         if dirty:
             for lane_id in dirty:
-                self._draw_acceptance(self._lanes[lane_id])
+                self._draw_acceptance(lane_id)
             self._draw_bars(dirty)
             self._settle_views(self._first_plots())
             self._later |= set(self._lanes) if self._baseline in dirty else dirty
@@ -270,7 +224,7 @@ class LaneGraphs(QWidget):
         self._second.stop()
         later, self._later = self._later & set(self._lanes), set()
         for lane_id in later:
-            self._draw_race(self._lanes[lane_id])
+            self._draw_race(lane_id)
             self._draw_speedup(lane_id)
             self._draw_operating_point(lane_id)
         self._settle_views([self.race_plot, self.speedup_plot, self.cost_curve.plot])
@@ -295,47 +249,49 @@ class LaneGraphs(QWidget):
     def _draw_operating_point(self, lane_id: str) -> None:
         """The lane's theoretical curve and where it runs: tokens proposed per step (the K
         it verifies, on average) against its measured speedup."""
-        lane, figures = self._lanes[lane_id], self.figures(lane_id)
-        totals = lane.totals
+        lane, figures = self._lanes[lane_id], self.model.figures(lane_id)
+        totals = self.model.lanes[lane_id].totals
         k = totals.proposed / totals.steps if totals and totals.steps else 0.0
         self.cost_curve.set_lane(lane_id, lane.label, lane.colour, figures["acceptance_rate"],
                                  k, figures["speedup"])
 
-    def _draw_acceptance(self, lane: _Lane) -> None:
-        rows, items = lane.rows, lane.items
+    def _draw_acceptance(self, lane_id: str) -> None:
+        counts, items = self._counts(lane_id), self._lanes[lane_id].items
+        rows = counts.rows
         steps = rows.column(STEP)
         rolling, overall = acceptance_curves(rows.column(PROPOSED), rows.column(ACCEPTED))
         items["rolling"].setData(steps, rolling, connect="finite")
         items["overall"].setData(steps, overall, connect="finite")
-        depth = _used(lane.position_proposed)
-        rate = _ratio(lane.position_accepted[:depth], lane.position_proposed[:depth])
+        depth = _used(counts.position_proposed)
+        rate = _ratio(counts.position_accepted[:depth], counts.position_proposed[:depth])
         items["position"].setData(np.arange(1, depth + 1), rate, connect="finite")
 
-    def _draw_race(self, lane: _Lane) -> None:
-        rows = lane.rows
-        lane.items["race"].setData(np.concatenate([[0.0], rows.column(SECONDS)]),
-                                   np.concatenate([[0.0], rows.column(TOKENS)]))
+    def _draw_race(self, lane_id: str) -> None:
+        rows = self._counts(lane_id).rows
+        self._lanes[lane_id].items["race"].setData(
+            np.concatenate([[0.0], rows.column(SECONDS)]),
+            np.concatenate([[0.0], rows.column(TOKENS)]))
 
     def _draw_bars(self, dirty: set[str]) -> None:
         """Bars side by side in each bin, one slot per lane that has proposed anything."""
-        barred = tuple(lid for lid, lane in self._lanes.items() if lane.histogram.any())
+        barred = tuple(lid for lid in self._lanes if self._counts(lid).histogram.any())
         if barred != self._barred:  # slots moved: every lane's bars shift
             self._barred = barred
             dirty = set(self._lanes)
         width = 0.8 / max(len(barred), 1)
         for lane_id in dirty:
-            lane = self._lanes[lane_id]
-            heights = lane.histogram[: _used(lane.histogram)]
+            histogram = self._counts(lane_id).histogram
+            heights = histogram[: _used(histogram)]
             slot = barred.index(lane_id) if lane_id in barred else 0
             x = np.arange(len(heights)) - 0.4 + width * (slot + 0.5)
-            lane.items["bars"].setOpts(x=x, height=heights, width=width)
+            self._lanes[lane_id].items["bars"].setOpts(x=x, height=heights, width=width)
 
     def _draw_speedup(self, lane_id: str) -> None:
         curve = self._lanes[lane_id].items["speedup"]
         if self._baseline is None or lane_id == self._baseline:
             curve.setData([], [])
             return
-        lane, base = self._lanes[lane_id].rows, self._lanes[self._baseline].rows
+        lane, base = self._counts(lane_id).rows, self._counts(self._baseline).rows
         curve.setData(*speedup_curve(lane.column(SECONDS), lane.column(TOKENS),
                                      base.column(SECONDS), base.column(TOKENS)))
 
