@@ -28,6 +28,7 @@ from specviz.engines.eagle.checkpoint import default_layers
 from specviz.engines.machine.precision import PRECISIONS
 from specviz.engines.medusa.heads import save_heads
 from specviz.engines.models.registry import resolve
+from specviz.engines.training import answers as ta
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt
 from specviz.engines.training.corpus import bundled_prompts, read_prompts
@@ -66,7 +67,7 @@ def train_both(a, out: Path) -> None:
         facts |= {"read_tokens": sum(len(x.tokens) for x in reading), "read_seconds": read_s}
         print(f"read: {len(reading)} chunks, {facts['read_tokens']} tokens (in {read_s} s)")
     if "medusa" in a.kinds:
-        medusa = mt.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
+        medusa = ta.TrainSettings(n_heads=a.depth, tokens=a.tokens, max_new=a.max_new,
                                   epochs=a.medusa_epochs, temperature=a.temperature,
                                   precision=a.precision)
         t0 = time.perf_counter()

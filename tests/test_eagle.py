@@ -28,8 +28,8 @@ from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.machine.precision import available_engines, int8_engine, training_precision
 from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
+from specviz.engines.training import answers as ta
 from specviz.engines.training import eagle as et
-from specviz.engines.training import medusa as mt
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 
@@ -40,7 +40,7 @@ def layers_of(backend) -> list[int]:
 
 def answers_to(backend, prompts, tokens=40, max_new=40):
     settings = et.EagleSettings(tokens=tokens, max_new=max_new, chat=False)
-    return mt.generate_answers(backend, prompts, settings, layers=layers_of(backend))
+    return ta.generate_answers(backend, prompts, settings, layers=layers_of(backend))
 
 
 def untrained(backend, folder):
@@ -263,7 +263,7 @@ def test_a_head_can_draft_from_a_reduced_vocabulary_of_the_commonest_tokens(tiny
     settings = et.EagleSettings(steps=30, lr=3e-3, batch=2, chat=False, draft_vocab=24)
     result = et.train(tiny_backend, answers, settings)
     kept = set((result.head.d2t + torch.arange(24)).tolist())
-    trained_on, _held_out = mt.split(answers, settings.held_out, settings.seed)
+    trained_on, _held_out = ta.split(answers, settings.held_out, settings.seed)
     written = {t for a in trained_on for t in a.tokens}
     assert len(kept) == 24 and (written <= kept or kept <= written)  # the commonest first
     assert 0 < result.training["draft_vocab_covers"] <= 1
@@ -303,9 +303,9 @@ def test_training_resumes_from_its_saved_state(tiny_backend, tmp_path):
 
 def test_answers_with_features_round_trip_through_the_cache(tiny_backend, tmp_path):
     answers = answers_to(tiny_backend, [PROMPT, "for i in range(10):"], tokens=30, max_new=15)
-    mt.save_answers(answers, tmp_path / "a.safetensors", prompts_used=2)
-    back = mt.load_answers(tmp_path / "a.safetensors")
-    assert mt.prompts_used(tmp_path / "a.safetensors") == 2
+    ta.save_answers(answers, tmp_path / "a.safetensors", prompts_used=2)
+    back = ta.load_answers(tmp_path / "a.safetensors")
+    assert ta.prompts_used(tmp_path / "a.safetensors") == 2
     for a, b in zip(answers, back):
         assert a.prompt == b.prompt and a.tokens == b.tokens
         assert torch.equal(a.features, b.features)

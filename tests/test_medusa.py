@@ -30,6 +30,7 @@ from specviz.engines.medusa.heads import (
 from specviz.engines.medusa.tree import ROOT, build_tree
 from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
+from specviz.engines.training import answers as ta
 from specviz.engines.training import medusa as tr
 from specviz.engines.training.corpus import read_prompts
 
@@ -87,13 +88,38 @@ def test_heads_start_close_to_the_next_token_head():
 
 
 def test_labels_look_k_tokens_ahead():
-    answer = tr.Answer(torch.zeros(4, 2), [10, 11, 12, 13])
+    answer = ta.Answer(torch.zeros(4, 2), [10, 11, 12, 13])
     assert tr.labels(answer, 2).tolist() == [[11, 12], [12, 13], [13, -100], [-100, -100]]
 
 
+def test_a_stopped_answering_goes_on_from_its_last_batch_and_is_then_reused(tiny_backend,
+                                                                           tmp_path):
+    from specviz.engines.training import cache
+
+    settings = ta.TrainSettings(tokens=40, max_new=10, chat=False, prompt_batch=1)
+    prompts = ["def add(a, b):", "The quick", "import os", "class A:"]
+    whole, seconds = cache.answers(tiny_backend, prompts, settings, tmp_path / "a", True)
+    assert seconds is not None and len(whole) == 4
+    said = []
+    again, seconds = cache.answers(tiny_backend, prompts, settings, tmp_path / "a", True,
+                                   say=said.append)
+    assert seconds is None and said[0].startswith("reusing the target's answers")
+    assert [a.tokens for a in again] == [a.tokens for a in whole]
+    # A run stopped after two prompts left its partial file: the next one writes the rest.
+    key = next((tmp_path / "a").glob("answers-*.safetensors")).name
+    partial = tmp_path / "b" / key.replace(".safetensors", ".partial.safetensors")
+    partial.parent.mkdir()
+    ta.save_answers(whole[:2], partial, prompts_used=2)
+    said = []
+    resumed, _ = cache.answers(tiny_backend, prompts, settings, tmp_path / "b", True,
+                               say=said.append)
+    assert said == [f"going on from 2 answers in {partial}"] and not partial.exists()
+    assert [a.tokens for a in resumed] == [a.tokens for a in whole]
+
+
 def test_hidden_rows_are_what_the_lm_head_read(tiny_backend):
-    settings = tr.TrainSettings(tokens=30, max_new=15, chat=False)
-    answers = tr.generate_answers(tiny_backend, ["def add(a, b):", "The quick"], settings)
+    settings = ta.TrainSettings(tokens=30, max_new=15, chat=False)
+    answers = ta.generate_answers(tiny_backend, ["def add(a, b):", "The quick"], settings)
     assert [len(a.tokens) for a in answers] == [15, 15]
     head = lm_head_of(tiny_backend.model)
     with torch.no_grad():
@@ -104,8 +130,8 @@ def test_hidden_rows_are_what_the_lm_head_read(tiny_backend):
 def test_batched_answers_are_plain_greedy_decoding(tiny_backend):
     """Left-padded prompts answered together write what each writes alone."""
     prompts = ["def add(a, b):", "The quick brown fox jumps over", "El niño"]
-    settings = tr.TrainSettings(tokens=100, max_new=12, chat=False, prompt_batch=3)
-    together = {tuple(a.prompt): a for a in tr.generate_answers(tiny_backend, prompts,
+    settings = ta.TrainSettings(tokens=100, max_new=12, chat=False, prompt_batch=3)
+    together = {tuple(a.prompt): a for a in ta.generate_answers(tiny_backend, prompts,
                                                                  settings)}
     for prompt in prompts:
         plain = Session(tiny_backend, make_oracle("none"),
@@ -113,7 +139,7 @@ def test_batched_answers_are_plain_greedy_decoding(tiny_backend):
         plain.run_to_end()
         answer = together[tuple(plain.prompt_ids)]
         assert answer.tokens == plain.context[len(plain.prompt_ids):]
-    alone = tr.generate_answers(tiny_backend, prompts, dataclasses.replace(settings,
+    alone = ta.generate_answers(tiny_backend, prompts, dataclasses.replace(settings,
                                                                           prompt_batch=1))
     for b in alone:
         a = together[tuple(b.prompt)]
@@ -125,29 +151,29 @@ def test_prompts_are_batched_with_prompts_of_their_length(tiny_backend, monkeypa
     """A batch is padded to its longest prompt: within a group of batches, short prompts
     go together and long ones together, and every prompt is answered once."""
     widths = []
-    answer_batch = tr._answer_batch
+    answer_batch = ta._answer_batch
 
     def spy(target, prompts, *args, **kwargs):
         widths.append(sorted(len(p) for p in prompts))
         return answer_batch(target, prompts, *args, **kwargs)
 
-    monkeypatch.setattr(tr, "_answer_batch", spy)
+    monkeypatch.setattr(ta, "_answer_batch", spy)
     long = "The quick brown fox jumps over the lazy dog " * 4
     prompts = [long, "def add(a, b):", long + "again", "El niño"]
-    settings = tr.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=2)
-    answers = tr.generate_answers(tiny_backend, prompts, settings)
+    settings = ta.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=2)
+    answers = ta.generate_answers(tiny_backend, prompts, settings)
     assert len(widths) == 2 and max(widths[0]) < min(widths[1])  # short ones, then long
     assert len(answers) == 4
 
 
 def test_writing_resumes_after_the_last_saved_group_of_batches(tiny_backend):
     prompts = ["def add(a, b):", "The quick brown fox", "El niño", "x = 1", "import os", "a"]
-    settings = tr.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=1)
+    settings = ta.TrainSettings(tokens=1000, max_new=4, chat=False, prompt_batch=1)
     saved = []
-    whole = tr.generate_answers(tiny_backend, prompts, settings,
+    whole = ta.generate_answers(tiny_backend, prompts, settings,
                                 on_batch=lambda a, used: saved.append((list(a), used)))
-    assert [used for _, used in saved] == [tr.CHUNK_BATCHES, len(prompts)]
-    resumed = tr.generate_answers(tiny_backend, prompts, settings, resume=saved[0])
+    assert [used for _, used in saved] == [ta.CHUNK_BATCHES, len(prompts)]
+    resumed = ta.generate_answers(tiny_backend, prompts, settings, resume=saved[0])
     assert [a.tokens for a in resumed] == [a.tokens for a in whole]
 
 
@@ -176,9 +202,9 @@ def test_backend_keeps_hidden_states_only_when_asked_and_drops_rolled_back_rows(
 def overfit_heads(backend, prompt: str, n_heads: int = 3, steps: int = 60,
                   precision: str = "fp32"):
     """Heads trained on the greedy answer to one prompt: they know it by heart."""
-    settings = tr.TrainSettings(n_heads=n_heads, tokens=40, max_new=40, chat=False,
+    settings = ta.TrainSettings(n_heads=n_heads, tokens=40, max_new=40, chat=False,
                                 steps=steps, lr=5e-2, batch=40, precision=precision)
-    answer = tr.generate_answers(backend, [prompt], settings)[0]
+    answer = ta.generate_answers(backend, [prompt], settings)[0]
     return tr.train(backend, [answer, answer], settings)
 
 
@@ -373,22 +399,22 @@ def test_medusa_is_lossless_on_smollm2(smol_hf, tmp_path):
 
 def test_answers_to_one_prompt_are_held_out_together():
     def answer(prompt, n):
-        return tr.Answer(torch.zeros(n, 2), list(range(n)), list(prompt))
+        return ta.Answer(torch.zeros(n, 2), list(range(n)), list(prompt))
 
     distinct = [answer([p], 3) for p in range(10)]
-    train, test = tr.split(distinct, 0.2, seed=0)
+    train, test = ta.split(distinct, 0.2, seed=0)
     order = np.random.default_rng(0).permutation(10)  # one answer a prompt: as ever
     assert [id(a) for a in test] == [id(distinct[i]) for i in order[:2]]
     assert [id(a) for a in train] == [id(distinct[i]) for i in order[2:]]
     sampled = [answer([p], 3 + s) for p in range(6) for s in range(3)]
     for seed in range(5):
-        train, test = tr.split(sampled, 0.2, seed)
+        train, test = ta.split(sampled, 0.2, seed)
         assert {tuple(a.prompt) for a in train}.isdisjoint(tuple(a.prompt) for a in test)
         assert len(test) >= round(0.2 * len(sampled)) and len(train) + len(test) == 18
     alike = [answer([1], 3), answer([1], 4)]  # one prompt: its answers split alone
-    assert [len(x) for x in tr.split(alike, 0.5, 0)] == [1, 1]
+    assert [len(x) for x in ta.split(alike, 0.5, 0)] == [1, 1]
     with pytest.raises(SpecvizError, match="at least two answers"):
-        tr.split(alike[:1], 0.5, 0)
+        ta.split(alike[:1], 0.5, 0)
 
 
 def test_train_heads_writes_several_sampled_answers_a_prompt(capsys, tiny_model_dir,
@@ -402,7 +428,7 @@ def test_train_heads_writes_several_sampled_answers_a_prompt(capsys, tiny_model_
     assert main(args) == 2
     assert "--samples above 1 needs --temperature" in capsys.readouterr().err
     assert main([*args, "--temperature", "1.0"]) == 0
-    cached = tr.load_answers(next((tmp_path / "heads").glob("answers-*.safetensors")))
+    cached = ta.load_answers(next((tmp_path / "heads").glob("answers-*.safetensors")))
     prompts = [tuple(a.prompt) for a in cached]
     assert len(set(prompts)) == 3 and all(prompts.count(p) == 3 for p in set(prompts))
     assert len({tuple(a.tokens) for a in cached}) > 3  # sampled: not one answer thrice
@@ -411,9 +437,9 @@ def test_train_heads_writes_several_sampled_answers_a_prompt(capsys, tiny_model_
 
 
 def test_answers_round_trip_through_the_disk_cache(tmp_path):
-    answers = [tr.Answer(torch.randn(3, 4), [1, 2, 3]), tr.Answer(torch.randn(2, 4), [7, 8])]
-    tr.save_answers(answers, tmp_path / "a.safetensors")
-    back = tr.load_answers(tmp_path / "a.safetensors")
+    answers = [ta.Answer(torch.randn(3, 4), [1, 2, 3]), ta.Answer(torch.randn(2, 4), [7, 8])]
+    ta.save_answers(answers, tmp_path / "a.safetensors")
+    back = ta.load_answers(tmp_path / "a.safetensors")
     assert [a.tokens for a in back] == [a.tokens for a in answers]
     assert all(torch.equal(a.hidden, b.hidden) for a, b in zip(answers, back))
 

@@ -12,6 +12,7 @@ import torch
 from specviz.app.cli.main import main
 from specviz.engines.eagle.checkpoint import CONFIG_FILE, default_layers
 from specviz.engines.errors import SpecvizError
+from specviz.engines.training import answers as ta
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt
 from specviz.engines.training import reading as rd
@@ -25,7 +26,7 @@ def layers_of(backend) -> list[int]:
 
 def test_reading_the_targets_own_answer_gives_what_writing_kept(tiny_backend):
     settings = et.EagleSettings(tokens=16, max_new=16, chat=False)
-    wrote = mt.generate_answers(tiny_backend, [PROMPT], settings,
+    wrote = ta.generate_answers(tiny_backend, [PROMPT], settings,
                                 layers=layers_of(tiny_backend))[0]
     seq = wrote.prompt + wrote.tokens
     got = rd.read(tiny_backend, [seq], layers_of(tiny_backend))[0]
@@ -47,13 +48,13 @@ def test_pieces_of_unequal_length_are_read_as_if_alone(tiny_backend):
 
 
 def test_both_kinds_of_heads_learn_the_targets_choices_not_the_text():
-    answer = mt.Answer(torch.zeros(4, 2), [10, 11, 12, 13], [9],
+    answer = ta.Answer(torch.zeros(4, 2), [10, 11, 12, 13], [9],
                        torch.zeros(4, 6, dtype=torch.float16), [20, 21, 22, 23])
-    assert mt.labels(answer, 2)[:, 0].tolist() == [21, 22, 23, mt.IGNORE]
+    assert mt.labels(answer, 2)[:, 0].tolist() == [21, 22, 23, ta.IGNORE]
     w = et.window(answer, 4, 1, np.random.default_rng(0))
     assert w.tokens[:4].tolist() == [10, 11, 12, 13]  # what the head reads: the text
     assert w.labels[:4].tolist() == [20, 21, 22, 23]  # what it learns: the target's choices
-    written = mt.Answer(torch.zeros(4, 2), [10, 11, 12, 13], [9],
+    written = ta.Answer(torch.zeros(4, 2), [10, 11, 12, 13], [9],
                         torch.zeros(4, 6, dtype=torch.float16))
     assert et.window(written, 4, 1, np.random.default_rng(0)).labels[:4].tolist() == [
         10, 11, 12, 13]
@@ -71,7 +72,7 @@ def test_hard_labels_from_a_draft_vocabulary_are_the_targets_choices(tiny_backen
     h = int(tiny_backend.model.config.hidden_size)
 
     def loss(labels):
-        answer = mt.Answer(torch.zeros(19, h), text[1:], text[:1],
+        answer = ta.Answer(torch.zeros(19, h), text[1:], text[:1],
                            torch.randn(19, 3 * h, generator=torch.Generator().manual_seed(1))
                            .half(), labels)
         batch = et.collate([et.window(answer, 19, 1, np.random.default_rng(0))])
@@ -82,10 +83,10 @@ def test_hard_labels_from_a_draft_vocabulary_are_the_targets_choices(tiny_backen
 
 
 def test_the_prompts_read_are_the_training_answers_only():
-    answers = [mt.Answer(torch.zeros(2, 2), [1, 2], list(range(100 * i, 100 * i + 40)))
+    answers = [ta.Answer(torch.zeros(2, 2), [1, 2], list(range(100 * i, 100 * i + 40)))
                for i in range(10)]
     pieces = rd.prompt_pieces(answers, 0.2, seed=3, size=32)
-    train_set, held_out = mt.split(answers, 0.2, 3)
+    train_set, held_out = ta.split(answers, 0.2, 3)
     assert sorted(p[0] for p in pieces) == sorted(a.prompt[0] for a in train_set)
     assert all(len(p) == 32 for p in pieces)  # each prompt's 8-token tail is too short to read
     assert not {p[0] for p in pieces} & {a.prompt[0] for a in held_out}
@@ -93,8 +94,8 @@ def test_the_prompts_read_are_the_training_answers_only():
 
 def test_choices_round_trip_through_the_cache(tiny_backend, tmp_path):
     read = rd.read(tiny_backend, [list(range(3, 40))], layers_of(tiny_backend))
-    mt.save_answers(read, tmp_path / "r.safetensors")
-    back = mt.load_answers(tmp_path / "r.safetensors")[0]
+    ta.save_answers(read, tmp_path / "r.safetensors")
+    back = ta.load_answers(tmp_path / "r.safetensors")[0]
     assert back.choices == read[0].choices and back.tokens == read[0].tokens
 
 

@@ -195,35 +195,18 @@ def _train_eagle(target, answers, settings, on_step, facts, layers, reading, fol
     return (lambda out: et.save(result, target, out)), result.accuracy
 
 
-def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, layers=None):
-    """The target's answers with their hidden states (and layer features for EAGLE), and the
-    seconds it took to write them: from the disk cache (seconds None) when the same corpus and
-    settings were run before, else written now and cached (batch by batch: a stopped run
-    goes on from its last batch)."""
-    from ...engines.medusa.heads import target_id
-    from ...engines.training import medusa as tr
+def _bar(desc: str, total: int, initial: int = 0):
+    return tqdm(total=total, initial=initial, desc=desc, unit="tok", file=sys.stderr)
 
-    key = tr.answers_key(prompts, settings, target_id(target.model, target.model_path)
-                         .fingerprint, layers)
-    cached = folder / f"answers-{key}.safetensors"
-    partial = folder / f"answers-{key}.partial.safetensors"
-    if reuse and cached.exists():
-        print(f"reusing the target's answers from {cached}", file=sys.stderr)
-        return tr.load_answers(cached), None
-    resume = ([], 0)
-    if reuse and partial.exists():
-        resume = (tr.load_answers(partial), tr.prompts_used(partial))
-        print(f"going on from {len(resume[0])} answers in {partial}", file=sys.stderr)
-    t0 = time.perf_counter()
-    done = sum(len(a.tokens) for a in resume[0])
-    with tqdm(total=settings.tokens, initial=done, desc="target writes", unit="tok",
-              file=sys.stderr) as bar:
-        answers = tr.generate_answers(
-            target, prompts, settings, bar.update, layers, resume,
-            lambda so_far, used: tr.save_answers(so_far, partial, used))
-    tr.save_answers(answers, cached)
-    partial.unlink(missing_ok=True)
-    return answers, round(time.perf_counter() - t0, 1)
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _answers(target, prompts: list[str], settings, folder: Path, reuse: bool, layers=None):
+    from ...engines.training import cache
+
+    return cache.answers(target, prompts, settings, folder, reuse, layers, _bar, _say)
 
 
 def _read_files(paths: list[Path]) -> list[Path]:
@@ -237,62 +220,20 @@ def _read_files(paths: list[Path]) -> list[Path]:
 
 def _reading(target, files: list[Path], tokens: int, folder: Path, reuse: bool, layers,
              seed: int):
-    """Chunks of `files` the target has read (features, hidden rows and its own choices),
-    and the seconds that took (None: from the disk cache)."""
-    from ...engines.training import reading as rd
+    from ...engines.training import cache
 
-    if not files:
-        return [], None
-    stamp = [[str(f), f.stat().st_size] for f in files]
-
-    def pieces():
-        got = rd.chunks(target, files, tokens, rd.CHUNK, seed)
-        if not got:
-            raise SpecvizError("no readable text in --read (UTF-8 files of 32 tokens or more)")
-        return got
-
-    return _read_cached(target, ["files", tokens, seed, stamp], pieces, folder, reuse, layers)
+    return cache.reading(target, files, tokens, folder, reuse, layers, seed, _bar, _say)
 
 
 def _prompts_read(target, answers, settings, folder: Path, reuse: bool, layers):
-    """The training answers' prompts, read by the target (the held-out ones stay unseen)."""
-    from ...engines.training import reading as rd
+    from ...engines.training import cache
 
-    facts = ["prompts", [a.prompt for a in answers], settings.held_out, settings.seed]
-    return _read_cached(target, facts, lambda: rd.prompt_pieces(
-        answers, settings.held_out, settings.seed), folder, reuse, layers)
-
-
-def _read_cached(target, facts: list, make_pieces, folder: Path, reuse: bool, layers):
-    """What the target reads from `make_pieces()`, cached in `folder` under a key of `facts`
-    (with the target, chunk size and layers), and the seconds reading took (None: cached)."""
-    import hashlib
-    import json
-
-    from ...engines.medusa.heads import target_id
-    from ...engines.training import medusa as tr
-    from ...engines.training import reading as rd
-
-    facts = [target_id(target.model, target.model_path).fingerprint, rd.CHUNK, layers, *facts]
-    key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
-    cached = folder / f"reading-{key}.safetensors"
-    if reuse and cached.exists():
-        print(f"reusing the text the target read from {cached}", file=sys.stderr)
-        return tr.load_answers(cached), None
-    t0 = time.perf_counter()
-    pieces = make_pieces()
-    if not pieces:
-        return [], None
-    with tqdm(total=sum(map(len, pieces)), desc="target reads", unit="tok",
-              file=sys.stderr) as bar:
-        reading = rd.read(target, pieces, layers, on_tokens=bar.update)
-    tr.save_answers(reading, cached)
-    return reading, round(time.perf_counter() - t0, 1)
+    return cache.prompts_read(target, answers, settings, folder, reuse, layers, _bar, _say)
 
 
 def _settings(args: argparse.Namespace):
+    from ...engines.training.answers import TrainSettings
     from ...engines.training.eagle import EagleSettings
-    from ...engines.training.medusa import TrainSettings
 
     kind = EagleSettings if args.kind == "eagle" else TrainSettings
     batch = args.batch if args.batch is not None else kind.batch

@@ -21,13 +21,50 @@ def decoder_layers(model):
     return layers
 
 
+class LayerInputHooks:
+    """Forward pre-hooks on chosen decoder layers: what enters them in each forward, joined
+    along the features in the order asked, is handed to `on_forward` (batch, positions,
+    features). A layer named twice (a shallow model) is hooked once. Shared by the runtime's
+    features (LayerFeatures) and training's answers (training.answers)."""
+
+    def __init__(self, model, layer_ids: Sequence[int], on_forward) -> None:
+        layers = decoder_layers(model)
+        self.order = tuple(int(i) for i in layer_ids)
+        for i in self.order:
+            if not 0 <= i < len(layers):
+                raise ValueError(f"layer {i} does not exist (the model has {len(layers)})")
+        self._on_forward = on_forward
+        self._parts: dict[int, object] = {}  # layer index -> what entered it in this forward
+        self._hooks = [layers[i].register_forward_pre_hook(self._catcher(i), with_kwargs=True)
+                       for i in sorted(set(self.order))]
+
+    def _catcher(self, index: int):
+        def catch(_module, args, kwargs) -> None:
+            self._parts[index] = args[0] if args else kwargs["hidden_states"]
+            if len(self._parts) == len(self._hooks):
+                import torch
+
+                parts, self._parts = self._parts, {}
+                self._on_forward(torch.cat([parts[i] for i in self.order], dim=-1))
+        return catch
+
+    def reset(self) -> None:
+        """Forget a forward's parts (one that failed midway)."""
+        self._parts = {}
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+
+
 class LayerFeatures:
     """Rows of the concatenated inputs of `layer_ids`, one per cached position."""
 
     def __init__(self) -> None:
-        self._hooks: list = []
+        self._hooks: LayerInputHooks | None = None
         self._armed = False
-        self._parts: dict[int, object] = {}  # layer index -> its output in this forward
+        self._caught = None  # this forward's joined inputs, once every layer has seen it
         self._order: tuple[int, ...] = ()
         self._rows = None  # (positions, features) tensor, position 0 first
 
@@ -37,40 +74,33 @@ class LayerFeatures:
 
     def enable(self, model, layer_ids: Sequence[int] | None) -> None:
         """Hook the given layers (None: unhook); rows kept so far are dropped."""
-        for hook in self._hooks:
-            hook.remove()
-        self._hooks, self._rows, self._parts, self._order = [], None, {}, ()
+        if self._hooks is not None:
+            self._hooks.close()
+        self._hooks, self._rows, self._caught, self._order = None, None, None, ()
         if model is None or not layer_ids:
             return
-        layers = decoder_layers(model)
-        order = tuple(int(i) for i in layer_ids)
-        for i in order:
-            if not 0 <= i < len(layers):
-                raise ValueError(f"layer {i} does not exist (the model has {len(layers)})")
-        self._order = order
-        for i in sorted(set(order)):  # a layer named twice (a shallow model) is hooked once
-            self._hooks.append(layers[i].register_forward_pre_hook(self._catcher(i),
-                                                                   with_kwargs=True))
+        self._hooks = LayerInputHooks(model, layer_ids, self._catch)
+        self._order = self._hooks.order
 
-    def _catcher(self, index: int):
-        def catch(_module, args, kwargs) -> None:
-            if self._armed:
-                self._parts[index] = args[0] if args else kwargs["hidden_states"]
-        return catch
+    def _catch(self, joined) -> None:
+        if self._armed:
+            self._caught = joined
 
     def arm(self) -> None:
-        self._armed, self._parts = bool(self._hooks), {}
+        self._armed, self._caught = self._hooks is not None, None
+        if self._hooks is not None:
+            self._hooks.reset()
 
     def took(self, start: int) -> None:
         """A forward ended whose tokens sit at positions start, start+1, ... Rows always
         begin at position 0; a forward after a gap (rows not held) leaves none."""
         self._armed = False
-        parts, self._parts = self._parts, {}
-        if not self._hooks or set(parts) != set(self._order):
+        caught, self._caught = self._caught, None
+        if caught is None:
             return
         import torch
 
-        new = torch.cat([parts[i][0].detach() for i in self._order], dim=-1)
+        new = caught[0].detach()
         if start == 0:
             self._rows = new
         elif self._rows is not None and len(self._rows) >= start:

@@ -32,7 +32,7 @@ from ..eagle.head import EagleHead, KeyValues
 from ..errors import SpecvizError
 from ..machine.precision import autocast, precision_here
 from ..medusa.heads import lm_head_of, target_id
-from .medusa import IGNORE, Answer, TrainSettings, split
+from .answers import IGNORE, Answer, TrainSettings, split
 
 STEP_DECAY = 0.8  # EAGLE-3 weights rollout step k's loss by 0.8**k
 CHECKPOINT = "training-state.pt"

@@ -19,11 +19,12 @@ import numpy as np
 import torch
 
 from ..backends.hf import TransformersBackend
+from ..backends.hf_features import LayerInputHooks
 from ..errors import SpecvizError
 from ..medusa.heads import lm_head_of
 from ..text_file import read_text
+from .answers import Answer, split
 from .corpus import read_prompts
-from .medusa import Answer, _LayerInputs, split
 
 SUFFIXES = (".py", ".md", ".rst", ".txt", ".jsonl")  # what a folder is searched for
 CHUNK = 256  # tokens a chunk: longer than a training window, short enough to batch
@@ -111,7 +112,9 @@ def _read_batch(target: TransformersBackend, pieces: list[list[int]],
     caught: list[torch.Tensor] = []
     hook = lm_head_of(model).register_forward_pre_hook(
         lambda _m, args: caught.append(args[0].float().cpu()))
-    layer_rows = _LayerInputs(model, layers) if layers else None
+    forwards: list[torch.Tensor] = []  # what entered `layers`, (B, n, 3H)
+    layer_rows = LayerInputHooks(model, layers, lambda joined: forwards.append(
+        joined.half().cpu())) if layers else None
     try:
         with torch.inference_mode():
             logits = model(input_ids=ids.to(target.device), use_cache=False).logits
@@ -121,7 +124,7 @@ def _read_batch(target: TransformersBackend, pieces: list[list[int]],
         if layer_rows:
             layer_rows.close()
     hidden = caught[0]
-    features = layer_rows.rows() if layer_rows else None
+    features = torch.cat(forwards, dim=1) if layer_rows else None
     answers = []
     for b, p in enumerate(pieces):
         n = len(p) - 1  # rows that have a next token in the piece
