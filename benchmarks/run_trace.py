@@ -9,6 +9,9 @@ callback, or a layer reaching above itself). Counted once per (caller, callee) m
 so the numbers describe the structure, not the length of the run.
 
     python benchmarks/run_trace.py            # prints the figures, --edges lists the climbs
+
+Before the rooms of #41: check out 6b41a6a and run this file with that tree first on
+PYTHONPATH (a folder holding it as `specviz`).
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ import io
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+
+def package_root() -> Path:
+    """The tree of the specviz that is imported (the one traced)."""
+    return Path(importlib.import_module("specviz").__file__).resolve().parent
 
 
 def module_files() -> dict[str, Path]:
-    files = {}
+    root, files = package_root(), {}
     for folder in ("app", "engines", "widgets"):
-        for path in (ROOT / folder).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+        for path in (root / folder).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             files[".".join(("specviz", *parts))] = path
@@ -70,22 +76,25 @@ def floors() -> dict[str, int]:
     return floor
 
 
-def engine_class():
-    for where in ("specviz.engines.host.engine_process", "specviz.engines.host.engine_process"):
+def _first_of(*names: str) -> str:
+    """The first of these modules that exists (the layout before #41 had other places)."""
+    for name in names:
         try:
-            return importlib.import_module(where).Engine
+            importlib.import_module(name)
+            return name
         except ModuleNotFoundError:
             continue
-    raise SystemExit("no engine process module found")
+    raise SystemExit(f"none of {', '.join(names)} found")
+
+
+def engine_class():
+    return importlib.import_module(_first_of("specviz.engines.host.engine_process",
+                                             "specviz.engines.engine_process")).Engine
 
 
 def run_spec_module():
-    for where in ("specviz.engines.host.run_spec", "specviz.engines.host.run_spec"):
-        try:
-            return importlib.import_module(where)
-        except ModuleNotFoundError:
-            continue
-    raise SystemExit("no run spec module found")
+    return importlib.import_module(_first_of("specviz.engines.host.run_spec",
+                                             "specviz.engines.run_spec"))
 
 
 def traced_run(target: str, tokens: int) -> set[tuple[str, str]]:
@@ -122,9 +131,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--edges", action="store_true", help="list the calls that climb up")
     args = parser.parse_args()
-    from specviz.engines.models import registry as models
-
-    target = str(models.resolve(args.target))
+    target = str(importlib.import_module(_first_of(
+        "specviz.engines.models.registry", "specviz.engines.models")).resolve(args.target))
     edges = traced_run(target, args.tokens)
     floor = floors()
     modules = {m for edge in edges for m in edge}

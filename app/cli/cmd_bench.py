@@ -12,6 +12,7 @@ from tqdm import tqdm
 from ...engines.bench import spec_bench as bench
 from ...engines.errors import SpecvizError
 from ...engines.host import run_builder
+from ...engines.host.k_policy import k_policy
 from ...engines.host.model_pool import ModelPool
 from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ...engines.trace import machine_info
@@ -61,13 +62,14 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
             for k in ([0] if is_plain(n) else ks)]
 
 
-def policy_maker(args: argparse.Namespace, target):
-    """Builds the auto-K chooser for an oracle (profiles measured once if not stored)."""
+def policy_maker(args: argparse.Namespace, target, drafts: dict):
+    """Builds the auto-K chooser for an oracle (profiles measured once if not stored), with
+    the draft model its lane loaded (`drafts`, by name)."""
 
     def make(oracle):
         lane = options.lane_spec(args, oracle.name, options.AUTO)
-        return run_builder.k_policy(lane, options.model_choice(args), oracle, target,
-                                    getattr(oracle, "draft", None), say=_say)
+        return k_policy(lane, options.model_choice(args), oracle, target,
+                        drafts.get(lane.draft_model), say=_say)
 
     return make
 
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
                                   run_builder.sampling_params(options.run_request(args, "")),
                                   on_record=lambda r: bar.update(),
-                                  make_policy=policy_maker(args, target),
+                                  make_policy=policy_maker(args, target, drafts),
                                   repeat=args.repeat)
     rows = bench.summarise(records)
     table = bench_tables.markdown_table(rows)

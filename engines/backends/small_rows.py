@@ -2,12 +2,11 @@
 
 Decoding multiplies every weight matrix by 1 row (a plain step) or a few (a verification
 batch). PyTorch's `F.linear(x, W)` hands those to the BLAS as `x @ W.T`, and MKL's kernels for
-that form read the whole weight matrix once per row on some CPUs: on an AMD EPYC (AVX-512)
-a 2-row pass of smollm2-135m cost 1.6x a 1-row pass and 3 rows 2x, more than 4 to 12 rows.
-The same product written `W @ x.T`, with `x` contiguous and a lone row repeated to make two,
-goes through the blocked matrix product, which reads the weights once: 35 ms a 1-row pass
-instead of 57, 2 rows 38 ms instead of 93 (docs/results.md). A speculative step's cost hinges
-on how much a few extra rows cost, so this decides whether short drafts can pay at all.
+that form read the whole weight matrix once per row on some CPUs (2 or 3 rows then cost more
+than 4 to 12). The same product written `W @ x.T`, with `x` contiguous and a lone row
+repeated to make two, goes through the blocked matrix product, which reads the weights once
+(measured: docs/results.md, docs/architecture.md). A speculative step's cost hinges on how
+much a few extra rows cost, so this decides whether short drafts can pay at all.
 
 Whether routing pays depends on the CPU and the BLAS, so it is measured on the model's own
 weight shapes, once per CPU, torch version, thread count and set of shapes, and remembered.

@@ -50,8 +50,38 @@ class Lane(Protocol):
         """Hand its models back (`reusable=False`: it failed, free them)."""
 
 
+class _Delegated:
+    """What both lanes hand to their session: its summary, pause, resume and stop."""
+
+    session: Session | ServerSession
+
+    @property
+    def summary(self) -> ev.SummaryEvent | None:
+        return self.session.summary
+
+    def pause(self) -> None:
+        self.session.pause()
+
+    def resume(self) -> None:
+        self.session.resume()
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+        try:
+            return self._take(kind, fields, say)
+        except SpecvizError as exc:
+            return str(exc)
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"bad control {kind}: {exc}"
+
+    def _take(self, kind: str, fields: dict, say: Say) -> str | None:
+        raise NotImplementedError
+
+
 @dataclass
-class LocalLane:
+class LocalLane(_Delegated):
     """An oracle and a target (and a draft) on this machine, stepped by a Session."""
 
     lane_id: str
@@ -69,31 +99,22 @@ class LocalLane:
         yield from self.session
 
     @property
-    def summary(self) -> ev.SummaryEvent | None:
-        return self.session.summary
-
-    @property
     def build(self) -> str:
         from ..backends.probe import backend_build
 
         return backend_build(self.session.target.name)
 
-    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+    def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         session = self.session
         if is_plain(session.oracle.name):
             return None
-        try:
-            if kind == "set_k":
-                session.set_k(int(fields["k"]))
-            elif kind == "set_knob":
-                if fields["name"] in session.oracle.knobs():
-                    session.oracle.set_knob(fields["name"], fields["value"])
-            elif kind == "set_auto":
-                self._set_auto(bool(fields["on"]), int(fields.get("k", session.k)), say)
-        except SpecvizError as exc:
-            return str(exc)
-        except (KeyError, TypeError, ValueError) as exc:
-            return f"bad control {kind}: {exc}"
+        if kind == "set_k":
+            session.set_k(int(fields["k"]))
+        elif kind == "set_knob":
+            if fields["name"] in session.oracle.knobs():
+                session.oracle.set_knob(fields["name"], fields["value"])
+        elif kind == "set_auto":
+            self._set_auto(bool(fields["on"]), int(fields.get("k", session.k)), say)
         return None
 
     def _set_auto(self, on: bool, k: int, say: Say) -> None:
@@ -108,15 +129,6 @@ class LocalLane:
             if session.context and session.target.tokens != session.context[:-1]:
                 session.target.sync(session.context[:-1])
 
-    def pause(self) -> None:
-        self.session.pause()
-
-    def resume(self) -> None:
-        self.session.resume()
-
-    def stop(self) -> None:
-        self.session.stop()
-
     def close(self, reusable: bool = True) -> None:
         self.session.oracle.close()
         for backend in self.backends:
@@ -128,7 +140,7 @@ class LocalLane:
 
 
 @dataclass
-class ServerLane:
+class ServerLane(_Delegated):
     """A completion streamed from a serving engine, its steps read from what it streams."""
 
     lane_id: str
@@ -139,34 +151,16 @@ class ServerLane:
         yield from self.session
 
     @property
-    def summary(self) -> ev.SummaryEvent | None:
-        return self.session.summary
-
-    @property
     def build(self) -> str:
         return self.header["server"]["build"]
 
-    def control(self, kind: str, fields: dict, say: Say = lambda _: None) -> str | None:
+    def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         """K where the engine takes it per request; auto K and oracle settings are local."""
-        try:
-            if kind == "set_k":
-                self.session.set_k(int(fields["k"]))
-            elif kind == "set_auto" and fields["on"]:
-                return "auto K prices a local model's steps; a server chooses its own draft length"
-        except SpecvizError as exc:
-            return str(exc)
-        except (KeyError, TypeError, ValueError) as exc:
-            return f"bad control {kind}: {exc}"
+        if kind == "set_k":
+            self.session.set_k(int(fields["k"]))
+        elif kind == "set_auto" and fields["on"]:
+            return "auto K prices a local model's steps; a server chooses its own draft length"
         return None
-
-    def pause(self) -> None:
-        self.session.pause()
-
-    def resume(self) -> None:
-        self.session.resume()
-
-    def stop(self) -> None:
-        self.session.stop()
 
     def close(self, reusable: bool = True) -> None:
         """Nothing is held here: the stream ends with the run (or with `stop`)."""

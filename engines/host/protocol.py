@@ -5,7 +5,7 @@ socket to an engine on another machine. Every message carries the protocol versi
 kind `msg`; the rest are the kind's fields. A peer refuses a version it does not speak.
 
 To the engine:
-  run      {spec}                       a run spec (engines.run_spec.to_dict)
+  run      {spec}                       a run spec (engines.host.run_spec.to_dict)
   set_k    {lane, k}                    a lane's K from its next step
   set_auto {lane, on, k}                cost-aware K on (the profile measured if missing) or
                                         off, back to the fixed K `k`

@@ -35,7 +35,7 @@ K_MAX = 32
 
 
 class KPolicy(Protocol):
-    """Chooses K before each step from what it has observed (engines.auto_k.AutoK)."""
+    """Chooses K before each step from what it has observed (engines.cost.auto_k.AutoK)."""
 
     def choose(self, context: Sequence[int]) -> int: ...
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class Stepping(Protocol):
-    """What a tree step needs of the session it steps (engines.session.Session)."""
+    """What a tree step needs of the session it steps (engines.loop.session.Session)."""
 
     target: _Backend
     oracle: Oracle

@@ -60,15 +60,11 @@ class NGramCache:
 class NGramOracle(CopyingOracle):
     name = "ngram"
     source = "ngram"
-    # The same verbatim length holds more often in some texts than others (a guess after a
-    # 4-token match: right 96% of the time in code edits, 85% in prose, far less in math), so
-    # auto K follows the last ~50 judgments per length, not all. In a replay of the
-    # Spec-Bench questions (5 per group) that took translation from 0.92x to 0.98x of plain
-    # decoding and RAG from 0.95x to 0.98x, for 1% less on code edits.
+    # A verbatim length holds more often in some texts than in others (code edits more than
+    # prose, prose far more than math), so auto K follows the last ~50 judgments per length,
+    # not all of them (docs/auto-k.md has the replays that chose it).
     evidence_decay = 0.02
-    # Its prior, draft cap and minimum gain are prompt lookup's (verbatim.CopyingOracle): in
-    # a replay, Laplace's prior without a cap left RAG at 0.96x and translation at 0.98x of
-    # plain decoding, against 1.00x with them, and code edits at 1.46x against 1.51x.
+    # Its prior, draft cap and minimum gain are prompt lookup's (verbatim.CopyingOracle).
 
     def __init__(self, corpus_ids: Sequence[int] | None = None, **settings) -> None:
         super().__init__(**settings)

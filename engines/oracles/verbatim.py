@@ -37,23 +37,17 @@ class CopyingOracle(Oracle, AutoKHints):
     """An oracle whose guesses extend a verbatim repeat (subclasses implement match_length)."""
 
     # Auto K drafts only when it expects 10% over a plain step: its odds are pooled over all
-    # text so far, and copies that held in a summary fail in a math answer (a failed 4-token
-    # draft costs 2.4 plain steps here). In a replay of the Spec-Bench questions this took
-    # prompt lookup's math from 0.97x to 1.00x for 3% less on code edits.
+    # the text so far, and copies that held in a summary fail in a math answer, where a failed
+    # draft costs several plain steps (docs/auto-k.md).
     min_gain = 0.1
 
     def draft_limit(self, length: int) -> int | None:
-        """2m: a verbatim match of m tokens vouches for about as many more. (In a real run of
-        the Spec-Bench math questions, 31-token drafts of prompt lookup after 7-token
-        matches, whose odds had been learnt on summaries, failed at once, each costing 10
-        plain steps. In a replay of those questions and the code edits the cap took nothing
-        from either.)"""
+        """2m: a verbatim match of m tokens vouches for about as many more; a longer draft
+        after a short match rides on odds learnt on other text, and fails whole."""
         return 2 * length
 
     def match_prior(self, length: int) -> float:
         """m/(m+2): the rule of succession over the m-1 tokens the match has gone on after
-        its first and the mismatch that bounds it. Measured on Qwen2.5-Coder-1.5B's own
-        outputs (15 code edits, 60 Spec-Bench questions), the next copied token held 51-56%
-        of the time after 2 matching tokens, 55-62% after 3, 72-75% after 5, 81-83% after 7:
-        Laplace's (m+1)/(m+2) (75%, 80%, 86%, 89%) sent long drafts after short matches."""
+        its first and the mismatch that bounds it. Laplace's (m+1)/(m+2) is too hopeful for
+        copies after short matches (measured: docs/auto-k.md)."""
         return length / (length + 2)
