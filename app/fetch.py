@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.models import registry as models
+from ..engines import models
+from ..engines.models.download_process import DownloadCancelled
 
 
 def _mb(n: int) -> str:
@@ -98,7 +99,7 @@ async def fetch(parent: QWidget, name: str, executor: Executor,
     try:
         return await loop.run_in_executor(
             executor, lambda: models.pull(name, progress=dialog.report, cancel=dialog.cancel))
-    except models.DownloadCancelled:
+    except DownloadCancelled:
         return None
     finally:
         dialog.hide()

@@ -17,10 +17,10 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from ..engines import events as ev
+from ..engines import models
 from ..engines.errors import SpecvizError
 from ..engines.host import run_spec as rs
 from ..engines.host.run_spec import RunRequest
-from ..engines.models import registry as models
 from ..engines.trace import TraceWriter
 from .board import LaneBoard
 from .engine_client import EngineClient, EngineLink

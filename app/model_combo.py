@@ -21,7 +21,7 @@ _found: list | None = None
 
 
 def registry_names() -> list[str]:
-    from ..engines.models.registry import load_registry
+    from ..engines.models import load_registry
 
     return list(load_registry())
 

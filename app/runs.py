@@ -22,7 +22,7 @@ __all__ = ["DEFAULT_TARGET", "MAX_LANES", "gui_threads", "new_trace_path", "prof
 
 
 def traces_dir() -> Path:
-    from ..engines.models.registry import home_dir
+    from ..engines.models import home_dir
 
     return home_dir("data") / "traces"
 

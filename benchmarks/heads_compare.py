@@ -27,7 +27,7 @@ from specviz.engines.backends import load_backend
 from specviz.engines.eagle.checkpoint import default_layers
 from specviz.engines.machine.precision import PRECISIONS
 from specviz.engines.medusa.heads import save_heads
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 from specviz.engines.training import answers as ta
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt

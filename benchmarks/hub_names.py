@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from specviz.engines.models.registry import is_present, load_registry, model_path  # noqa: E402
+from specviz.engines.models import is_present, load_registry, model_path  # noqa: E402
 
 
 def stand_in(names: list[str]):

@@ -18,7 +18,7 @@ import time
 from specviz.engines.backends import llama as llama_backend
 from specviz.engines.backends.llama import LlamaBackend, system_info
 from specviz.engines.machine.hardware import read_cpu
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 
 CONTEXT, BATCH = 256, 8
 

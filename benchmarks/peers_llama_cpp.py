@@ -49,7 +49,7 @@ from specviz.engines.cost import profile as prof
 from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.events import StepEvent
 from specviz.engines.loop.session import RunSettings, Session, warm_up
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 from specviz.engines.oracles import make_oracle
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")

@@ -36,7 +36,7 @@ from typing import NamedTuple
 from specviz.engines.backends.hf import TransformersBackend
 from specviz.engines.bench.spec_bench import load_questions
 from specviz.engines.loop.session import RunSettings, Session
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 

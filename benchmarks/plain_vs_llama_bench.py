@@ -20,7 +20,7 @@ import subprocess
 
 from specviz.engines.backends.llama import LlamaBackend
 from specviz.engines.loop.session import RunSettings, Session, warm_up
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 from specviz.engines.oracles.none import NoOracle
 
 

@@ -131,8 +131,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--edges", action="store_true", help="list the calls that climb up")
     args = parser.parse_args()
-    target = str(importlib.import_module(_first_of(
-        "specviz.engines.models.registry", "specviz.engines.models")).resolve(args.target))
+    target = str(importlib.import_module("specviz.engines.models").resolve(args.target))
     edges = traced_run(target, args.tokens)
     floor = floors()
     modules = {m for edge in edges for m in edge}

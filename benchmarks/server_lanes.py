@@ -27,7 +27,7 @@ from pathlib import Path
 from specviz.engines import events as ev
 from specviz.engines.host import run_spec as rs
 from specviz.engines.host.run_builder import build_server_lane
-from specviz.engines.models.registry import resolve
+from specviz.engines.models import resolve
 from specviz.engines.oracles.registry import SERVER
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specviz.engines.errors import ModelError
-from specviz.engines.models.registry import pull
+from specviz.engines.models import pull
 
 
 @pytest.fixture(scope="session")

@@ -338,7 +338,8 @@ def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
 def fake_fetch(monkeypatch, tmp_path):
     """No network and no question: `ask` says yes, `pull` reports progress from its thread."""
     from specviz.app import fetch
-    from specviz.engines.models import registry as models
+    from specviz.engines import models
+    from specviz.engines.models.download_process import DownloadCancelled
 
     async def yes(*_args) -> bool:
         return True
@@ -347,7 +348,7 @@ def fake_fetch(monkeypatch, tmp_path):
         for done in range(0, 101, 25):
             progress(done, 100, "downloading")
             if cancel.wait(0.05 if done < 100 else 0):
-                raise models.DownloadCancelled("download cancelled")
+                raise DownloadCancelled("download cancelled")
         return tmp_path / f"{name}.gguf"
 
     monkeypatch.setattr(fetch, "ask", yes)

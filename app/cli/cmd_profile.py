@@ -12,7 +12,7 @@ from ...engines.backends import load_backend
 from ...engines.backends.base import Backend
 from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
-from ...engines.models.registry import resolve
+from ...engines.models import resolve
 from . import options
 
 

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ...engines.cost.head_floor import will_not_pay
 from ...engines.errors import SpecvizError
-from ...engines.models.registry import resolve
+from ...engines.models import resolve
 from . import options
 
 

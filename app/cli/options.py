@@ -9,7 +9,7 @@ from ...engines.backends import BACKENDS, load_backend
 from ...engines.backends.base import Backend
 from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
 from ...engines.loop.session import K_MAX, check_k
-from ...engines.models.registry import resolve
+from ...engines.models import resolve
 from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
 from ...engines.oracles.registry import Setting
@@ -126,7 +126,7 @@ def setting_flags() -> dict[str, list[tuple[str, Setting]]]:
 def settle_backend(args: argparse.Namespace) -> None:
     """`--backend` left out: the target's format decides (after it has been fetched)."""
     if hasattr(args, "backend") and args.backend is None:
-        from ...engines.models.registry import backend_for
+        from ...engines.models import backend_for
 
         args.backend = backend_for(getattr(args, "target", None) or DEFAULT_TARGET)
 

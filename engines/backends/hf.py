@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import BackendError
 from ..machine.device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
-from ..models.registry import home_dir
+from ..models import home_dir
 from . import small_rows
 from .base import HIDDEN_STATES, Backend
 from .hf_features import LayerFeatures

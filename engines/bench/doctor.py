@@ -96,7 +96,7 @@ def torch_facts() -> dict:
 
 
 def model_facts() -> list[dict]:
-    from ..models.registry import is_present, load_registry, model_path
+    from ..models import is_present, load_registry, model_path
 
     return [{"name": s.name, "present": is_present(s), "path": str(model_path(s))}
             for s in load_registry().values()]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..backends.base import Backend, sync_device
 from ..errors import SpecvizError
-from ..models.registry import home_dir
+from ..models import home_dir
 
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 CONTEXTS = (128, 512, 1024)

@@ -43,7 +43,7 @@ def default_layers(n_layers: int) -> list[int]:
 def head_dir(model_path: str | Path) -> Path:
     """Where a model's EAGLE head lives by default: beside the .gguf file, or in its folder
     (in specviz's cache for a model in another tool's store)."""
-    from ..models.registry import side_folder
+    from ..models import side_folder
 
     return side_folder(model_path, "eagle")
 

@@ -69,14 +69,14 @@ def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> Serv
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
-    from ..models.registry import resolve
+    from ..models import resolve
 
     return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx)
 
 
 def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
     """The pool keys a run with these lanes uses (a model that does not resolve is left out)."""
-    from ..models.registry import resolve
+    from ..models import resolve
     from .model_pool import ModelKey
 
     keys = []
@@ -121,7 +121,7 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
 def head_folder(name: str | None) -> Path | None:
     """A heads folder given as a path, or as a Hub name (a published EAGLE-3 head) that is in
     the Hub cache."""
-    from ..models.registry import is_hub_name, resolve
+    from ..models import is_hub_name, resolve
 
     if not name:
         return None
@@ -159,7 +159,7 @@ def settings(lane: LaneSpec, request: RunRequest) -> RunSettings:
 
 def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
     """Line 1 of a lane's trace: models with checksums, settings, machine, prompt."""
-    from ..models.registry import identify
+    from ..models import identify
     from ..trace import machine_info
 
     target = session.target

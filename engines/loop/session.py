@@ -194,6 +194,12 @@ class Session(RunControls):
         )
         yield self.summary
 
+    def keep(self, tokens: list[int]) -> None:
+        """A step's outcome joins the context (the accepted drafts, then the target's own
+        token); the oracle sees the new context."""
+        self.context += tokens
+        self.oracle.observe(self.context)
+
     def _step(self, totals: ev.Totals, stream: TextStream, rng) -> ev.StepEvent:
         t0 = time.perf_counter()
         room = min(self.settings.max_tokens - totals.tokens,
@@ -243,8 +249,7 @@ class Session(RunControls):
             verdict = verify_typical(proposal.tokens, logits, s.params, rng, s.typical)
         self.target.truncate(len(self.context) + verdict.n_accepted)
         position = len(self.context)
-        self.context += [*proposal.tokens[: verdict.n_accepted], verdict.token]
-        self.oracle.observe(self.context)
+        self.keep([*proposal.tokens[: verdict.n_accepted], verdict.token])
         proposed, target, text = _event_tokens(proposal, verdict, stream)
         other_ms = _ms_since(t2)
         timing = ev.Timing(_ms(t1 - t0), _ms(t2 - t1), other_ms)

@@ -28,8 +28,10 @@ class Stepping(Protocol):
 
     target: _Backend
     oracle: Oracle
-    context: list[int]
+    context: list[int]  # read here; a step's outcome joins it through `keep`
     settings: object  # RunSettings: its sampling params
+
+    def keep(self, tokens: list[int]) -> None: ...
 
 
 def forward_tree(target: Backend, pending: int,
@@ -80,8 +82,7 @@ def tree_step(session: Stepping, proposal: TreeProposal, k: int, totals: ev.Tota
         oracle.side_logits(logits[n + 1 :])
     target.keep_path([0, *(slots[i] for i in verdict.path)])
     position = len(session.context)
-    session.context += [*(proposal.tokens[i] for i in verdict.path), verdict.token]
-    oracle.observe(session.context)
+    session.keep([*(proposal.tokens[i] for i in verdict.path), verdict.token])
     nodes, proposed, target_token, text = tree_event_tokens(proposal, verdict, stream)
     timing = ev.Timing((t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
     totals = totals.after_step(n, verdict.n_accepted, timing)

@@ -92,7 +92,7 @@ class HeadsConfig:
 def heads_dir(model_path: str | Path) -> Path:
     """Where a model's heads live: beside its .gguf file, or inside its model folder (in
     specviz's cache for a model in another tool's store)."""
-    from ..models.registry import side_folder
+    from ..models import side_folder
 
     return side_folder(model_path, "medusa")
 
