@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from specviz.app.cli.main import main
-from specviz.engines.cost.head_floor import FLOOR, depth1, will_not_pay
+from specviz.engines.medusa.head_floor import FLOOR, depth1, will_not_pay
 from specviz.engines.medusa.heads import CONFIG_FILE
 from specviz.engines.training.stdlib_prompts import stdlib_prompts
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ...engines.cost.head_floor import will_not_pay
 from ...engines.errors import SpecvizError
+from ...engines.medusa.head_floor import will_not_pay
 from ...engines.models import resolve
 from . import options
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..cost.head_floor import refuse_weak_default
 from ..errors import SpecvizError
+from ..medusa.head_floor import refuse_weak_default
 from ..medusa.heads import TargetId, lm_head_of, target_id
 from .head import EagleHead, HeadShape
 

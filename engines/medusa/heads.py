@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..cost.head_floor import refuse_weak_default
 from ..errors import SpecvizError
+from .head_floor import refuse_weak_default
 
 FORMAT = "specviz-medusa-1"
 WEIGHTS_FILE = "heads.safetensors"
