@@ -12,6 +12,9 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Every small product the routed way: the same on every machine, and nothing measured or stored.
 os.environ.setdefault("SPECVIZ_SMALL_ROWS", "on")
+# float32 unless a test asks: bfloat16 would be the default only on CPUs that multiply it
+# natively, and a test must check the same arithmetic on every machine.
+os.environ.setdefault("SPECVIZ_DTYPE", "float32")
 sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
 
 from crash_report import pytest_handlecrashitem, pytest_report_header  # noqa: F401  (hooks)

@@ -19,19 +19,24 @@ AMPERE = DeviceFacts(cuda=True, cuda_bf16=True)  # A100, H100, RTX 30xx and late
 TURING = DeviceFacts(cuda=True, cuda_bf16=False)  # T4, RTX 20xx: no native bfloat16
 MAC = DeviceFacts(mps=True)
 BARE = DeviceFacts()
+BF16_CPU = DeviceFacts(cpu_bf16=True)  # AVX-512 BF16 or AMX: bfloat16 products in hardware
 
 
-@pytest.mark.parametrize(("facts", "auto", "dtype"), [
-    (AMPERE, "cuda", "bfloat16"),
-    (TURING, "cuda", "float16"),
-    (MAC, "mps", "float16"),
-    (BARE, "cpu", "float32"),
+@pytest.mark.parametrize(("facts", "auto", "dtype", "cpu_dtype"), [
+    (AMPERE, "cuda", "bfloat16", "float32"),
+    (TURING, "cuda", "float16", "float32"),
+    (MAC, "mps", "float16", "float32"),
+    (BARE, "cpu", "float32", "float32"),
+    (BF16_CPU, "cpu", "bfloat16", "bfloat16"),
+    (DeviceFacts(cuda=True, cuda_bf16=True, cpu_bf16=True), "cuda", "bfloat16", "bfloat16"),
 ])
-def test_auto_picks_the_best_device_and_its_dtype(facts, auto, dtype):
+def test_auto_picks_the_best_device_and_its_dtype(facts, auto, dtype, cpu_dtype):
     assert torch_device(None, facts) == torch_device("auto", facts) == auto
-    assert torch_dtype(auto, None, facts) == dtype
-    assert torch_dtype("cpu", None, facts) == "float32"  # asked for the CPU: exact float32
+    assert torch_dtype(auto, None, facts) == torch_dtype(auto, "auto", facts) == dtype
+    assert torch_dtype("cpu", None, facts) == cpu_dtype  # native bfloat16, else float32
     assert torch_dtype(auto, "float32", facts) == "float32"  # --dtype wins
+    with pytest.raises(BackendError, match="unknown dtype 'int3'; one of auto, float32"):
+        torch_dtype(auto, "int3", facts)
 
 
 def test_a_device_that_is_not_here_is_one_line_naming_those_that_are():
@@ -64,3 +69,6 @@ def test_this_machines_facts_are_read_and_used():
     facts = DeviceFacts.read()
     assert torch_device(None, facts) in torch_devices(facts)
     assert not facts.cuda_bf16 or facts.cuda
+    from specviz.engines.machine.hardware import read_cpu
+
+    assert facts.cpu_bf16 == bool({"avx512_bf16", "amx_bf16"} & read_cpu().flags)

@@ -12,6 +12,7 @@ from ...engines.backends import load_backend
 from ...engines.backends.base import Backend
 from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
+from ...engines.machine.device_choice import DeviceFacts, model_dtype
 from ...engines.models import resolve
 from . import options
 
@@ -58,15 +59,18 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
     `backend`: measure on this already loaded model instead of loading it again.
     """
     device = backend.device if backend else _device_name(args)
+    dtype = backend.dtype if backend else model_dtype(
+        args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device))
     if not getattr(args, "refresh", False):
-        stored = prof.load(model, args.backend, device, args.threads)
+        stored = prof.load(model, args.backend, device, args.threads, dtype)
         if stored and set(batches) <= set(stored.batches) and set(contexts) <= set(stored.contexts):
             return stored
     own = backend is None
     if own:
         backend = load_backend(args.backend, resolve(model), device=args.device,
                                threads=args.threads,
-                               n_ctx=max(args.n_ctx, max(contexts) + max(batches)))
+                               n_ctx=max(args.n_ctx, max(contexts) + max(batches)),
+                               dtype=getattr(args, "dtype", None))
     try:
         with tqdm(total=1, desc=f"profile {model}", unit="pass", file=sys.stderr,
                   leave=False) as bar:

@@ -172,7 +172,7 @@ def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
     from ...engines.cost import profile as prof
     from ...engines.cost.why_slower import loss_reason
 
-    stored = prof.load(args.target, args.backend, target.device, args.threads)
+    stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype)
     if stored is None:
         return ""
     costs = [stored.relative(n, 512) for n in range(1, 34)]
@@ -191,6 +191,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "target": args.target,
         "backend": target.name,
         "device": target.device,
+        "dtype": target.dtype,
         "oracle": args.oracle,
         "k": 0 if is_plain(args.oracle) else args.k,
         "steps": t.steps,

@@ -9,6 +9,7 @@ from ...engines.backends import BACKENDS, load_backend
 from ...engines.backends.base import Backend
 from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
 from ...engines.loop.session import K_MAX, check_k
+from ...engines.machine.device_choice import DTYPES
 from ...engines.models import resolve
 from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
@@ -27,6 +28,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
+    g.add_argument("--dtype", choices=("auto", *DTYPES), default="auto",
+                   help="what the transformers backend computes in (default auto: bfloat16 "
+                        "where the device multiplies it natively, a CPU with AVX-512 BF16 or "
+                        "AMX included, else float32 on a CPU)")
     g.add_argument("--no-fetch", action="store_true",
                    help="stop at a registry model that is not downloaded instead of fetching "
                         "it (also SPECVIZ_NO_FETCH=1)")
@@ -189,7 +194,12 @@ def k_or_auto(text: str) -> int | str:
 def model_choice(args: argparse.Namespace) -> ModelChoice:
     settle_backend(args)
     return ModelChoice(args.target, args.backend, args.device, args.threads,
-                       getattr(args, "n_ctx", 4096))
+                       getattr(args, "n_ctx", 4096), _dtype(args))
+
+
+def _dtype(args: argparse.Namespace) -> str | None:
+    dtype = getattr(args, "dtype", "auto")
+    return None if dtype in (None, "auto") else dtype
 
 
 def run_request(args: argparse.Namespace, prompt: str) -> RunRequest:
@@ -220,4 +230,4 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
 def load_target(args: argparse.Namespace) -> Backend:
     settle_backend(args)
     return load_backend(args.backend, resolve(args.target), device=args.device,
-                        threads=args.threads, n_ctx=args.n_ctx)
+                        threads=args.threads, n_ctx=args.n_ctx, dtype=_dtype(args))

@@ -17,6 +17,7 @@ def load_backend(
     threads: int | None = None,
     n_ctx: int = 4096,
     probe: bool = True,
+    dtype: str | None = None,
 ) -> Backend:
     """Load `model_path` (a .gguf file, or a model folder for transformers) on `kind`.
 
@@ -41,7 +42,7 @@ def load_backend(
     if kind == "transformers":
         from .hf import TransformersBackend
 
-        return TransformersBackend(model_path, device=device, threads=threads)
+        return TransformersBackend(model_path, device=device, threads=threads, dtype=dtype)
     raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
 
 

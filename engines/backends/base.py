@@ -28,6 +28,8 @@ class Backend(ABC):
     device: str  # "cpu", "cuda", "mps", ...
     model_path: str
     provides: frozenset[str] = frozenset()  # capabilities beyond logits (HIDDEN_STATES)
+    # What its products compute in; None: the backend's own (llama.cpp: the file's types).
+    dtype: str | None = None
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from ..machine.device_choice import DeviceFacts, torch_device, torch_devices, torch_dtype
+from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torch_devices
 from ..models import home_dir
 from . import small_rows
 from .base import HIDDEN_STATES, Backend
@@ -66,6 +66,11 @@ class TransformersBackend(Backend):
         self._template = _chat_template(self._tok, self._gguf)
         self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
         self._features = LayerFeatures()  # chosen layers' outputs, likewise
+
+    @property
+    def dtype(self) -> str:
+        """What its products compute in ("float32", "bfloat16", "float16")."""
+        return str(self._dtype).removeprefix("torch.")
 
     def _route_small_rows(self, torch) -> frozenset[int]:
         """On a CPU, the row counts whose products go the faster way here (small_rows.py)."""
@@ -356,7 +361,7 @@ class _HiddenRows:
 
 
 def _pick_dtype(torch, device: str, dtype: str | None):
-    return getattr(torch, torch_dtype(device, dtype, DeviceFacts.read()))
+    return getattr(torch, model_dtype("transformers", device, dtype, DeviceFacts.read()))
 
 
 def _load(path: Path, device: str, dtype):

@@ -54,12 +54,14 @@ class Profile:
     machine: dict = field(default_factory=dict)
     version: int = PROFILE_VERSION
     small_rows: list[int] = field(default_factory=list)  # the backend's routed row counts
+    dtype: str | None = None  # what the products computed in (None: float32, or llama.cpp's)
 
     def fits(self, backend: Backend) -> bool:
-        """Whether it was measured with the products `backend` computes now (on a CPU the
-        transformers backend routes small ones its own way, which changes the profile's
-        shape: see backends/small_rows.py)."""
-        return self.small_rows == routed_rows(backend)
+        """Whether it was measured with the products `backend` computes now (in its dtype; on
+        a CPU the transformers backend routes small ones its own way, which changes the
+        profile's shape: see backends/small_rows.py)."""
+        return (self.small_rows == routed_rows(backend)
+                and _dtype_key(self.dtype) == _dtype_key(backend.dtype))
 
     def cost_ms(self, n_tokens: int, context: int) -> float:
         """Forward time of `n_tokens` at `context` tokens already cached, interpolated.
@@ -132,7 +134,7 @@ def measure(
 
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
                    repeats, machine=machine_info(),
-                   small_rows=routed_rows(backend))
+                   small_rows=routed_rows(backend), dtype=backend.dtype)
 
 
 def progress_lines(what: str, say: Callable[[str], None], every_s: float = 3.0,
@@ -208,14 +210,21 @@ def profiles_dir() -> Path:
     return home_dir("cache") / "profiles"
 
 
-def profile_path(model: str, backend: str, device: str, threads: int | None) -> Path:
+def profile_path(model: str, backend: str, device: str, threads: int | None,
+                 dtype: str | None = None) -> Path:
     name = Path(model).name if ("/" in model or "\\" in model) else model
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    return profiles_dir() / f"{stem}--{backend}--{device}--t{threads or 'auto'}.json"
+    kind = "" if _dtype_key(dtype) == "float32" else f"--{dtype}"  # float32: as ever named
+    return profiles_dir() / f"{stem}--{backend}--{device}--t{threads or 'auto'}{kind}.json"
+
+
+def _dtype_key(dtype: str | None) -> str:
+    return dtype or "float32"
 
 
 def save(profile: Profile) -> Path:
-    path = profile_path(profile.model, profile.backend, profile.device, profile.threads)
+    path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
+                        profile.dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
@@ -223,9 +232,10 @@ def save(profile: Profile) -> Path:
     return path
 
 
-def load(model: str, backend: str, device: str, threads: int | None) -> Profile | None:
+def load(model: str, backend: str, device: str, threads: int | None,
+         dtype: str | None = None) -> Profile | None:
     """The stored profile, or None when there is none (or it is unreadable)."""
-    path = profile_path(model, backend, device, threads)
+    path = profile_path(model, backend, device, threads, dtype)
     try:
         return Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, SpecvizError):

@@ -25,7 +25,7 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
     from ..cost.auto_k import AutoK
 
     def profile_of(name: str, backend: Backend) -> prof.Profile:
-        stored = prof.load(name, model.backend, backend.device, model.threads)
+        stored = prof.load(name, model.backend, backend.device, model.threads, backend.dtype)
         if stored is not None and stored.fits(backend) and not refresh:
             return stored  # whatever sizes it has: the cost model interpolates
         stale = stored is not None and not refresh  # so it no longer fits

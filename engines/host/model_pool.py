@@ -29,6 +29,7 @@ class ModelKey:
     device: str | None
     threads: int | None
     n_ctx: int = 4096
+    dtype: str | None = None  # transformers: as asked, None: the device's rule
 
 
 class ModelPool:
@@ -40,10 +41,11 @@ class ModelPool:
         self._closed = False
 
     def acquire(self, backend: str, path: Path, device: str | None, threads: int | None,
-                n_ctx: int = 4096) -> Backend:
+                n_ctx: int = 4096, dtype: str | None = None) -> Backend:
         """A backend of its own for one lane: an idle one, one sharing loaded weights, or a
         freshly loaded model (slow: call it off the GUI thread)."""
-        key = ModelKey(backend, str(path), device, threads, n_ctx)
+        key = ModelKey(backend, str(path), device, threads, n_ctx,
+                       dtype if backend == "transformers" else None)
         with self._lock:
             idle = self._idle.get(key)
             ready = idle.pop() if idle else None
@@ -51,7 +53,8 @@ class ModelPool:
         if ready is None and source is not None:
             ready = source.share()
         if ready is None:
-            ready = load_backend(backend, path, device=device, threads=threads, n_ctx=n_ctx)
+            ready = load_backend(backend, path, device=device, threads=threads, n_ctx=n_ctx,
+                                 dtype=dtype)
             with self._lock:
                 self.loads += 1
         with self._lock:

@@ -71,7 +71,8 @@ def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> Serv
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
     from ..models import resolve
 
-    return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx)
+    return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx,
+                        model.dtype)
 
 
 def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
@@ -86,7 +87,7 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
         except SpecvizError:
             continue
         keys.append(ModelKey(model.backend, str(path), model.device, model.threads,
-                             model.n_ctx))
+                             model.n_ctx, model.dtype))
     return keys
 
 
@@ -171,6 +172,7 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "draft": identify(lane.draft_model) if lane.draft_model else None,
         "backend": target.name,
         "device": target.device,
+        "dtype": target.dtype,
         "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
         "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,

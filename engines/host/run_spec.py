@@ -21,6 +21,7 @@ class ModelChoice:
     device: str | None = None  # None: the backend picks the best available
     threads: int | None = None  # CPU threads; None: the backend's default
     n_ctx: int = 4096  # context length (llama backend)
+    dtype: str | None = None  # transformers: what it computes in; None: the device's rule
 
 
 @dataclass(frozen=True)

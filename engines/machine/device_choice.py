@@ -7,6 +7,7 @@ machine's.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..errors import BackendError
@@ -14,11 +15,15 @@ from ..errors import BackendError
 ALL_LAYERS = 999  # llama.cpp's "every layer" (it clamps to the model's count)
 
 
+DTYPES = ("float32", "bfloat16", "float16")  # what --dtype takes (besides auto)
+
+
 @dataclass(frozen=True)
 class DeviceFacts:
     cuda: bool = False
     cuda_bf16: bool = False  # the card multiplies bfloat16 natively (compute capability 8+)
     mps: bool = False
+    cpu_bf16: bool = False  # the processor multiplies bfloat16 natively (AVX-512 BF16, AMX)
 
     @classmethod
     def read(cls) -> DeviceFacts:
@@ -26,7 +31,21 @@ class DeviceFacts:
 
         cuda = torch.cuda.is_available()
         mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-        return cls(cuda, cuda and torch.cuda.is_bf16_supported(), mps)
+        return cls(cuda, cuda and torch.cuda.is_bf16_supported(), mps, cls.cpu().cpu_bf16)
+
+    @classmethod
+    def about(cls, device: str) -> DeviceFacts:
+        """Enough facts to pick `device`'s dtype: the processor's alone for the CPU (no torch
+        import in a process that only asks, like the window's)."""
+        return cls.cpu() if device == "cpu" else cls.read()
+
+    @classmethod
+    def cpu(cls) -> DeviceFacts:
+        """The processor's facts alone (no torch import: enough for a CPU's dtype)."""
+        from .hardware import read_cpu
+        from .precision import BF16_FLAGS
+
+        return cls(cpu_bf16=any(flag in read_cpu().flags for flag in BF16_FLAGS))
 
 
 def torch_devices(facts: DeviceFacts) -> list[str]:
@@ -47,14 +66,31 @@ def torch_device(requested: str | None, facts: DeviceFacts) -> str:
 
 
 def torch_dtype(device: str, requested: str | None, facts: DeviceFacts) -> str:
-    """The dtype a model runs in: as asked; float32 on a CPU (exact greedy comparisons, and
-    its half-precision kernels are slow); bfloat16 on a CUDA card that multiplies it natively
-    (float16's range overflows in some models' activations), float16 on older cards and MPS."""
-    if requested:
+    """The dtype a model runs in: as asked; bfloat16 where the device multiplies it natively
+    (a CUDA card of compute capability 8+, a CPU with AVX-512 BF16 or AMX: half the weights
+    to read a token; float16's range overflows in some models' activations), float16 on older
+    cards and MPS, float32 on other CPUs (their half-precision products are emulated, slower
+    than float32)."""
+    if requested not in (None, "", "auto"):
+        if requested not in DTYPES:
+            raise BackendError(f"unknown dtype {requested!r}; one of auto, {', '.join(DTYPES)}")
         return requested
     if device.startswith("cuda"):
         return "bfloat16" if facts.cuda_bf16 else "float16"
-    return "float16" if device == "mps" else "float32"
+    if device == "mps":
+        return "float16"
+    return "bfloat16" if facts.cpu_bf16 else "float32"
+
+
+def model_dtype(kind: str, device: str, asked: str | None, facts: DeviceFacts) -> str | None:
+    """What a `kind` backend's products compute in on `device`: None for llama.cpp (the
+    file's own types); for transformers as asked (None or auto: SPECVIZ_DTYPE, else
+    `torch_dtype`'s rule)."""
+    if kind != "transformers":
+        return None
+    if asked in (None, "", "auto"):
+        asked = os.environ.get("SPECVIZ_DTYPE")
+    return torch_dtype(device, asked, facts)
 
 
 def llama_offload(requested: str | None, n_gpu_layers: int | None,

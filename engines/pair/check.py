@@ -33,7 +33,7 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
     report = PairReport(target_name, draft_name, vocab)
     if vocab.verdict == VERDICT_UNUSABLE:
         return report
-    profile = prof.load(target_name, target.name, target.device, threads)
+    profile = prof.load(target_name, target.name, target.device, threads, target.dtype)
     if profile is None or not profile.fits(target):
         if not measure_profile:
             seconds = prof.estimate_seconds(target)  # what `specviz profile` would do
