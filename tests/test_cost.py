@@ -248,6 +248,18 @@ def test_auto_k_explores_a_non_copying_oracle_then_follows_its_acceptance(rate, 
     assert (policy.choose(list(range(512))) > 0) == speculates
 
 
+def test_auto_k_spends_no_step_exploring_a_draft_that_good_odds_could_not_pay_for():
+    """The 0.5B draft of a 1.5B target on a 2-core CPU: its tokens cost 0.65 of the target's.
+    Even drafts that hold 90% of the time gain nothing there, so auto K does not explore them
+    (it did, and its exploring steps cost 5.6% of a run that declined everywhere else)."""
+    dear = AutoK(FakeDraft(), profile(CPU_MS), draft_profile=profile([0.65 * ms for ms in CPU_MS]))
+    assert not dear.worth_exploring(512)
+    assert [dear.choose(list(range(512))) for _ in range(3)] == [0, 0, 0]
+    assert dear.zero_reason == ev.DECLINE_AUTO_K
+    cheap = AutoK(FakeDraft(), profile(CPU_MS), draft_profile=profile([0.05 * ms for ms in CPU_MS]))
+    assert cheap.worth_exploring(512) and cheap.choose(list(range(512))) == 2
+
+
 class FakeTree(FakeDraft):
     """A tree oracle: a step of depth K sends up to `budget` nodes."""
 
