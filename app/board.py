@@ -151,6 +151,8 @@ class LaneBoard(QWidget):
         self.lanes[lane_id].clear()
         self.model.clear(lane_id)  # the graphs forget its K markers
         self._show_figures()
+        self._graphs_stale = True  # drawn again even when no step comes back (to the start)
+        self._schedule_graphs()
         self.push_many(lane_id, events)
 
     def reset(self) -> None:
@@ -222,6 +224,10 @@ class LaneBoard(QWidget):
         """The graphs name lanes by oracle; a new oracle is a new lane to them."""
         lane = self.lanes.get(lane_id)
         if lane is not None:
+            # The steps it holds were another oracle's: they go with it.
+            self._pending = [(lid, e) for lid, e in self._pending if lid != lane_id]
+            lane.clear()
+            self.model.clear(lane_id)
             self.model.reconfigure(lane_id, lane.config())
             self.graphs.show_lane(lane_id, lane.oracle_name(), lane.colour)
             self._show_figures()

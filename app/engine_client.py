@@ -59,11 +59,13 @@ class EngineLink(QObject):
             if message.kind == "started":
                 self.build = message.fields.get("build", self.build)
             self._heard(message)
-            self._tell(message)
+            try:
+                self._tell(message)
+            except KeyError as exc:
+                print(f"specviz: engine said {message.kind} without {exc}", file=sys.stderr)
 
     def _tell(self, message: protocol.Message) -> None:
-        """The typed signal of a message (the protocol's required fields are there: decode
-        checked them)."""
+        """The typed signal of a message (a field missing: KeyError)."""
         f, kind = message.fields, message.kind
         if kind == "event":
             self.laneEvent.emit(f["lane"], f["event"])

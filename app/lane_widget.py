@@ -180,11 +180,11 @@ class LaneWidget(QFrame):
     def config(self) -> LaneSpec:
         """The lane's settings: what the controls show over what it was given (the oracle's
         other settings, heads folders and server details have no control here and are kept;
-        settings another oracle does not have are dropped when the oracle changes)."""
+        the oracle's settings are dropped when the oracle changes)."""
         oracle = self.oracle.currentText()
-        described = oracle_info(oracle) if oracle in ORACLES else None
-        settings = {name: value for name, value in self._given.settings.items()
-                    if described is not None and described.setting(name) is not None}
+        # Another oracle's settings are not this one's, even under one name (medusa's budget
+        # 0 is its top chain; eagle's starts at 1).
+        settings = dict(self._given.settings) if oracle == self._given.oracle else {}
         if _has_exit_layer(oracle):
             settings["exit_layer"] = self.exit_layer.value()
         return replace(self._given, oracle=oracle, k=self.k.value(),

@@ -40,10 +40,14 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     a label, and whether there is one: (None, why, False) when there is none (the curves are
     then not drawn: free batches would promise what a CPU cannot keep)."""
     from ..engines.cost import profile as prof
+    from ..engines.errors import SpecvizError
     from ..engines.machine.device_choice import DeviceFacts, model_dtype
 
     device = model.device or ("cpu" if model.backend == "llama" else None) or "cpu"
-    dtype = model_dtype(model.backend, device, model.dtype, DeviceFacts.about(device))
+    try:
+        dtype = model_dtype(model.backend, device, model.dtype, DeviceFacts.about(device))
+    except SpecvizError as exc:  # a SPECVIZ_DTYPE it does not know: said, the window opens
+        return None, str(exc), False
     stored = prof.load(model.target, model.backend, device, model.threads or gui_threads(),
                        dtype)
     if stored is None:

@@ -476,3 +476,24 @@ def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window,
     elapsed = time.monotonic() - start
     assert len(redraws) <= elapsed / GRAPHS_S + 1
     assert not window.board._graphs_stale
+
+
+def test_a_lane_given_another_oracle_forgets_the_steps_of_the_last_one(window):
+    """Its figures and the speedups of the others would otherwise read the old oracle's run
+    as the new one's (a lane turned plain would become the baseline with a speculative run)."""
+    from step_factory import make_step
+
+    from specviz.engines.host.run_spec import LaneSpec
+
+    window.board.remove_all()
+    lookup = window.add_lane(LaneSpec("prompt-lookup"))
+    other = window.add_lane(LaneSpec("ngram"))
+    for i in range(3):
+        window.board.push(lookup.lane_id, make_step(i, k=4, tokens=2 * (i + 1)))
+        window.board.push(other.lane_id, make_step(i, k=4, tokens=i + 1))
+    window.board.drain()
+    assert window.board.model.figures(lookup.lane_id)["tokens"] == 6
+    lookup.oracle.setCurrentText("none")
+    model = window.board.model
+    assert model.baseline() == lookup.lane_id and model.figures(lookup.lane_id)["tokens"] == 0
+    assert not lookup.view.events and model.figures(other.lane_id)["speedup"] is None

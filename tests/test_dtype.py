@@ -75,3 +75,21 @@ def test_a_profile_is_kept_per_dtype_and_fits_only_its_own(tiny_model_dir, monke
                          small_rows=sorted(backend.small_rows))
     assert older.fits(backend)  # written before profiles named a dtype: float32
     assert not table.fits(backend)
+
+
+def test_a_target_is_the_same_target_in_float32_and_bfloat16(tiny_model_dir):
+    import torch
+
+    from specviz.engines.machine.precision import Int8Copy
+    from specviz.engines.medusa.heads import _rows_hash, lm_head_of, made_for, target_id
+
+    f32 = TransformersBackend(tiny_model_dir, device="cpu", dtype="float32")
+    b16 = TransformersBackend(tiny_model_dir, device="cpu", dtype="bfloat16")
+    mine = target_id(f32.model, f32.model_path).fingerprint
+    assert target_id(b16.model, b16.model_path).fingerprint == mine
+    assert made_for(mine, b16.model) and made_for(mine, f32.model)
+    older = _rows_hash(lm_head_of(f32.model).weight.detach(), torch.float16)  # before bf16 loads
+    assert made_for(older, f32.model) and not made_for("0" * 16, f32.model)
+    # int8 drafting takes float32 activations: a bfloat16 head drafts as it is
+    head = lm_head_of(b16.model)
+    assert Int8Copy(head).pick(True, "cpu") is head

@@ -4,6 +4,7 @@ oracle is lossless, and bad heads are one line with nothing loaded."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -162,6 +163,17 @@ def test_training_learns_and_the_head_drafts_what_it_learned(tiny_backend, learn
     assert tiny_backend.features(0, 1) is None  # plain runs pay nothing afterwards
 
 
+class ProfilePaced(AutoK):
+    """Auto K that sees every step take what the profile says for its rows (no drafting or
+    overhead): the pricing then decides the same on any machine, under any load (live
+    timings on a busy machine had made a 16-node tree look worth its rows)."""
+
+    def observe(self, event: ev.StepEvent) -> None:
+        rows = len(event.tree) + 1 if event.tree else len(event.proposed) + 1
+        ms = self.profile.cost_ms(rows, event.position)
+        super().observe(dataclasses.replace(event, timing=ev.Timing(0.0, ms, 0.0)))
+
+
 def test_priced_by_auto_k_the_head_sends_the_nodes_worth_their_rows(tiny_backend, learned):
     """Rows all but free: the whole budget, as with a fixed K; a row costing more than any
     node can bring: nothing, declined as auto K's; a run with auto K equals plain decoding."""
@@ -184,7 +196,7 @@ def test_priced_by_auto_k_the_head_sends_the_nodes_worth_their_rows(tiny_backend
                           [1, 2, 3, 4, 6, 8, 12, 16], [ms])
         session = Session(tiny_backend, oracle, RunSettings(PROMPT, chat=False, k=2,
                                                             max_tokens=40),
-                          k_policy=AutoK(oracle, profile))
+                          k_policy=ProfilePaced(oracle, profile))
         steps = [e for e in session if isinstance(e, ev.StepEvent)]
         assert compare(steps, plain_steps).identical and session.summary.text == plain.text
         sizes = {len(s.tree) for s in steps if s.tree}

@@ -27,19 +27,23 @@ class LayerInputHooks:
     features). A layer named twice (a shallow model) is hooked once. Shared by the runtime's
     features (LayerFeatures) and training's answers (training.answers)."""
 
-    def __init__(self, model, layer_ids: Sequence[int], on_forward) -> None:
+    def __init__(self, model, layer_ids: Sequence[int], on_forward,
+                 armed=lambda: True) -> None:
         layers = decoder_layers(model)
         self.order = tuple(int(i) for i in layer_ids)
         for i in self.order:
             if not 0 <= i < len(layers):
                 raise ValueError(f"layer {i} does not exist (the model has {len(layers)})")
         self._on_forward = on_forward
+        self._armed = armed  # caught only while this says so (not other lanes' forwards)
         self._parts: dict[int, object] = {}  # layer index -> what entered it in this forward
         self._hooks = [layers[i].register_forward_pre_hook(self._catcher(i), with_kwargs=True)
                        for i in sorted(set(self.order))]
 
     def _catcher(self, index: int):
         def catch(_module, args, kwargs) -> None:
+            if not self._armed():
+                return
             self._parts[index] = args[0] if args else kwargs["hidden_states"]
             if len(self._parts) == len(self._hooks):
                 import torch
@@ -79,12 +83,11 @@ class LayerFeatures:
         self._hooks, self._rows, self._caught, self._order = None, None, None, ()
         if model is None or not layer_ids:
             return
-        self._hooks = LayerInputHooks(model, layer_ids, self._catch)
+        self._hooks = LayerInputHooks(model, layer_ids, self._catch, lambda: self._armed)
         self._order = self._hooks.order
 
     def _catch(self, joined) -> None:
-        if self._armed:
-            self._caught = joined
+        self._caught = joined
 
     def arm(self) -> None:
         self._armed, self._caught = self._hooks is not None, None

@@ -21,7 +21,8 @@ from torch import nn
 
 from ..errors import SpecvizError
 from ..medusa.head_floor import refuse_weak_default
-from ..medusa.heads import TargetId, lm_head_of, target_id
+from ..medusa.heads import TargetId, lm_head_of, mismatch_hint, target_id
+from ..medusa.heads import made_for as trained_for
 from .head import EagleHead, HeadShape
 
 CONFIG_FILE = "config.json"
@@ -116,10 +117,10 @@ def _check_target(config: dict, model, model_path, folder: Path, hint: str) -> N
     if not made_for:
         return  # a published head: only its shape can be checked
     mine = target_id(model, model_path)
-    if made_for.get("fingerprint") != mine.fingerprint:
+    if not trained_for(str(made_for.get("fingerprint")), model):
         raise SpecvizError(f"the EAGLE head in {folder} was trained for {made_for.get('name')} "
                            f"(fingerprint {made_for.get('fingerprint')}), not this model "
-                           f"({mine.fingerprint}); {hint}")
+                           f"({mine.fingerprint}){mismatch_hint(model)}; {hint}")
 
 
 def _shape(config: dict, model, folder: Path) -> HeadShape:

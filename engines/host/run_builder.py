@@ -87,7 +87,8 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
         except SpecvizError:
             continue
         keys.append(ModelKey(model.backend, str(path), model.device, model.threads,
-                             model.n_ctx, model.dtype))
+                             model.n_ctx, model.dtype if model.backend == "transformers"
+                             else None))
     return keys
 
 

@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
+import torch
 from torch import nn
 
 ENGINES = ("x86", "fbgemm", "onednn", "qnnpack")  # PyTorch's quantized CPU kernels
@@ -77,7 +78,10 @@ class Int8Copy:
         self._tried = False
 
     def pick(self, on: bool, device: str) -> nn.Module:
-        engine = int8_engine(device, available_engines()) if on else None
+        # PyTorch's dynamic int8 products take float32 activations: a bfloat16 or float16
+        # module drafts as it is.
+        floating = next(self.float.parameters()).dtype == torch.float32
+        engine = int8_engine(device, available_engines()) if on and floating else None
         if engine and not self._tried:
             self._int8, self._tried = quantized(self.float, engine, self._keep), True
         return self._int8 if engine and self._int8 is not None else self.float

@@ -105,12 +105,36 @@ def lm_head_of(model: nn.Module) -> nn.Module:
 
 
 def target_id(model: nn.Module, model_path: str | Path) -> TargetId:
+    """Which target this is, whatever dtype it was loaded in: a hash of a spread of its LM
+    head's rows rounded to bfloat16 (a float32 and a bfloat16 load hash alike)."""
     weight = lm_head_of(model).weight.detach()
-    rows = weight[:: max(1, weight.shape[0] // 256)][:256]  # a spread of rows, cheap to hash
-    digest = hashlib.sha256(rows.to("cpu", torch.float16).numpy().tobytes())
-    digest.update(repr(tuple(weight.shape)).encode())
-    return TargetId(Path(model_path).name, digest.hexdigest()[:16], int(weight.shape[1]),
+    return TargetId(Path(model_path).name, _rows_hash(weight, torch.bfloat16),
+                    int(weight.shape[1]),
                     int(weight.shape[0]))
+
+
+def made_for(fingerprint: str, model: nn.Module) -> bool:
+    """Whether heads naming `fingerprint` were trained for `model`: today's hash, or the one
+    heads trained before it named (rows in float16: only a float32 load reproduces it)."""
+    weight = lm_head_of(model).weight.detach()
+    return fingerprint in (_rows_hash(weight, torch.bfloat16), _rows_hash(weight, torch.float16))
+
+
+def mismatch_hint(model: nn.Module) -> str:
+    """What to try when heads do not match: older heads name the float32 target."""
+    if lm_head_of(model).weight.dtype == torch.float32:
+        return ""
+    return " (heads trained before 2026-11-25 match a float32 load only: --dtype float32)"
+
+
+def _rows_hash(weight, dtype) -> str:
+    rows = weight[:: max(1, weight.shape[0] // 256)][:256]  # a spread of rows, cheap to hash
+    data = rows.to("cpu", dtype).contiguous()
+    if dtype == torch.bfloat16:
+        data = data.view(torch.int16)  # numpy has no bfloat16: its bits hash the same
+    digest = hashlib.sha256(data.numpy().tobytes())
+    digest.update(repr(tuple(weight.shape)).encode())
+    return digest.hexdigest()[:16]
 
 
 def save_heads(heads: MedusaHeads, config: HeadsConfig, folder: Path) -> Path:
@@ -143,11 +167,11 @@ def load_heads(model: nn.Module, model_path: str | Path,
     if not given:
         refuse_weak_default(config.accuracy or {}, folder, hint, "--medusa-heads")
     mine = target_id(model, model_path)
-    if config.target.fingerprint != mine.fingerprint:
+    if not made_for(config.target.fingerprint, model):
         raise SpecvizError(
             f"the Medusa heads in {folder} were trained for {config.target.name} "
-            f"(fingerprint {config.target.fingerprint}), not this model ({mine.fingerprint}); "
-            f"{hint}"
+            f"(fingerprint {config.target.fingerprint}), not this model ({mine.fingerprint})"
+            f"{mismatch_hint(model)}; {hint}"
         )
     heads = MedusaHeads(config.hidden_size, config.n_heads)
     try:

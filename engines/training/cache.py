@@ -42,7 +42,7 @@ def answers(target, prompts: Sequence[str], settings: ta.TrainSettings, folder: 
     disk when the same corpus and settings were run before, else written now and kept (batch
     by batch)."""
     key = ta.answers_key(prompts, settings, target_id(target.model, target.model_path)
-                         .fingerprint, layers)
+                         .fingerprint + f"|{target.dtype}", layers)
     cached = folder / f"answers-{key}.safetensors"
     partial = folder / f"answers-{key}.partial.safetensors"
     if reuse and cached.exists():
@@ -92,7 +92,8 @@ def _read_kept(target, facts: list, make_pieces, folder: Path, reuse: bool, laye
                say: Say):
     """What the target reads from `make_pieces()`, kept in `folder` under a key of `facts`
     (with the target, chunk size and layers)."""
-    facts = [target_id(target.model, target.model_path).fingerprint, rd.CHUNK, layers, *facts]
+    facts = [target_id(target.model, target.model_path).fingerprint, target.dtype, rd.CHUNK,
+             layers, *facts]
     key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
     cached = folder / f"reading-{key}.safetensors"
     if reuse and cached.exists():
