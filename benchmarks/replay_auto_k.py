@@ -183,6 +183,7 @@ def main() -> None:
     r.add_argument("--single-scale", type=float, default=0.82)
     r.add_argument("--batch-scale", type=float, default=1.0)
     args = parser.parse_args()
+    options.settle_backend(args)  # --backend left out: the target's format decides
     if args.command == "dump":
         dump(args)
         return

@@ -31,7 +31,9 @@ def test_a_copied_answer_is_faster_with_every_draft():
     five_rows = 99 + (150 - 99) / 4
     assert k4["Summarization"] == pytest.approx(40 * 30.4 / (2 * 30.4 + 8 * (five_rows + 0.4)))
     auto, mean_k = replay_auto_k.replay([COPY], "prompt-lookup", None, CPU, PRICE)
-    assert auto["Summarization"] > k4["Summarization"] and mean_k > 2  # long copies: K grows
+    # Faster than a fixed K of 4, drafting every step: each draft judged on the match it
+    # starts from, a K of 2-3 tokens is what this CPU's batches pay for.
+    assert auto["Summarization"] > k4["Summarization"] and mean_k >= 2
 
 
 def test_auto_k_drafts_nothing_where_nothing_repeats():

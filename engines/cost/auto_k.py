@@ -157,13 +157,15 @@ class AutoK:
     def _prior(self, position: int) -> float:
         if self._match is None:
             return PRIOR_MEAN
-        return self.hints.match_prior(match_bucket(self._match + position - 1))
+        return self.hints.match_prior(match_bucket(self._match))
 
     def _key(self, position: int) -> int:
-        """Proposal `position` (1-based) is judged on the match it would extend."""
+        """Every proposal of a draft is judged on the match the draft started from: judged on
+        the match each would extend (longer further in), the odds rose along the draft and sent
+        long drafts that text paraphrasing its source ends early (docs/auto-k.md)."""
         if self._match is None:
             return position
-        return -match_bucket(self._match + position - 1)  # negative: apart from positions
+        return -match_bucket(self._match)  # negative: apart from positions
 
     @property
     def zero_reason(self) -> str:
