@@ -24,6 +24,7 @@ from pathlib import Path
 
 from specviz.app.cli.cmd_train_heads import _answers, _prompts_read, _read_files, _reading
 from specviz.engines.backends import load_backend
+from specviz.engines.corpus import bundled_prompts, read_prompts
 from specviz.engines.eagle.checkpoint import default_layers
 from specviz.engines.machine.precision import PRECISIONS
 from specviz.engines.medusa.heads import save_heads
@@ -31,7 +32,6 @@ from specviz.engines.models import resolve
 from specviz.engines.training import answers as ta
 from specviz.engines.training import eagle as et
 from specviz.engines.training import medusa as mt
-from specviz.engines.training.corpus import bundled_prompts, read_prompts
 
 ROOT = Path(__file__).resolve().parent
 SETS = {"code-edit": "code-edit-*.txt", "prose": "[cs][hu]*.txt"}  # chat-*, summarise-*

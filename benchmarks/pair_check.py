@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 
-from specviz.engines.training.corpus import PAIR_PROMPTS, bundled_prompts
+from specviz.engines.corpus import PAIR_PROMPTS, bundled_prompts
 
 
 def specviz(*args: str) -> dict:

@@ -15,6 +15,7 @@ import torch
 from specviz.app.cli.main import main
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import compare
+from specviz.engines.corpus import read_prompts
 from specviz.engines.errors import SpecvizError
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.medusa.heads import (
@@ -32,7 +33,6 @@ from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
 from specviz.engines.training import answers as ta
 from specviz.engines.training import medusa as tr
-from specviz.engines.training.corpus import read_prompts
 
 PROMPT = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. def"
 

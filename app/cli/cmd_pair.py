@@ -10,12 +10,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ...engines.backends import load_backend
+from ...engines.corpus import pair_prompts, read_prompts
 from ...engines.errors import SpecvizError
 from ...engines.models import resolve
 from ...engines.pair.check import check_pair
 from ...engines.pair.report import K_MAX
 from ...engines.pair.text import render
-from ...engines.training.corpus import pair_prompts, read_prompts
 from . import options
 
 

@@ -267,7 +267,7 @@ def _prompts(corpus: list[Path], seed: int, samples: int = 1, made: int = 0) -> 
     Python's standard library (engines.training.stdlib_prompts)."""
     import numpy as np
 
-    from ...engines.training.corpus import bundled_prompts, read_prompts
+    from ...engines.corpus import bundled_prompts, read_prompts
     from ...engines.training.stdlib_prompts import stdlib_prompts
 
     for path in corpus:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..corpus import pair_prompts
 from ..cost import profile as prof
 from ..errors import SpecvizError
-from ..training.corpus import pair_prompts
 from . import run_spec as rs
 from .model_pool import ModelPool
 from .run_builder import acquire

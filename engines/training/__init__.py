@@ -1,3 +1,3 @@
-"""Training heads for a target (Medusa, EAGLE): the target's answers to train on, the
-prompts they answer, the training loops. Never imported by a run.
+"""Training heads for a target (Medusa, EAGLE): the target's answers to train on and their
+cache, the training loops, text the target reads. Never imported by a run.
 """

@@ -20,11 +20,11 @@ import torch
 
 from ..backends.hf import TransformersBackend
 from ..backends.hf_features import LayerInputHooks
+from ..corpus import read_prompts
 from ..errors import SpecvizError
 from ..medusa.heads import lm_head_of
 from ..text_file import read_text
 from .answers import Answer, split
-from .corpus import read_prompts
 
 SUFFIXES = (".py", ".md", ".rst", ".txt", ".jsonl")  # what a folder is searched for
 CHUNK = 256  # tokens a chunk: longer than a training window, short enough to batch

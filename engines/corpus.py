@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from importlib.resources import files
 from pathlib import Path
 
-from ..errors import SpecvizError
-from ..text_file import read_text
+from .errors import SpecvizError
+from .text_file import read_text
 
 PAIR_PROMPTS = ("code-edit-scale.txt", "summarise-article.txt", "chat-explain.txt")
 
