@@ -10,7 +10,7 @@ from ...engines.errors import SpecvizError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cmd_doctor, cmd_models, cmd_replay, cmd_run, cmd_serve, options
+    from . import cmd_doctor, cmd_export, cmd_models, cmd_replay, cmd_run, cmd_serve, options
 
     parser = argparse.ArgumentParser(
         prog="specviz",
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve):
+    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve, cmd_export):
         module.register(sub)
     _register_optional(sub)
     options.no_abbreviations(parser)

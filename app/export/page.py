@@ -1,0 +1,254 @@
+"""One self-contained HTML page that replays a race: `specviz export TRACE... OUT.html`.
+
+The page is a single file with its script, style and data inlined, so it opens offline from
+a mail attachment or a file share and makes no network request. Each trace becomes a lane;
+the page replays them on their compute-time clock, as the window does (app/replay.py), with
+the window's token colours and legend words (widgets/palette.py).
+
+A race only makes sense on one prompt: traces of different prompts are refused, not drawn
+side by side. Traces with no steps or a corrupt line are refused too, with the file named.
+
+No Qt here: this module must work headless, without a display.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import fields
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from ...engines import events as ev
+from ...engines.errors import SpecvizError
+from ...engines.oracles import ORACLES, is_plain
+from ...engines.oracles import info as oracle_info
+from ...engines.oracles.registry import SERVER
+from ...engines.trace import Trace, read_trace
+from ...widgets.describe import why
+from ...widgets.palette import (
+    KIND_LABELS,
+    KIND_REJECTED,
+    KIND_TARGET,
+    THEMES,
+    Theme,
+    proposal_kind,
+    source_kind,
+)
+from .files import written_atomically
+
+ASSETS = "assets/page"
+DATA_ID = "specviz-data"
+# Step fields the page does not draw: a linear view of tree steps needs only `proposed`.
+_DROPPED_STEP_FIELDS = ("oracle", "kind", "position", "text", "tree", "path", "lookahead")
+# Proposal fields the page shows in the window's words for them (widgets/describe.py `why`).
+_WORDED_FIELDS = ("reject_reason", "accept_prob", "draw", "verified_by")
+
+
+def write_page(trace_paths: list[Path], out: Path, theme: str = "light") -> Path:
+    """Write the replay page of these traces to `out`, atomically; `out`."""
+    if theme not in THEMES:
+        raise SpecvizError(f"unknown theme '{theme}': give {' or '.join(THEMES)}")
+    return _write_atomically(Path(out), render_page(read_race(trace_paths), theme))
+
+
+def render_page(traces: list[Trace], theme: str = "light") -> str:
+    """The page's HTML for traces already checked."""
+    page = _asset("page.html")
+    data = page_data(traces)
+    parts = {
+        "title": html.escape(f"specviz race: {', '.join(lane['name'] for lane in data['lanes'])}"),
+        "theme": theme,
+        "theme_css": theme_css(),
+        "css": _asset("page.css"),
+        "js": _asset("page.js"),
+        "data_id": DATA_ID,
+        "data": embed_json(data),
+    }
+    # One pass, so nothing inserted (a token reading "{{js}}") is itself replaced.
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: parts[m.group(1)], page)
+
+
+def embed_json(data: Any) -> str:
+    """JSON safe inside a <script> element: no '<' at all, so no token text can close it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c")
+
+
+def theme_css() -> str:
+    """The palette's colours as CSS variables, one rule per theme (the page's one source)."""
+    rules = []
+    for name, theme in THEMES.items():
+        values = [f"--{f.name}:{getattr(theme, f.name)}" for f in fields(Theme)
+                  if f.name not in ("name", "lanes")]
+        values += [f"--lane{i}:{colour}" for i, colour in enumerate(theme.lanes)]
+        rules.append(f':root[data-theme="{name}"]{{{";".join(values)}}}')
+    return "\n".join(rules)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def read_race(trace_paths: list[Path]) -> list[Trace]:
+    """The traces of one race, whole and of one prompt, or one line saying why not."""
+    traces = [_checked(read_trace(path)) for path in trace_paths]
+    if not traces:
+        raise SpecvizError("no trace to export: give at least one TRACE before OUT")
+    _same_prompt(traces)
+    return traces
+
+
+def _checked(trace: Trace) -> Trace:
+    if trace.problem is not None:
+        raise SpecvizError(f"corrupt trace: {trace.problem}")
+    if not trace.steps:
+        raise SpecvizError(f"{trace.path}: no steps to replay (an empty trace)")
+    return trace
+
+
+def _same_prompt(traces: list[Trace]) -> None:
+    first = traces[0]
+    for other in traces[1:]:
+        if other.header.get("prompt") != first.header.get("prompt"):
+            raise SpecvizError(f"{first.path} and {other.path} ran different prompts: a race "
+                               "needs one prompt (export them separately)")
+
+
+# ---------------------------------------------------------------- data
+
+
+def page_data(traces: list[Trace]) -> dict[str, Any]:
+    """What the page's script reads: the prompt, the legend words and one entry per lane."""
+    words: dict[str, int] = {}  # verdicts repeat: each sentence stored once, tokens index it
+    lanes = [_lane(trace, words) for trace in traces]
+    baseline = next((i for i, lane in enumerate(lanes) if lane["plain"]), None)
+    return {
+        "prompt": traces[0].header.get("prompt", ""),
+        "labels": KIND_LABELS,
+        "colours": len(THEMES["light"].lanes),  # lane i takes colour i modulo this
+        "baseline": baseline,
+        "words": list(words),
+        "lanes": lanes,
+    }
+
+
+def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
+    head = trace.header
+    oracle = head.get("oracle", "?")
+    steps = trace.steps
+    shown = _prompt_place(head)
+    summary = trace.summary
+    return {
+        "name": trace.path.stem,
+        "oracle": oracle,
+        "plain": is_plain(oracle),
+        "k": _k_label(oracle, head, steps),
+        "target": _model_name(head.get("target")),
+        "draft": _model_name(head.get("draft")),
+        "backend": head.get("backend"),
+        "device": head.get("device"),
+        "legend": legend_kinds(oracle),
+        "summary": None if summary is None else {
+            "reason": summary.reason, "prefill_ms": round(summary.prefill_ms, 3),
+            "error": summary.error},
+        "steps": [_step(step, shown, words) for step in steps],
+    }
+
+
+def _step(step: ev.StepEvent, shown: tuple[int, int] | None,
+          words: dict[str, int]) -> dict[str, Any]:
+    record = ev.to_dict(step)
+    for name in _DROPPED_STEP_FIELDS:
+        record.pop(name, None)
+    for flag in ("lossy", "auto_k"):  # false on nearly every step: absent means false
+        if not record[flag]:
+            del record[flag]
+    totals = step.totals  # the page's clock needs only their sum of times
+    record["totals"] = {"tokens": totals.tokens, "steps": totals.steps,
+                        "proposed": totals.proposed, "accepted": totals.accepted,
+                        "declined": totals.declined, "compute_ms": totals.compute_ms}
+    record["proposed"] = [_proposal(token, data, shown, words)
+                          for token, data in zip(step.proposed, record["proposed"])]
+    return _rounded(record)
+
+
+def _proposal(token: ev.ProposedToken, data: dict[str, Any], shown: tuple[int, int] | None,
+              words: dict[str, int]) -> dict[str, Any]:
+    for name in _WORDED_FIELDS:
+        data.pop(name, None)
+    data["c"] = proposal_kind(token)
+    data["w"] = words.setdefault(why(token), len(words))
+    if token.span is not None:
+        where = _in_prompt(token.span, shown)
+        if where is not None:
+            data["at"] = where
+    return data
+
+
+def _prompt_place(head: dict[str, Any]) -> tuple[int, int] | None:
+    """Where the person's prompt (the page shows) sits in the rendered one a span indexes
+    (the chat template around it): its offset and length."""
+    prompt, rendered = head.get("prompt") or "", head.get("prompt_text") or ""
+    offset = rendered.find(prompt) if prompt else -1
+    return None if offset < 0 else (offset, len(prompt))
+
+
+def _in_prompt(span: ev.Span, shown: tuple[int, int] | None) -> list[int] | None:
+    """A copied token's source as characters of the shown prompt, None outside it (the rule
+    of the window's prompt editor, app.lane_widget.editor_range)."""
+    if shown is None or span.chr_start is None or span.chr_end is None:
+        return None
+    start, end = span.chr_start - shown[0], span.chr_end - shown[0]
+    return [start, end] if 0 <= start < end <= shown[1] else None
+
+
+def legend_kinds(oracle: str) -> list[str]:
+    """The token kinds a lane can show, from its oracle's sources (as the window's lanes)."""
+    if is_plain(oracle):
+        return [KIND_TARGET]
+    if oracle == SERVER:  # a server names no source: coloured as a draft model unless it says
+        known: tuple[str, ...] = ("draft", "ngram")
+    else:
+        known = oracle_info(oracle).sources if oracle in ORACLES else ()  # an unknown name
+    return [*dict.fromkeys(source_kind(s) for s in known), KIND_TARGET, KIND_REJECTED]
+
+
+def _k_label(oracle: str, head: dict[str, Any], steps: list[ev.StepEvent]) -> str | None:
+    if is_plain(oracle):
+        return None
+    if any(step.auto_k for step in steps):
+        return "auto"
+    k = head.get("settings", {}).get("k")
+    return None if k is None else str(k)
+
+
+def _model_name(model: Any) -> str | None:
+    if isinstance(model, dict):
+        return model.get("name") or model.get("path")
+    return model
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 4 decimals: a page's size is its tokens, not their float noise."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- files
+
+
+def _asset(name: str) -> str:
+    return files("specviz").joinpath(f"{ASSETS}/{name}").read_text(encoding="utf-8")
+
+
+def _write_atomically(out: Path, text: str) -> Path:
+    with written_atomically(out) as temp:
+        temp.write_text(text, encoding="utf-8")
+    return out
