@@ -49,6 +49,8 @@ from .theme import apply_theme
 CLOSE_TIMEOUT_S = 2.0
 PRESENTATION_FONT_PT = 20.0
 PRESENTATION_GRAPH_PT = 16
+WINDOW_SPLIT = [450, 550]  # lanes, graphs: the six plots need the height more than text
+PRESENTATION_SPLIT = [600, 400]
 NORMAL_FONT_PT = 11.0
 
 
@@ -86,7 +88,8 @@ class MainWindow(QMainWindow):
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.board)
         self.splitter.addWidget(self.graphs)
-        self.splitter.setSizes([450, 550])  # the six plots need the height more than text
+        self.splitter.setSizes(WINDOW_SPLIT)
+        self._split_before: list[int] = []
         self.setCentralWidget(self.splitter)
         self.prompt_dock = self._dock("Prompt", self.prompt, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.inspector_dock = self._dock("Step", self.inspector,
@@ -162,6 +165,8 @@ class MainWindow(QMainWindow):
             export = lambda _c=False, n=name: self._export_graph(n)  # noqa: E731
             graphs.addAction(self._action(f"{name.title()}…", export))
         file.addAction(self._action("Export figures CSV…", self._export_csv))
+        file.addAction(self._action("Export video…", self._export_video))
+        file.addAction(self._action("Export page…", self._export_page))
         file.addSeparator()
         file.addAction(self._action("Quit", self.close, QKeySequence.StandardKey.Quit))
         run = menus.addMenu("&Run")
@@ -335,6 +340,13 @@ class MainWindow(QMainWindow):
         for name, plot in self.graphs.plots.items():
             plot.setVisible(not on or name == "race")
         self.graphs.cost_curve.setVisible(not on)  # its what-if row too
+        # Presenting, the lanes' text is what the room reads: it gets the larger share (and
+        # the person's own split comes back after).
+        if on and not self._split_before:
+            self._split_before = self.splitter.sizes()
+        self.splitter.setSizes(PRESENTATION_SPLIT if on else self._split_before or WINDOW_SPLIT)
+        if not on:
+            self._split_before = []
         self._show_theme()
         if on and fullscreen:
             self.showFullScreen()
@@ -462,6 +474,16 @@ class MainWindow(QMainWindow):
         path = self._ask_save("Export figures", "specviz-figures.csv", "CSV files (*.csv)")
         if path:
             self._report(lambda: exports.write_figures_csv(path, self.figure_rows()), "saved {}")
+
+    def _export_video(self) -> None:
+        from .export.from_window import export_video_from  # it draws with a MainWindow
+
+        export_video_from(self)
+
+    def _export_page(self) -> None:
+        from .export.from_window import export_page_from
+
+        export_page_from(self)
 
     def figure_rows(self) -> list[dict]:
         rows = []

@@ -84,6 +84,17 @@ class ReplayPlayer(QObject):
     def pause(self) -> None:
         self._timer.stop()
 
+    @property
+    def end_ms(self) -> float:
+        """The compute time of the last lane's last event: when the race is over."""
+        return max((_due_ms(events[-1]) for events in self._events.values() if events),
+                   default=0.0)
+
+    def advance_to(self, clock_ms: float) -> None:
+        """Show what is due by this compute time (a video frame's moment); never goes back."""
+        self._clock_ms = max(self._clock_ms, clock_ms)
+        self._release()
+
     def finish(self) -> None:
         """Show everything now."""
         self._clock_ms = float("inf")

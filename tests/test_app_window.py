@@ -497,3 +497,21 @@ def test_a_lane_given_another_oracle_forgets_the_steps_of_the_last_one(window):
     model = window.board.model
     assert model.baseline() == lookup.lane_id and model.figures(lookup.lane_id)["tokens"] == 0
     assert not lookup.view.events and model.figures(other.lane_id)["speedup"] is None
+
+
+def test_file_menu_exports_a_video_and_a_page(window, tmp_path):
+    import av
+
+    from specviz.app.export.from_window import export_page_from, export_video_from
+
+    assert export_video_from(window, ask=lambda *_a: "unused") is None  # nothing to export yet
+    assert "nothing to export" in window.status_text.text()
+    replay_fully(window, [PLAIN, TRACE])
+    video = export_video_from(window, ask=lambda *_a: str(tmp_path / "race.webm"))
+    assert video is not None and window.status_text.text() == f"saved {video}"
+    with av.open(str(video)) as container:
+        frames = list(container.decode(video=0))
+    assert frames and (frames[0].width, frames[0].height) == (1920, 1080)
+    page = export_page_from(window, ask=lambda *_a: str(tmp_path / "race.html"))
+    assert f'data-theme="{window.theme.name}"' in page.read_text(encoding="utf-8")
+    assert not window.presenting and window.isVisible()  # the person's window as it was

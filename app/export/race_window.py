@@ -1,0 +1,84 @@
+"""A window that replays traces for a picture or a video, away from the person's window.
+
+It is a real MainWindow (the frames are the window's own drawing), with throw-away settings
+so that it neither reads nor changes what the person's window remembers, laid out at the
+size asked and, for talks, in presentation mode with the graphs picked.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
+
+from ...engines.errors import SpecvizError
+from ..main_window import MainWindow
+from ..replay import ReplayPlayer
+from ..settings import AppSettings
+
+GRAPHS = ("acceptance", "histogram", "position", "race", "speedup", "cost")
+
+
+@contextmanager
+def race_window(paths: Sequence[Path], size: tuple[int, int], theme: str,
+                presentation: bool = True, graphs: Sequence[str] = ("race",),
+                on_screen: bool = True) -> Iterator[tuple[MainWindow, ReplayPlayer]]:
+    """The window with these traces opened and paused at their start, and its player.
+
+    `on_screen` False lays the window out without showing it (an export from inside the
+    running app must not flash a second window at the person)."""
+    with tempfile.TemporaryDirectory(prefix="specviz-window-") as tmp:
+        store = QSettings(str(Path(tmp) / "window.ini"), QSettings.Format.IniFormat)
+        store.setValue("view/theme", theme)
+        window = MainWindow(AppSettings(store), interactive=False)
+        try:
+            if not on_screen:
+                window.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+            window.resize(*size)
+            if presentation:
+                window.set_presentation(True, fullscreen=False)
+                show_graphs(window, graphs)
+            window.show()
+            player = window.open_replay(list(paths))
+            if player is None:
+                raise SpecvizError("the window could not open the traces")
+            player.pause()
+            settle(window)
+            yield window, player
+        finally:
+            window.close()
+            window.deleteLater()
+
+
+def show_graphs(window: MainWindow, names: Sequence[str]) -> None:
+    """Only these graphs below the lanes (presentation mode shows the race alone)."""
+    for name, plot in window.graphs.plots.items():
+        plot.setVisible(name in names)
+    window.graphs.cost_curve.setVisible("cost" in names)
+    window.graphs.setVisible(bool(names))
+
+
+def settle(window: MainWindow) -> None:
+    """Let every queued event, text layout and graph update land before a picture."""
+    app = QApplication.instance()
+    for _ in range(3):
+        window.board.drain()
+        window.graphs.refresh()
+        app.processEvents()
+
+
+def picture(window: MainWindow, size: tuple[int, int]) -> QImage:
+    """The window drawn into an image of `size` pixels: at the window's own size one pixel a
+    pixel, at another size scaled as a high-density screen scales it (text stays sharp)."""
+    scale = size[0] / window.width()
+    image = QImage(size[0], size[1], QImage.Format.Format_RGB32)
+    image.setDevicePixelRatio(scale)
+    image.fill(window.palette().window().color())
+    window.render(image)
+    image.setDevicePixelRatio(1.0)
+    return image
