@@ -23,7 +23,7 @@ SCHEMA_VERSION = 1
 
 # Where a proposed token came from. The GUI colours by it; the benchmark groups by it.
 SOURCES = ("draft", "prompt", "ngram", "rule", "lookahead", "medusa", "early-exit", "tree",
-           "eagle")
+           "eagle", "suffix", "memory")  # suffix: this run's text; memory: an earlier run's
 
 # Why the target's own token was produced.
 TARGET_PLAIN = "plain"  # plain decoding: nothing was proposed
@@ -69,13 +69,17 @@ class Span:
 
     `tok_*` index the context (prompt tokens followed by generated tokens). `chr_*` are
     character offsets into the rendered prompt text when the source lies inside the
-    prompt, else None (copied from the model's own earlier output).
+    prompt, else None (copied from the model's own earlier output). A token remembered from
+    an earlier run (suffix decoding's memory) names that run in `run`, indexes its output
+    with `tok_*`, and carries its text around the source in `excerpt`, the source in «».
     """
 
     tok_start: int
     tok_end: int
     chr_start: int | None = None
     chr_end: int | None = None
+    run: str | None = None
+    excerpt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,7 @@ class TreeNode:
     accept_prob: float | None = None
     draw: float | None = None
     detail: str | None = None
+    span: Span | None = None  # provenance of a copied node (suffix decoding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +328,8 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         text=d["text"],
         timing=Timing(**d["timing"]),
         totals=Totals(**d["totals"]),
-        tree=tuple(TreeNode(**n) for n in d["tree"]) if d.get("tree") is not None else None,
+        tree=tuple(TreeNode(**{**n, "span": Span(**n["span"]) if n.get("span") else None})
+                   for n in d["tree"]) if d.get("tree") is not None else None,
         path=tuple(d["path"]) if d.get("path") is not None else None,
         lookahead=_lookahead_from_dict(d["lookahead"]) if d.get("lookahead") else None,
         lossy=bool(d.get("lossy", False)),

@@ -56,6 +56,9 @@ def why(token: ProposedToken) -> str:
 
 
 def span_text(span: Span) -> str:
+    if span.run is not None:
+        text = f"remembered from an earlier run ({span.run}), its token {span.tok_start}"
+        return text + (f":\n{span.excerpt}" if span.excerpt else "")
     text = f"copied from tokens {span.tok_start}–{span.tok_end}"
     if span.chr_start is not None:
         text += f", prompt characters {span.chr_start}–{span.chr_end}"

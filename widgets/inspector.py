@@ -125,8 +125,11 @@ def _source(token: ProposedToken) -> str:
     text = token.source
     if token.detail:
         text += f" · {token.detail}"
-    if token.span is not None:
-        text += f" ← tokens {token.span.tok_start}–{token.span.tok_end}"
+    span = token.span
+    if span is not None and span.run is not None:
+        text += f" ← earlier run {span.run}, its token {span.tok_start}"
+    elif span is not None:
+        text += f" ← tokens {span.tok_start}–{span.tok_end}"
     return text
 
 

@@ -16,21 +16,24 @@ KIND_DRAFT = "draft"
 KIND_PROMPT = "prompt"
 KIND_NGRAM = "ngram"
 KIND_OTHER = "other"
+KIND_EARLIER = "earlier"  # remembered from an earlier run (suffix decoding's memory)
 KIND_TARGET = "target"
 KIND_REJECTED = "rejected"
-KINDS = (KIND_DRAFT, KIND_PROMPT, KIND_NGRAM, KIND_OTHER, KIND_TARGET, KIND_REJECTED)
+KINDS = (KIND_DRAFT, KIND_PROMPT, KIND_NGRAM, KIND_OTHER, KIND_EARLIER, KIND_TARGET,
+         KIND_REJECTED)
 
 KIND_LABELS = {
     KIND_DRAFT: "draft model",
     KIND_PROMPT: "prompt copy",
     KIND_NGRAM: "n-gram",
     KIND_OTHER: "other oracle",
+    KIND_EARLIER: "earlier run",
     KIND_TARGET: "target",
     KIND_REJECTED: "rejected",
 }
 
 _SOURCE_KINDS = {"draft": KIND_DRAFT, "tree": KIND_DRAFT, "prompt": KIND_PROMPT,
-                 "ngram": KIND_NGRAM}
+                 "suffix": KIND_PROMPT, "ngram": KIND_NGRAM, "memory": KIND_EARLIER}
 
 
 def source_kind(source: str) -> str:
@@ -56,6 +59,7 @@ class Theme:
     prompt: str
     ngram: str
     other: str
+    earlier: str
     target: str
     rejected: str  # faded; the view also strikes it through
     lanes: tuple[str, str, str, str]
@@ -77,6 +81,7 @@ DARK = Theme(
     prompt="#e69f00",
     ngram="#2fc99a",
     other="#e38cc0",
+    earlier="#f0e442",
     target="#e4e6eb",
     rejected="#b2766a",
     lanes=("#e69f00", "#56b4e9", "#009e73", "#cc79a7"),
@@ -92,6 +97,7 @@ LIGHT = Theme(
     prompt="#9c5700",
     ngram="#00775a",
     other="#a8347a",
+    earlier="#7a6a00",
     target="#1f2328",
     rejected="#a2766e",
     lanes=("#0072b2", "#d55e00", "#009e73", "#cc79a7"),
@@ -111,6 +117,7 @@ DARK_CONTRAST = Theme(
     prompt="#ffb627",
     ngram="#3ee6b0",
     other="#ffa3dc",
+    earlier="#fff275",
     target="#ffffff",
     rejected="#d9968a",
     lanes=("#ffb627", "#7fd0ff", "#3ee6b0", "#ffa3dc"),
@@ -126,6 +133,7 @@ LIGHT_CONTRAST = Theme(
     prompt="#6e3c00",
     ngram="#00563f",
     other="#7f1a57",
+    earlier="#4d4300",
     target="#000000",
     rejected="#8a4f44",
     lanes=("#004b7a", "#8f3700", "#005c44", "#8f2466"),

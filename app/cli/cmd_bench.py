@@ -32,6 +32,9 @@ def register(sub) -> None:
                    help="draft length, or a comma-separated list; auto (the default): "
                         "cost-aware, per step")
     p.add_argument("--ngram-corpus", type=Path, default=None)
+    # A bench starts from no memory (its figures must not depend on what ran before); the
+    # suffix oracle still remembers the questions it has answered, as an agent loop would.
+    options.add_suffix_args(p, memory_default="off")
     options.add_setting_args(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")

@@ -70,7 +70,17 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                         "from this machine's costs; measures a missing cost profile first)")
     g.add_argument("--ngram-corpus", type=Path, default=None,
                    help="text file whose n-grams seed the ngram oracle's static cache")
+    add_suffix_args(g)
     add_setting_args(g)
+
+
+def add_suffix_args(g, memory_default: str | None = None) -> None:
+    g.add_argument("--suffix-corpus", type=Path, default=None,
+                   help="text file seeding the suffix oracle's tree of earlier text")
+    g.add_argument("--suffix-memory", default=memory_default, metavar="FILE|off",
+                   help="the suffix oracle's memory of earlier runs: a file, or off (this "
+                        "process only); default: " + (memory_default or
+                                                      "the model's file in the cache"))
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
@@ -222,9 +232,15 @@ def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None)
     return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
                     draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
                     ngram_corpus=str(corpus) if corpus else None,
+                    suffix_corpus=_path_text(getattr(args, "suffix_corpus", None)),
+                    suffix_memory=getattr(args, "suffix_memory", None),
                     settings=oracle_settings(oracle, args),
                     medusa_heads=str(heads) if heads else None,
                     eagle_head=str(eagle) if eagle else None)
+
+
+def _path_text(path: Path | None) -> str | None:
+    return str(path) if path else None
 
 
 def load_target(args: argparse.Namespace) -> Backend:

@@ -41,8 +41,11 @@ const fixed = (x, digits) => (x === undefined || x === null ? "—" : x.toFixed(
 const VISIBLE = { " ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍" };
 const visible = (text) => (text ? text.replace(/[ \n\t\r]/g, (c) => VISIBLE[c]) : "∅");
 // Where a copied token came from, as widgets/describe.py span_text says it.
-const spanText = (s) => `copied from tokens ${s.tok_start}–${s.tok_end}` +
-  (s.chr_start === undefined ? " (earlier output)" : `, prompt characters ${s.chr_start}–${s.chr_end}`);
+const spanText = (s) => (s.run !== undefined
+  ? `remembered from an earlier run (${s.run}), its token ${s.tok_start}` +
+    (s.excerpt ? `: ${s.excerpt}` : "")
+  : `copied from tokens ${s.tok_start}–${s.tok_end}` + (s.chr_start === undefined
+    ? " (earlier output)" : `, prompt characters ${s.chr_start}–${s.chr_end}`));
 
 // ---------------------------------------------------------------- header and lanes
 

@@ -42,6 +42,7 @@ GROUPS = {
     "math_reasoning": "Mathematical Reasoning",
     "rag": "Retrieval-aug. Generation",
     "code_edit": "Code Edit",
+    "agent_loop": "Agent Loop",  # benchmarks/agent_loop.py: requests that vary earlier ones
 }
 GROUP_ORDER = tuple(dict.fromkeys(GROUPS.values()))
 
@@ -186,11 +187,18 @@ def run_bench(
         histories: dict[Config, list[tuple[str, str]]] = {c: [] for c in configs}
         for turn, user in enumerate(q.turns):
             before = {c: p.snapshot() for c, p in policies.items()}
+            # An oracle that learns across runs (suffix decoding's memory) answers every
+            # repeat, and every K of it, knowing what it knew before the turn (one answer
+            # of the turn stays remembered for the next questions).
+            learnt = {name: o.snapshot() for name, o in oracles.items()
+                      if hasattr(o, "snapshot")}
             runs: dict[Config, list] = {c: [] for c in configs}
             for rep in range(repeat):
                 for config in configs:
                     if config in policies and rep:
                         policies[config].restore(before[config])
+                    if config.oracle in learnt:
+                        oracles[config.oracle].restore(learnt[config.oracle])
                     settings = RunSettings(user, history=tuple(histories[config]),
                                            k=starting_k(config.oracle, config.k,
                                                         config.k == AUTO_K),

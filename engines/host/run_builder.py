@@ -98,7 +98,7 @@ def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None,
     cross-draft oracle (drafting through text), with the reason said, never run as a draft of
     the same vocabulary."""
     try:
-        return _make(lane, target, draft)
+        return _make(lane, target, draft, say)
     except IncompatibleModels as exc:
         if lane.oracle != "draft":
             raise
@@ -108,16 +108,35 @@ def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None,
         return _make(replace(lane, oracle="cross-draft", cross_draft=lane.draft), target, draft)
 
 
-def _make(lane: LaneSpec, target: Backend, draft: Backend | None) -> Oracle:
+def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
+          say: Say = lambda _: None) -> Oracle:
     corpus = None
     if lane.oracle == "ngram" and lane.ngram_corpus:
         corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
+    if lane.oracle == "suffix" and lane.suffix_corpus:
+        corpus = target.tokenize(read_text(lane.suffix_corpus, "suffix corpus"), False)
+    memory = suffix_memory(lane) if lane.oracle == "suffix" else None
     try:
-        return make_oracle(lane.oracle, target=target, draft=draft, corpus_ids=corpus,
-                           settings=dict(lane.settings), heads=head_folder(lane.medusa_heads),
-                           eagle_head=head_folder(lane.eagle_head))
+        oracle = make_oracle(lane.oracle, target=target, draft=draft, corpus_ids=corpus,
+                             settings=dict(lane.settings), heads=head_folder(lane.medusa_heads),
+                             eagle_head=head_folder(lane.eagle_head), memory=memory)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
+    problem = getattr(getattr(oracle, "memory", None), "problem", None)
+    if problem:
+        say(problem)
+    return oracle
+
+
+def suffix_memory(lane: LaneSpec):
+    """The lane's memory of earlier runs (None: the model's file, opened by the oracle)."""
+    from ..oracles.suffix_memory import SuffixMemory
+
+    if lane.suffix_memory is None:
+        return None
+    if lane.suffix_memory == "off":
+        return SuffixMemory()
+    return SuffixMemory.open(Path(lane.suffix_memory))
 
 
 def head_folder(name: str | None) -> Path | None:

@@ -37,6 +37,10 @@ class LaneSpec:
     settings: dict = field(default_factory=dict)
     cross_draft: str | None = None  # cross-draft's own draft model (default: draft)
     ngram_corpus: str | None = None  # a text file seeding the n-gram cache
+    suffix_corpus: str | None = None  # a text file seeding suffix decoding's global tree
+    # Suffix decoding's memory of earlier runs: None the model's file in the cache, "off"
+    # this process only (nothing read or written), else a file of its own.
+    suffix_memory: str | None = None
     medusa_heads: str | None = None  # a heads folder (default: beside the target)
     eagle_head: str | None = None  # an EAGLE head's folder (default: beside the target)
     # A server lane (oracle "server"): the engine's URL, which engine it is ("auto": ask it),

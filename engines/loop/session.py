@@ -183,6 +183,7 @@ class Session(RunControls):
             if len(self.context) >= self.target.n_ctx:
                 reason = "context-full"
                 break
+        self.oracle.finish(self.context)
         # An incomplete character at the very end stays out: the text is exactly the steps'.
         self.summary = ev.SummaryEvent(
             oracle=self.oracle.name,

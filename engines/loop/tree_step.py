@@ -127,10 +127,12 @@ def _node(proposal: TreeProposal, verdict: TreeVerdict, i: int, text: str,
     state = (ev.NODE_ACCEPTED if i in on_path else
              ev.NODE_UNREACHED if j.reason == ev.REJECT_UNREACHED else ev.NODE_REJECTED)
     return ev.TreeNode(
-        parent=proposal.parents[i], id=proposal.tokens[i], text=text, source=proposal.source,
-        state=state, p_draft=proposal.p_draft[i] if proposal.p_draft else None,
+        parent=proposal.parents[i], id=proposal.tokens[i], text=text,
+        source=proposal.source_of(i), state=state,
+        p_draft=proposal.p_draft[i] if proposal.p_draft else None,
         p_target=j.p_target, reject_reason=j.reason, accept_prob=j.accept_prob, draw=j.draw,
         detail=proposal.details[i] if proposal.details else None,
+        span=proposal.spans[i] if proposal.spans else None,
     )
 
 
@@ -139,5 +141,5 @@ def _as_proposed(node: ev.TreeNode) -> ev.ProposedToken:
         id=node.id, text=node.text, source=node.source,
         accepted=node.state == ev.NODE_ACCEPTED, p_draft=node.p_draft, p_target=node.p_target,
         reject_reason=node.reject_reason, accept_prob=node.accept_prob, draw=node.draw,
-        detail=node.detail,
+        span=node.span, detail=node.detail,
     )

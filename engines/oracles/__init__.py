@@ -40,6 +40,7 @@ def make_oracle(
     heads: Path | None = None,
     eagle_head: Path | None = None,
     settings: dict[str, float | int | None] | None = None,
+    memory=None,
 ) -> Oracle:
     """Build an oracle by name, from its registry entry: what it needs is checked here, then
     its module's `build` makes it. `settings` by the registry's names (None values: the
@@ -48,7 +49,7 @@ def make_oracle(
     _check_needs(described, target, draft)
     module = importlib.import_module(f"{__package__}.{described.builder}")
     parts = BuildParts(target, draft, corpus_ids, heads, eagle_head,
-                       {k: v for k, v in (settings or {}).items() if v is not None})
+                       {k: v for k, v in (settings or {}).items() if v is not None}, memory)
     return module.build(parts)
 
 

@@ -96,6 +96,8 @@ class TreeProposal:
     details: list[str | None] | None = None
     side: SideBranch | None = None
     declined: str | None = None  # events.DECLINE_*: why no node was proposed, if so
+    spans: list[Span | None] | None = None  # where a copied node came from
+    sources: list[str] | None = None  # node i's source where they differ (else `source`)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -123,7 +125,11 @@ class TreeProposal:
 
         parents = [keep[self.parents[i]] if self.parents[i] >= 0 else -1 for i in pick]
         return TreeProposal([self.tokens[i] for i in pick], parents, self.source,
-                            sub(self.q_rows), sub(self.p_draft), sub(self.details), self.side)
+                            sub(self.q_rows), sub(self.p_draft), sub(self.details), self.side,
+                            self.declined, sub(self.spans), sub(self.sources))
+
+    def source_of(self, i: int) -> str:
+        return self.sources[i] if self.sources else self.source
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,7 @@ class BuildParts:
     heads: Path | None = None  # a Medusa heads folder (None: beside the target)
     eagle_head: Path | None = None  # an EAGLE head's folder (None: beside the target)
     settings: dict = field(default_factory=dict)
+    memory: object | None = None  # suffix decoding's SuffixMemory (None: the model's file)
 
 
 class Oracle(ABC):
@@ -166,6 +173,10 @@ class Oracle(ABC):
 
     def observe(self, context: Sequence[int]) -> None:
         """The context after a step (accepted tokens and the target's token appended)."""
+
+    def finish(self, context: Sequence[int]) -> None:
+        """The run ended with this context (prompt and output): an oracle that learns across
+        runs takes it in here."""
 
     def tree_nodes(self) -> int:
         """The most nodes (side rows included) one of its tree proposals holds; 0: linear.

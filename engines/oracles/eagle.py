@@ -28,6 +28,7 @@ from pathlib import Path
 from ..backends.base import Backend, common_prefix
 from ..events import DECLINE_AUTO_K, DECLINE_RULE
 from .base import AutoKHints, BuildParts, Oracle, RunContext, TreeProposal
+from .tree_price import Trust, affordable
 
 
 @dataclass
@@ -204,17 +205,10 @@ class EagleOracle(Oracle, AutoKHints):
         return {i: out[j] for j, i in enumerate(chosen)}
 
     def _affordable(self, nodes: list[_Node], drafted_ms: float, n_ctx: int) -> int:
-        """How many of the likeliest nodes to send: the number with the most expected tokens
-        per ms, the drafting already done counted in every step's time."""
+        """How many of the likeliest nodes to send (tree_price.affordable)."""
         assert self.price is not None
         scores = sorted((n.score for n in nodes), reverse=True)[: self.settings.budget]
-        best, best_rate, gain = 0, 1.0 / (drafted_ms + self.price(1, n_ctx)), 0.0
-        for m, score in enumerate(scores, start=1):
-            gain += score
-            rate = (1.0 + self._trust.factor * gain) / (drafted_ms + self.price(1 + m, n_ctx))
-            if rate > best_rate:
-                best, best_rate = m, rate
-        return best
+        return affordable(scores, self._trust.factor, drafted_ms, n_ctx, self.price)
 
     def _proposal(self, nodes: list[_Node], budget: int) -> tuple[TreeProposal, float]:
         """The `budget` likeliest nodes, parents first, siblings likeliest first; and the
@@ -238,40 +232,6 @@ class EagleOracle(Oracle, AutoKHints):
 
     def close(self) -> None:
         self.target.keep_features(None)
-
-
-class Trust:
-    """How the path probabilities of the trees sent have held up: tokens accepted over the
-    tokens the scores promised (a Beta-like prior of PRIOR promised tokens kept at 1)."""
-
-    PRIOR = 4.0
-
-    def __init__(self) -> None:
-        self.accepted = self.promised = 0.0
-        self._last: tuple[int, list[int], list[int], float] | None = None
-
-    @property
-    def factor(self) -> float:
-        return (self.accepted + self.PRIOR) / (self.promised + self.PRIOR)
-
-    def sent(self, context: Sequence[int], tree: TreeProposal, promised: float) -> None:
-        self._last = (len(context), tree.tokens, tree.parents, promised)
-
-    def judge(self, context: Sequence[int]) -> None:
-        """Count the last tree's accepted path, read off the context that followed it."""
-        if self._last is None:
-            return
-        start, tokens, parents, promised = self._last
-        self._last = None
-        node, depth = -1, 0
-        for token in context[start:]:
-            node = next((i for i, (t, p) in enumerate(zip(tokens, parents))
-                         if p == node and t == token), None)
-            if node is None:
-                break
-            depth += 1
-        self.accepted += depth
-        self.promised += promised
 
 
 def build(parts: BuildParts) -> EagleOracle:

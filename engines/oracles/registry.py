@@ -111,6 +111,23 @@ class EagleDraftSettings:
 
 
 @dataclass(frozen=True)
+class SuffixSettings:
+    # The reference's defaults (vLLM's suffix method): depth 24, factor 1, offset 0, 0.1.
+    max_depth: int = setting(24, 2, 64, "longest match plus draft the trees hold",
+                             "max-depth", live=False)
+    max_spec_factor: float = setting(1.0, 0.0, 8.0, "a match of m tokens drafts up to "
+                                     "factor * m + offset", "max-spec-factor")
+    max_spec_offset: float = setting(0.0, -8.0, 32.0, "added to factor * m",
+                                     "max-spec-offset")
+    min_token_prob: float = setting(0.1, 0.0, 1.0, "a drafted token's least share of the "
+                                    "match's continuations", "min-token-prob")
+    tree: int = setting(1, 0, 1, "1: a speculation tree, 0: its likeliest chain",
+                        "suffix-tree")
+    memory: int = setting(1, 0, 1, "1: draft from earlier runs too, and remember this one; "
+                          "0: this run's text only", "suffix-remember")
+
+
+@dataclass(frozen=True)
 class OracleInfo:
     name: str
     summary: str
@@ -194,6 +211,8 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
                EagleDraftSettings),
+    OracleInfo("suffix", "suffix trees over this run's text and earlier runs' outputs "
+               "(suffix decoding)", ("suffix", "memory"), settings_type=SuffixSettings),
 )}
 
 ORACLES = tuple(ORACLE_INFO)

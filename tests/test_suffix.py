@@ -1,0 +1,195 @@
+"""Suffix decoding: its trees' counts, lossless runs on both backends, memory across runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_session import CODE_EDIT, run, tokens_of
+
+from specviz.app.cli.main import main
+from specviz.engines import events as ev
+from specviz.engines.bench.compare import check_against_plain, compare
+from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles.suffix_index import SuffixIndex
+from specviz.engines.oracles.suffix_memory import SuffixMemory, memory_path
+from specviz.engines.sampling import SamplingParams
+
+A = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+
+def nodes(spec):
+    return [(n.token, n.parent, round(n.prob, 3)) for n in spec.nodes]
+
+
+# ---------------------------------------------------------------- the trees
+
+
+def test_a_match_drafts_what_followed_it_with_its_share_of_the_places():
+    index = SuffixIndex(max_depth=24)
+    index.add([*A, 11, 12, *A, 13])
+    spec = index.speculate([7, 8, 9, 10], lambda m: m, 0.1, tree=True)
+    assert (spec.match, spec.occurrences) == (4, 2)
+    # 10 is followed by 11 once and 13 once: a tree of both, likeliest first
+    assert nodes(spec) == [(11, -1, 0.5), (13, -1, 0.5), (12, 0, 0.5), (1, 2, 0.5)]
+    chain = index.speculate([7, 8, 9, 10], lambda m: m, 0.1, tree=False)
+    assert nodes(chain) == [(11, -1, 0.5), (12, 0, 0.5), (1, 1, 0.5), (2, 2, 0.5)]
+    assert chain.score == pytest.approx(2.0)
+
+
+def test_the_pattern_at_the_end_of_a_sequence_counts_as_a_place_with_nothing_after():
+    index = SuffixIndex(max_depth=24)
+    seq = index.add([5, 6, 7, 0, 5, 6])
+    spec = index.speculate([5, 6], lambda m: 4, 0.1, tree=True)
+    assert spec.occurrences == 2 and nodes(spec)[0] == (7, -1, 0.5)
+    index.extend(seq, [7])  # the run goes on: now both places continue with 0 or nothing
+    assert index.speculate([5, 6, 7], lambda m: 4, 0.1, tree=True).nodes[0].token == 0
+
+
+def test_draft_size_follows_the_match_and_the_depth_bounds_both():
+    index = SuffixIndex(max_depth=6)
+    index.add(list(range(100, 140)))
+    context = [0, 104, 105, 106]
+    # depth 6: a 3-token match may draft 3, a 2-token match 4, which scores higher
+    wide = index.speculate(context, lambda m: 2 * m, 0.1, True)
+    assert (wide.match, len(wide.nodes)) == (2, 4)
+    assert len(index.speculate(context, lambda m: m, 0.1, True).nodes) == 3
+    assert len(index.speculate(context, lambda m: 1, 0.1, True).nodes) == 1
+    assert index.speculate([7, 8], lambda m: 5, 0.1, True).nodes == []
+
+
+def test_unlikely_tokens_are_left_out():
+    index = SuffixIndex(max_depth=24)
+    for tail in ([1] * 9 + [2]):
+        index.add([8, 9, tail])
+    spec = index.speculate([8, 9], lambda m: 4, min_token_prob=0.2, tree=True)
+    assert nodes(spec) == [(1, -1, 0.9)]
+    assert len(index.speculate([8, 9], lambda m: 4, 0.1, True).nodes) == 2
+
+
+def test_a_longer_match_wins_a_tie_and_a_better_score_wins_over_it():
+    index = SuffixIndex(max_depth=24)
+    index.add([1, 2, 3, 4, 1, 9, 3, 5])  # after 3: 4 or 5; after 2 3: only 4
+    spec = index.speculate([0, 2, 3], lambda m: 1, 0.1, True)
+    assert spec.match == 2 and nodes(spec) == [(4, -1, 1.0)]
+
+
+# ---------------------------------------------------------------- runs
+
+
+def suffix(store=None, **settings):
+    return make_oracle("suffix", memory=store if store is not None else SuffixMemory(),
+                       settings=settings)
+
+
+def test_suffix_is_lossless_on_the_tiny_model_greedy_and_sampled(tiny_backend):
+    plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0, n=60)
+    for tree in (1, 0):
+        steps, summary = run(tiny_backend, suffix(tree=tree), k=6, n=60)
+        assert compare(steps, plain_steps).identical and summary.text == plain.text
+        assert summary.totals.accepted > 0
+    params = SamplingParams(0.8, seed=3)
+    first = run(tiny_backend, suffix(), k=4, n=40, params=params)[1]
+    assert run(tiny_backend, suffix(), k=4, n=40, params=params)[1].text == first.text
+
+
+def test_a_second_run_drafts_from_the_first_and_says_so(tiny_backend):
+    memory = SuffixMemory()
+    oracle = suffix(memory)
+    _, first = run(tiny_backend, oracle, k=8, n=48)
+    assert len(memory.runs) == 1 and len(memory.runs[0].tokens) == first.totals.tokens
+    steps, second = run(tiny_backend, oracle, k=8, n=48)
+    assert second.text == first.text  # greedy: the same answer, now mostly remembered
+    assert second.totals.steps < first.totals.steps
+    remembered = [t for s in steps for t in s.accepted if t.source == "memory"]
+    assert remembered and all(t.span.run == memory.runs[0].label for t in remembered)
+    token = remembered[0]
+    assert f"«{token.text}»" in token.span.excerpt  # the earlier run's text around it
+    assert memory.runs[0].tokens[token.span.tok_start] == token.id
+    for step in steps:
+        assert ev.from_dict(json.loads(ev.to_json(step))) == step
+
+
+def test_a_lane_that_opts_out_neither_reads_nor_writes_the_memory(tiny_backend):
+    memory = SuffixMemory()
+    run(tiny_backend, suffix(memory), k=8, n=32)
+    steps, _ = run(tiny_backend, suffix(memory, memory=0), k=8, n=32)
+    assert len(memory.runs) == 1
+    assert not any(t.source == "memory" for s in steps for t in s.proposed)
+
+
+def test_the_memory_file_is_bounded_and_survives_corruption(tmp_path):
+    path = tmp_path / "m.jsonl"
+    memory = SuffixMemory.open(path, max_tokens=10)
+    memory.add([1, 2, 3, 4], "a")
+    memory.add([5, 6, 7, 8], "b")
+    dropped = memory.add([9, 10, 11], "c")
+    assert [r.label for r in dropped] == ["a"]
+    assert [r.label for r in SuffixMemory.open(path, 10).runs] == ["b", "c"]
+    path.write_text('{"run": "b", "tokens": [5, 6]}\n{"run": ', encoding="utf-8")
+    reopened = SuffixMemory.open(path)
+    assert reopened.runs == [] and "begun anew" in reopened.problem
+    assert (tmp_path / "m.corrupt").exists() and not path.exists()
+    reopened.add([1, 2], "d")
+    assert [r.label for r in SuffixMemory.open(path).runs] == ["d"]
+
+
+def test_memory_can_be_switched_off_for_every_run(monkeypatch):
+    assert memory_path("model.gguf", 100) is not None
+    monkeypatch.setenv("SPECVIZ_SUFFIX_MEMORY", "off")
+    assert memory_path("model.gguf", 100) is None
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_line_remembers_across_runs(capsys, tiny_model_dir, tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    args = ["run", "--target", tiny_model_dir, "--backend", "transformers", "--no-chat",
+            "--prompt", "def add(a, b):", "--max-tokens", "32", "--oracle", "suffix", "--k", "8",
+            "--suffix-memory", memory, "--json"]
+    first = json.loads(run_cli(capsys, *args)[1])
+    second = json.loads(run_cli(capsys, *args)[1])
+    assert second["text"] == first["text"] and second["steps"] < first["steps"]
+    assert len(memory.read_text().splitlines()) == 2
+
+
+def test_bad_suffix_input_is_one_line(capsys, tiny_model_dir, tmp_path):
+    base = ["run", "--target", tiny_model_dir, "--backend", "transformers", "--no-chat",
+            "--prompt", "x", "--max-tokens", "4", "--oracle", "suffix"]
+    binary = tmp_path / "corpus.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for extra, message in (
+            (["--suffix-corpus", binary], "suffix corpus"),
+            (["--min-token-prob", "1.5"], "min_token_prob 1.5 is outside 0.0..1.0"),
+            (["--max-spec-factor", "-1"], "max_spec_factor -1.0 is outside")):
+        code, _, err = run_cli(capsys, *base, *extra)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    corrupt = tmp_path / "memory.jsonl"
+    corrupt.write_text("not json\n")
+    code, _, err = run_cli(capsys, *base, "--suffix-memory", corrupt)
+    assert code == 0 and "could not be read" in err and "begun anew" in err
+
+
+# ---------------------------------------------------------------- smollm2-135m
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend", ["smol_llama", "smol_hf"])
+def test_smollm2_suffix_is_lossless_and_remembers(backend, request):
+    target = request.getfixturevalue(backend)
+    plain_steps, plain = run(target, make_oracle("none"), CODE_EDIT, k=0, n=48, chat=True)
+    memory = SuffixMemory()
+    oracle = suffix(memory)
+    first_steps, first = run(target, oracle, CODE_EDIT, k=6, n=48, chat=True)
+    steps, second = run(target, oracle, CODE_EDIT, k=6, n=48, chat=True)
+    for these, summary in ((first_steps, first), (steps, second)):
+        result = check_against_plain(target, tokens_of(target, CODE_EDIT), these, plain_steps)
+        assert result.identical, result.note
+        assert summary.text == plain.text
+    assert second.totals.steps < first.totals.steps
+    assert any(t.source == "suffix" and t.span.chr_start is not None
+               for s in first_steps for t in s.accepted)  # copied from the prompt, linked
