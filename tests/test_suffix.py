@@ -37,13 +37,15 @@ def test_a_match_drafts_what_followed_it_with_its_share_of_the_places():
     assert chain.score == pytest.approx(2.0)
 
 
-def test_the_pattern_at_the_end_of_a_sequence_counts_as_a_place_with_nothing_after():
+def test_a_place_at_the_end_of_a_sequence_counts_with_nothing_after_unless_it_is_the_context():
     index = SuffixIndex(max_depth=24)
     seq = index.add([5, 6, 7, 0, 5, 6])
     spec = index.speculate([5, 6], lambda m: 4, 0.1, tree=True)
     assert spec.occurrences == 2 and nodes(spec)[0] == (7, -1, 0.5)
-    index.extend(seq, [7])  # the run goes on: now both places continue with 0 or nothing
-    assert index.speculate([5, 6, 7], lambda m: 4, 0.1, tree=True).nodes[0].token == 0
+    live = index.speculate([5, 6], lambda m: 4, 0.1, tree=True, live=seq)
+    assert live.occurrences == 1 and nodes(live)[0] == (7, -1, 1.0)
+    index.extend(seq, [7])  # the run goes on: now the earlier place continues with 0
+    assert index.speculate([5, 6, 7], lambda m: 4, 0.1, True, live=seq).nodes[0].token == 0
 
 
 def test_draft_size_follows_the_match_and_the_depth_bounds_both():
@@ -82,12 +84,23 @@ def suffix(store=None, **settings):
                        settings=settings)
 
 
+BRANCHY = "a = f(x, 1)\nb = f(x, 2)\nc = f(y, 1)\nd = f(y, 2)\ne = f(x, 1)\nf = f("
+
+
 def test_suffix_is_lossless_on_the_tiny_model_greedy_and_sampled(tiny_backend):
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0, n=60)
     for tree in (1, 0):
         steps, summary = run(tiny_backend, suffix(tree=tree), k=6, n=60)
         assert compare(steps, plain_steps).identical and summary.text == plain.text
-        assert summary.totals.accepted > 0
+        assert summary.totals.accepted > 0  # the random model repeats itself
+    # a prompt whose lines part after the same start: branching speculations go as trees,
+    # chains (and everything with tree 0) as linear drafts
+    plain_steps, plain = run(tiny_backend, make_oracle("none"), BRANCHY, k=0, n=40)
+    for tree in (1, 0):
+        steps, summary = run(tiny_backend, suffix(tree=tree), BRANCHY, k=6, n=40)
+        assert compare(steps, plain_steps).identical and summary.text == plain.text
+        assert any(s.tree for s in steps) == bool(tree)
+        assert any(s.proposed and not s.tree for s in steps)
     params = SamplingParams(0.8, seed=3)
     first = run(tiny_backend, suffix(), k=4, n=40, params=params)[1]
     assert run(tiny_backend, suffix(), k=4, n=40, params=params)[1].text == first.text

@@ -134,7 +134,7 @@ class AutoK:
     def rows(self, k: int) -> float:
         """Rows one verification sends for draft length k: k+1 for a linear draft."""
         budget = self.oracle.tree_nodes()
-        if k == 0 or budget == 0:
+        if k == 0 or budget == 0 or self.hints.nodes_within_k:
             return k + 1
         return self.rows_at.get(k, 1 + budget)
 

@@ -224,6 +224,9 @@ class AutoKHints:
     # included. A tree oracle that knows its nodes' odds cuts its tree where expected tokens
     # per ms peak; None (a fixed K): it sends its whole budget.
     price: Callable[[int, int], float] | None = None
+    # A tree oracle whose trees hold at most K nodes (suffix decoding): a step of draft
+    # length K verifies K + 1 rows, as a linear draft's does.
+    nodes_within_k: bool = False
 
     def price_with(self, price: Callable[[int, int], float] | None) -> None:
         """Auto K's prices for a verification of n rows (see `price`)."""

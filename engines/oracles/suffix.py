@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..events import DECLINE_AUTO_K, Span
-from .base import BuildParts, RunContext, TreeProposal
+from .base import BuildParts, Proposal, RunContext, TreeProposal
 from .suffix_index import Speculation, SuffixIndex
 from .suffix_memory import SuffixMemory, memory_path, run_label
 from .tree_price import Trust, affordable
@@ -37,6 +37,7 @@ class SuffixOracle(CopyingOracle):
     name = "suffix"
     source = SOURCE_RUN
     evidence_decay = 0.02  # as the n-gram cache: how well copies hold varies with the text
+    nodes_within_k = True  # K bounds the tokens a speculation holds, as the reference's
 
     def __init__(self, store: SuffixMemory | None = None,
                  corpus_ids: Sequence[int] | None = None, **settings) -> None:
@@ -110,13 +111,13 @@ class SuffixOracle(CopyingOracle):
     def draft_limit(self, length: int) -> int | None:
         return self._max_tokens(length)
 
-    def propose(self, context: Sequence[int], k: int) -> TreeProposal:
+    def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
         t0 = time.perf_counter()
         self._trust.judge(context)
         spec, remembered = self._speculation(context)
         self._cached = None
         # Nodes come likeliest first, each after its parent: any first few form a tree.
-        kept = [i for i, n in enumerate(spec.nodes) if _depth(spec, n) <= k]
+        kept = [i for i, n in enumerate(spec.nodes) if _depth(spec, n) <= k][:k]
         if self.price is not None and kept:
             count = affordable([spec.nodes[i].prob for i in kept], self._trust.factor,
                                (time.perf_counter() - t0) * 1e3, len(context), self.price)
@@ -125,6 +126,11 @@ class SuffixOracle(CopyingOracle):
             kept = kept[:count]
         tree = self._tree(spec, kept, remembered)
         self._trust.sent(context, tree, sum(tree.p_draft))
+        if tree.parents == list(range(-1, len(tree) - 1)):
+            # A chain (most copies): verified as a linear draft, which costs less than a
+            # tree's masked batch on llama.cpp, and means the same.
+            return Proposal(tree.tokens, tree.source, p_draft=tree.p_draft,
+                            spans=tree.spans, details=tree.details)
         return tree
 
     def _speculation(self, context: Sequence[int]) -> tuple[Speculation, bool]:
@@ -135,7 +141,8 @@ class SuffixOracle(CopyingOracle):
         self.observe(context)
         s = self.settings
         tree = bool(s.tree)
-        local = self._local.speculate(context, self._max_tokens, s.min_token_prob, tree)
+        local = self._local.speculate(context, self._max_tokens, s.min_token_prob, tree,
+                                      live=0)
         remembered, self._passed_over = False, None
         if s.memory and self._global.sequences:
             other = self._global.speculate(context, self._max_tokens, s.min_token_prob, tree)

@@ -6,8 +6,10 @@ last m tokens of the context (a pattern), in how many places do they occur, and 
 each, up to D - m tokens. Here every sequence is kept whole, with the positions after each
 n-gram of up to GRAMS tokens; a longer pattern's occurrences are the shorter one's filtered
 by the token before them. The counts are the tree's: an occurrence at the very end of a
-sequence counts, with nothing after it (the pattern's own place at the end of the context
-included), so a continuation's probability is its share of all occurrences.
+sequence counts, with nothing after it, so a continuation's probability is its share of all
+occurrences. (The reference counts the pattern's own place at the end of the context too,
+which halves every probability of a copy seen once before; here it is left out: it is where
+the guess goes, not evidence about it.)
 
 From a pattern's occurrences a speculation is grown as the reference grows it: best-first
 by probability (a node's occurrences over the pattern's), every token at least
@@ -79,14 +81,17 @@ class SuffixIndex:
                 self._after.setdefault(tuple(s[end - n:]), []).append((seq, end))
 
     def speculate(self, context: Sequence[int], max_tokens, min_token_prob: float,
-                  tree: bool) -> Speculation:
+                  tree: bool, live: int | None = None) -> Speculation:
         """The best-scoring speculation over every pattern length that occurs. `max_tokens`
-        maps a match length to the most tokens its speculation may hold."""
+        maps a match length to the most tokens its speculation may hold. `live` names the
+        sequence that is the context itself: the pattern's place at its end is where the
+        guess goes, not a place that ended there, and is not counted."""
         best = Speculation()
         places: list[tuple[int, int]] | None = None
         longest = min(len(context), self.max_depth - 1)
+        here = None if live is None else (live, len(self.sequences[live]))
         for m in range(1, longest + 1):
-            places = self._places(context, m, places)
+            places = [p for p in self._places(context, m, places) if p != here]
             if not places:
                 break
             limit = min(max_tokens(m), self.max_depth - m)
