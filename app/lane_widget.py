@@ -219,7 +219,8 @@ class LaneWidget(QFrame):
         self._controls.hide()
         settings = header.get("settings", {})
         oracle = self._replay_oracle = header.get("oracle", "?")
-        k = f", K={settings['k']}" if not is_plain(oracle) and "k" in settings else ""
+        k = "" if is_plain(oracle) or "k" not in settings else (
+            ", K auto" if settings.get("auto_k") else f", K={settings['k']}")
         self._replay_title = f"{name}: {oracle}{k}"
         self.prompt_text = header.get("prompt_text", "")
         self.user_prompt = header.get("prompt", "")

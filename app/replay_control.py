@@ -33,7 +33,7 @@ class ReplayControl(QObject):
         self.board.remove_all()
         lanes = {}
         for trace in (load_trace(p) for p in paths[:MAX_LANES]):
-            header = trace.header
+            header = _with_auto_k(trace)
             k = header.get("settings", {}).get("k", 1)
             lane = self.board.add_lane(LaneSpec(header.get("oracle", "none"), k))
             self.board.set_replay(lane.lane_id, trace.path.name, header)
@@ -81,3 +81,12 @@ class ReplayControl(QObject):
         if self.player is not None:
             self.player.step(delta)
             self.changed.emit()
+
+
+def _with_auto_k(trace) -> dict:
+    """The trace's header, saying whether K was auto (older traces say it only per step)."""
+    settings = trace.header.get("settings", {})
+    if "auto_k" in settings or not isinstance(settings, dict):
+        return trace.header
+    auto = any(getattr(e, "auto_k", False) for e in trace.events)
+    return {**trace.header, "settings": {**settings, "auto_k": auto}}

@@ -515,3 +515,20 @@ def test_file_menu_exports_a_video_and_a_page(window, tmp_path):
     page = export_page_from(window, ask=lambda *_a: str(tmp_path / "race.html"))
     assert f'data-theme="{window.theme.name}"' in page.read_text(encoding="utf-8")
     assert not window.presenting and window.isVisible()  # the person's window as it was
+
+
+def test_a_replayed_auto_k_lane_says_so_in_its_title(window, tmp_path):
+    import json
+
+    lines = TRACE.read_text(encoding="utf-8").splitlines()
+    auto = []
+    for line in lines:  # an older trace: auto K said only in its steps
+        record = json.loads(line)
+        if record.get("kind") == "step":
+            record["auto_k"] = True
+        auto.append(json.dumps(record))
+    path = tmp_path / "auto.jsonl"
+    path.write_text("\n".join(auto) + "\n", encoding="utf-8")
+    replay_fully(window, [TRACE, path])
+    titles = [lane.title.text() for lane in window.board.lanes.values()]
+    assert "K=4" in titles[0] and "K auto" in titles[1], titles

@@ -194,7 +194,8 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "device": target.device,
         "dtype": target.dtype,
         "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
-        "settings": {"k": session.k, "max_tokens": session.settings.max_tokens,
+        "settings": {"k": session.k, "auto_k": lane.auto_k,
+                     "max_tokens": session.settings.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,
                      "seed": request.seed, "chat": request.chat,
                      **({"exit_layer": session.oracle.settings.exit_layer}
