@@ -18,12 +18,13 @@ Usage:
       --questions FILE.jsonl [--limit N] [--max-tokens N] --out plain.json
   python benchmarks/replay_auto_k.py replay plain.json --target qwen2.5-coder-1.5b \\
       --threads 2 [--oracle ngram] [--k 2,4,8,auto,hindsight] [--single-scale 0.82] \\
-      [--batch-scale 1]
+      [--batch-scale 1] [--monotone]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -182,6 +183,9 @@ def main() -> None:
                    help="fixed Ks, auto, and hindsight (the ceiling: only copies that hold)")
     r.add_argument("--single-scale", type=float, default=0.82)
     r.add_argument("--batch-scale", type=float, default=1.0)
+    r.add_argument("--monotone", action="store_true",
+                   help="price with each profile row made non-decreasing (a dip smoothed "
+                        "away, as profiles did before 2026-11-25)")
     args = parser.parse_args()
     options.settle_backend(args)  # --backend left out: the target's format decides
     if args.command == "dump":
@@ -190,6 +194,8 @@ def main() -> None:
     profile = profiles.load(args.target, args.backend, args.device or "cpu", args.threads)
     if profile is None:
         raise SystemExit(f"no stored profile for {args.target}: run `specviz profile` first")
+    if args.monotone:
+        profile.ms = [list(itertools.accumulate(row, max)) for row in profile.ms]
     with open(args.record) as f:
         records = json.load(f)
     price = Pricer(profile, args.single_scale, args.batch_scale)

@@ -71,15 +71,28 @@ def test_best_k_is_large_when_acceptance_is_high_and_batches_cheap():
     assert 0 < k_mid < k
 
 
-def test_profile_interpolates_and_never_gets_cheaper_with_more_tokens():
+def test_profile_interpolates_and_keeps_a_measured_dip():
     p = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 4, 8],
-                [[10, 30, 28], [20, 60, 80]])  # 8 < 4 at ctx 128: noise
+                [[10, 30, 28], [20, 60, 80]])  # 8 < 4 at ctx 128: kernels that take rows in fours
     assert p.cost_ms(2, 128) == pytest.approx(10 + 20 / 3)
-    assert p.cost_ms(8, 128) == pytest.approx(30)  # made non-decreasing
+    assert p.cost_ms(8, 128) == pytest.approx(28)  # kept as measured
+    assert p.cost_ms(6, 128) == pytest.approx(29)  # the line through the dip
     assert p.cost_ms(4, 576) == pytest.approx(45)  # halfway between the contexts
     assert p.cost_ms(1, 4096) == pytest.approx(20)  # clamped past the last context
     assert p.relative(4, 1024) == pytest.approx(3.0)
     assert Profile.from_dict(p.to_dict()) == p
+
+
+
+def test_best_k_takes_the_batch_that_costs_less_than_a_smaller_one():
+    # 8 tokens cost less than 7, as with llama.cpp's repacked kernels: K = 7 wins; were the
+    # dip smoothed away (8 priced as 7), K = 5 would.
+    stairs = Profile("m", "llama", "cpu", 2, [512], list(range(1, 10)),
+                     [[10, 15, 19, 23, 28, 30, 40, 37, 48]])
+    k, _ = best_k([0.97] * 8, lambda k: stairs.cost_ms(k + 1, 512), 8)
+    assert k == 7
+    smoothed = dataclasses.replace(stairs, ms=[[10, 15, 19, 23, 28, 30, 40, 40, 48]])
+    assert best_k([0.97] * 8, lambda k: smoothed.cost_ms(k + 1, 512), 8)[0] == 5
 
 
 class FakeLookup(Oracle, AutoKHints):

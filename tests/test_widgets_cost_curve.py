@@ -105,3 +105,50 @@ def test_k_axis_stays_whole_without_a_profile(qtbot):
     assert low <= 0 and high >= 16
     widget.set_lane("b", "ngram", "#009e73", 0.9, 24.0, 1.1)
     assert widget.plot.getPlotItem().getViewBox().viewRange()[0][1] >= 25
+
+
+# llama.cpp's kernels take rows in blocks: here 8 tokens cost less than 7 (the 0.5B's shape
+# on one machine), and 5 cost much more than 4.
+STAIRS = [1, 1.3, 1.9, 2.4, 3.3, 3.5, 4.26, 3.66, 4.5, 4.8, 5.1, 5.4, 5.5, 5.6, 5.7, 5.8]
+
+
+def _tip(widget) -> str:
+    return " ".join(widget.plot.toolTip().split())
+
+
+def test_the_tooltip_says_what_verification_costs_here(qtbot):
+    from specviz.widgets.cost_curve import TOOLTIP
+
+    widget = CostCurve()
+    qtbot.addWidget(widget)
+    widget.set_costs(STAIRS)
+    assert widget.plot.toolTip().startswith(TOOLTIP)
+    tip = _tip(widget)
+    assert "2, 4 and 8 tokens (K = 1, 3, 7) costs 1.30x, 2.40x and 3.66x one token" in tip
+    assert "the dearest step is K = 3 to 4 (+0.90x)" in tip
+    assert "K = 7 costs less than K = 6 (3.66x against 4.26x)" in tip
+    widget.set_costs(CPU)  # rising all the way: no dip to tell
+    tip = _tip(widget)
+    assert "1.70x, 3.30x and 5.00x" in tip and "costs less" not in tip
+    assert "the dearest step is K = 1 to 2 (+0.80x)." in tip
+    widget.set_costs(None)  # free batches: nothing measured to tell
+    assert widget.plot.toolTip() == TOOLTIP
+    widget.set_costs(None, profiled=False)
+    assert widget.plot.toolTip() == TOOLTIP
+
+
+def test_the_batch_note_takes_the_deepest_dip_in_view():
+    from specviz.widgets.cost_curve import batch_note
+
+    def note(costs):
+        return " ".join(batch_note(costs).split())
+
+    # 16 tokens a little under 12, 8 well under 7: the deeper dip is told.
+    costs = [1, 1.45, 1.93, 2.33, 2.95, 3.34, 3.96, 3.8, 4.2, 4.5, 4.7, 4.94, 4.93, 4.92, 4.91, 4.9]
+    assert "K = 7 costs less than K = 6 (3.80x against 3.96x)" in note(costs)
+    assert "K = 15 costs less than K = 11 (4.90x against 4.94x)" in note(
+        [*costs[:7], 4.23, *costs[8:]])
+    assert "K = 17" not in note([*costs, 4.95, 4.0])  # beyond the K first shown (16)
+    assert note([1, 1.5]).startswith("Here verifying 2 tokens (K = 1) costs 1.50x one token")
+    assert batch_note([1]) == "" and batch_note(None) == ""
+    assert all(len(line) <= 85 for line in batch_note(costs).splitlines())

@@ -11,6 +11,7 @@ GPU can lose here.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,6 +34,9 @@ from .plot_style import TEXT_PT, make_plot, theme_plot
 
 K_LIMIT = 32
 K_VIEW = 16  # K shown at first: on a CPU the curves have peaked by then
+TOOLTIP = ("Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"
+           "over the cost of verifying K+1 tokens on this machine (its cost profile) and of\n"
+           "drafting; the dot is where the lane runs. Dashed: the what-if curve below.")
 
 
 def theory_curve(alpha: float, relative: Sequence[float] | None, k_max: int = K_LIMIT,
@@ -72,10 +76,7 @@ class CostCurve(QWidget):
         self.plot.getPlotItem().getViewBox().setLimits(xMin=-0.5, xMax=K_LIMIT + 0.5)
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, label="break-even",
                                           labelOpts={"position": 0.92}))
-        self.plot.setToolTip(
-            "Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"
-            "over the cost of verifying K+1 tokens on this machine (its cost profile) and of\n"
-            "drafting; the dot is where the lane runs. Dashed: the what-if curve below.")
+        self.plot.setToolTip(TOOLTIP)
         self._relative: list[float] | None = None
         self._profiled = True  # False: no profile yet, nothing is drawn
         self._lanes: dict[str, dict] = {}
@@ -133,6 +134,8 @@ class CostCurve(QWidget):
         where = label or ("batches free" if relative is None else "profiled batch costs")
         title = f"Theoretical speedup by K ({where})"  # dots: where lanes run
         self.plot.setTitle(title if self._profiled else "Speedup by K: no profile yet")
+        note = batch_note(self._relative)
+        self.plot.setToolTip(f"{TOOLTIP}\n{note}" if note else TOOLTIP)
         self.profile_button.setVisible(not self._profiled)
         for widget in self._controls:  # nothing to ask "what if" of without a profile
             widget.setVisible(self._profiled)
@@ -242,3 +245,35 @@ def what_if_verdict(speedups: np.ndarray, relative: Sequence[float] | None,
     even = break_even_alpha(best, relative, draft_cost)
     return (f"best K={best}: {speedups[best]:.2f}×; K={best} breaks even at acceptance "
             f"{even:.2f}")
+
+
+def batch_note(relative: Sequence[float] | None, k_max: int = K_VIEW) -> str:
+    """One sentence on what verification costs here, from the profile's relative costs
+    (relative[n-1]: n tokens over one): 2, 4 and 8 tokens, the dearest step from one K to
+    the next, and a K that costs less than a smaller K where there is one (the largest such
+    dip). llama.cpp's kernels take rows in blocks, so these steps are uneven. Empty for free
+    batches."""
+    if not relative or len(relative) < 2:
+        return ""
+    rel = [float(r) for r in relative[: k_max + 1]]
+    shown = [n for n in (2, 4, 8) if n <= len(rel)]
+    note = (f"Here verifying {_listed([str(n) for n in shown])} tokens "
+            f"(K = {', '.join(str(n - 1) for n in shown)}) costs "
+            f"{_listed([f'{rel[n - 1]:.2f}x' for n in shown])} one token")
+    n = max(range(2, len(rel) + 1), key=lambda i: rel[i - 1] - rel[i - 2])
+    note += f"; the dearest step is K = {n - 2} to {n - 1} (+{rel[n - 1] - rel[n - 2]:.2f}x)"
+    dip = None  # (how much less, n tokens, the dearer smaller batch)
+    for n in range(3, len(rel) + 1):
+        m = max(range(2, n), key=lambda i: rel[i - 1])
+        drop = rel[m - 1] - rel[n - 1]
+        if drop >= 0.01 and (dip is None or drop > dip[0]):
+            dip = (drop, n, m)
+    if dip:
+        _, n, m = dip
+        note += (f", and K = {n - 1} costs less than K = {m - 1} "
+                 f"({rel[n - 1]:.2f}x against {rel[m - 1]:.2f}x)")
+    return textwrap.fill(note + ".", 85)
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
