@@ -137,3 +137,12 @@ def prof_rows():
     from specviz.engines.backends.small_rows import ROWS
 
     return ROWS
+
+
+def test_a_profile_of_an_older_version_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    table = prof.Profile("m", "llama", "cpu", 2, [64], [1, 2], [[1.0, 1.5]])
+    prof.save(table)
+    assert prof.load("m", "llama", "cpu", 2) == table
+    prof.save(dataclasses.replace(table, version=prof.PROFILE_VERSION - 1))  # fewer sizes
+    assert prof.load("m", "llama", "cpu", 2) is None

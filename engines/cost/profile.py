@@ -32,7 +32,7 @@ from ..models import home_dir
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32)
 CONTEXTS = (128, 512, 1024)
 REPEATS = 5
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  # 2: every batch size up to 9 (an older profile is measured again)
 
 # Filler for the context: code-like text, since code editing is where lookup oracles shine.
 # The token ids do not change the cost of a forward pass; only how many there are does.
@@ -241,9 +241,10 @@ def load(model: str, backend: str, device: str, threads: int | None,
     """The stored profile, or None when there is none (or it is unreadable)."""
     path = profile_path(model, backend, device, threads, dtype)
     try:
-        return Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        profile = Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, SpecvizError):
         return None
+    return profile if profile.version >= PROFILE_VERSION else None
 
 
 def table(profile: Profile) -> str:
