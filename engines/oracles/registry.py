@@ -112,8 +112,10 @@ class EagleDraftSettings:
 
 @dataclass(frozen=True)
 class SuffixSettings:
-    # The reference's defaults (vLLM's suffix method): depth 24, factor 1, offset 0, 0.1.
-    max_depth: int = setting(24, 2, 64, "longest match plus draft the trees hold",
+    # The reference's defaults: factor 1, offset 0, least probability 0.1, and Arctic
+    # Inference's depth of 64 (vLLM's is 24, which on a code edit with the 1.5B capped drafts
+    # at 12 tokens after a 12-token match: 37.1 tok/s against 46.6 at 64, prompt lookup 46.5).
+    max_depth: int = setting(64, 2, 128, "longest match plus draft the trees hold",
                              "max-depth", live=False)
     max_spec_factor: float = setting(1.0, 0.0, 8.0, "a match of m tokens drafts up to "
                                      "factor * m + offset", "max-spec-factor")

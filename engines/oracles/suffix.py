@@ -27,7 +27,7 @@ from .base import BuildParts, Proposal, RunContext, TreeProposal
 from .suffix_index import Speculation, SuffixIndex
 from .suffix_memory import SuffixMemory, memory_path, run_label
 from .tree_price import Trust, affordable
-from .verbatim import CopyingOracle
+from .verbatim import MAX_MATCH_LENGTH, CopyingOracle
 
 SOURCE_RUN, SOURCE_MEMORY = "suffix", "memory"
 EXCERPT_TOKENS = 12  # of an earlier run's text each side of a remembered token
@@ -104,12 +104,18 @@ class SuffixOracle(CopyingOracle):
     # ------------------------------------------------------------ speculation
 
     def match_length(self, context: Sequence[int]) -> int | None:
-        """The match the speculation to be sent grows from (0: none in either tree)."""
-        spec, _ = self._speculation(context)
-        return spec.match if spec.nodes else 0
+        """How far the context's end repeats, verbatim, the text the speculation continues
+        (0: nothing to continue), as prompt lookup measures it: auto K keys its odds on it.
+        (The tree's own match stops at its depth, well before a long copy ends.)"""
+        spec, remembered = self._speculation(context)
+        if not spec.nodes:
+            return 0
+        seq, first = spec.nodes[0].seen_at
+        index = self._global if remembered else self._local
+        return _verbatim(context, index.sequences[seq], first, spec.match)
 
     def draft_limit(self, length: int) -> int | None:
-        return self._max_tokens(length)
+        return min(self._max_tokens(length), self.settings.max_depth - 1)
 
     def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
         t0 = time.perf_counter()
@@ -203,6 +209,15 @@ class SuffixOracle(CopyingOracle):
         if text_of is None:
             return None
         return lambda ids: "".join(text_of(t) for t in ids)
+
+
+def _verbatim(context: Sequence[int], source: Sequence[int], end: int, n: int) -> int:
+    """How many tokens before `end` in `source` the context's end repeats (at least n)."""
+    length = n
+    while (length < MAX_MATCH_LENGTH and end - 1 - length >= 0
+           and source[end - 1 - length] == context[-1 - length]):
+        length += 1
+    return length
 
 
 def _depth(spec: Speculation, node) -> int:
