@@ -19,7 +19,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import browser
+import numpy as np
 import pytest
+from PIL import Image
 
 from specviz.app.cli.main import main
 from specviz.app.export.page import DATA_ID, embed_json, render_page
@@ -261,10 +263,6 @@ def test_at_the_start_nothing_is_drawn_yet(page):
 @needs_chromium
 def test_a_screenshot_of_the_finished_race(page, tmp_path):
     png = browser.screenshot(page.as_uri() + "#end", tmp_path / "page.png")
-    from PIL import Image
-
-    import numpy as np
-
     with Image.open(png) as image:
         assert image.size == (1280, 900)
         pixels = np.asarray(image.convert("RGB")).reshape(-1, 3)
