@@ -22,27 +22,16 @@ import browser
 import numpy as np
 import pytest
 from PIL import Image
+from race_traces import ORACLES, PROMPT, record_race
 
 from specviz.app.cli.main import main
 from specviz.app.export.page import DATA_ID, embed_json, render_page
 from specviz.engines.trace import read_trace
 
-# Repeats, so prompt lookup and the n-gram cache find something to copy even from a random model.
-PROMPT = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\nw = [1, 2"
-ORACLES = ("none", "prompt-lookup", "ngram")
-
 
 @pytest.fixture(scope="module")
 def traces(tiny_model_dir, tmp_path_factory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("page-traces")
-    paths = []
-    for oracle in ORACLES:
-        path = folder / f"{oracle}.jsonl"
-        assert main(["run", "--target", str(tiny_model_dir), "--backend", "transformers",
-                     "--no-chat", "--prompt", PROMPT, "--max-tokens", "32", "--k", "3",
-                     "--oracle", oracle, "--trace", str(path)]) == 0
-        paths.append(path)
-    return paths
+    return record_race(tiny_model_dir, tmp_path_factory.mktemp("page-traces"), max_tokens=32)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import av
 import numpy as np
 import pytest
 from PIL import Image
+from race_traces import record_race
 
 from specviz.app.cli.main import main
 from specviz.app.export.video import (
@@ -26,20 +27,10 @@ from specviz.app.export.video import (
 )
 from specviz.engines.trace import read_trace
 
-PROMPT = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\nw = [1, 2"
-
 
 @pytest.fixture(scope="module")
 def traces(tiny_model_dir, tmp_path_factory) -> list[Path]:
-    folder = tmp_path_factory.mktemp("video-traces")
-    paths = []
-    for oracle in ("none", "prompt-lookup", "ngram"):
-        path = folder / f"{oracle}.jsonl"
-        assert main(["run", "--target", str(tiny_model_dir), "--backend", "transformers",
-                     "--no-chat", "--prompt", PROMPT, "--max-tokens", "24", "--k", "3",
-                     "--oracle", oracle, "--trace", str(path)]) == 0
-        paths.append(path)
-    return paths
+    return record_race(tiny_model_dir, tmp_path_factory.mktemp("video-traces"), max_tokens=24)
 
 
 def decoded(path: Path) -> list[np.ndarray]:
