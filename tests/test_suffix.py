@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_session import CODE_EDIT, run, tokens_of
 
 from specviz.app.cli.main import main
@@ -74,6 +76,48 @@ def test_a_longer_match_wins_a_tie_and_a_better_score_wins_over_it():
     index.add([1, 2, 3, 4, 1, 9, 3, 5])  # after 3: 4 or 5; after 2 3: only 4
     spec = index.speculate([0, 2, 3], lambda m: 1, 0.1, True)
     assert spec.match == 2 and nodes(spec) == [(4, -1, 1.0)]
+
+
+def per_length(index, context, max_tokens, min_prob, tree, live=None):
+    """The reference's way: a speculation grown for every match length, the best kept (the
+    longer on a tie). `speculate` grows one per run of lengths seen in the same places."""
+    best, places = None, None
+    here = None if live is None else (live, len(index.sequences[live]))
+    for m in range(1, min(len(context), index.max_depth - 1) + 1):
+        places = [p for p in index._places(context, m, places) if p != here]
+        if not places:
+            break
+        limit = min(max_tokens(m), index.max_depth - m)
+        if limit > 0:
+            spec = index._grow(places, m, limit, min_prob, tree)
+            if spec.nodes and (best is None or spec.score >= best.score):
+                best = spec
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5), max_size=60), min_size=1, max_size=4),
+       st.lists(st.integers(0, 5), min_size=1, max_size=30), st.integers(3, 24),
+       st.sampled_from([0.0, 0.1, 0.4]), st.booleans(), st.integers(0, 3),
+       st.integers(-2, 3))
+def test_growing_once_per_run_of_lengths_is_growing_once_per_length(
+        sequences, context, depth, min_prob, tree, factor, offset):
+    index = SuffixIndex(max_depth=depth)
+    for s in sequences:
+        index.add(s)
+    live = index.add(context)  # the run's own text, as the oracle's local tree holds it
+
+    def max_tokens(m):
+        return max(0, factor * m + offset)
+
+    for at in (None, live):
+        got = index.speculate(context, max_tokens, min_prob, tree, live=at)
+        want = per_length(index, context, max_tokens, min_prob, tree, live=at)
+        if want is None:
+            assert got.nodes == []
+        else:
+            assert (got.match, got.occurrences, got.nodes) == (
+                want.match, want.occurrences, want.nodes)
 
 
 # ---------------------------------------------------------------- runs

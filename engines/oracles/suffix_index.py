@@ -87,20 +87,39 @@ class SuffixIndex:
         sequence that is the context itself: the pattern's place at its end is where the
         guess goes, not a place that ended there, and is not counted."""
         best = Speculation()
+        for places, limits in self._runs(context, max_tokens, live):
+            spec = self._grow(places, 0, max(limits.values()), min_token_prob, tree)
+            if not spec.nodes or spec.score < best.score:
+                continue
+            # Every length of the run whose limit holds the whole speculation grows the same
+            # one: the longest such wins, as a tie goes to the longer match.
+            spec.match = max(m for m, limit in limits.items() if limit >= len(spec.nodes))
+            best = spec
+        return best
+
+    def _runs(self, context: Sequence[int], max_tokens, live: int | None):
+        """The pattern lengths that occur, grouped into runs that occur in the same places
+        (a long copy's lengths mostly do: one growth serves them all), each with its
+        lengths' draft limits. Growing once per run rather than once per length keeps a step's
+        drafting time flat as matches and the memory grow."""
         places: list[tuple[int, int]] | None = None
+        run: list[tuple[int, int]] | None = None
+        limits: dict[int, int] = {}
         longest = min(len(context), self.max_depth - 1)
         here = None if live is None else (live, len(self.sequences[live]))
         for m in range(1, longest + 1):
             places = [p for p in self._places(context, m, places) if p != here]
             if not places:
                 break
+            if places != run:
+                if limits:
+                    yield run, limits
+                run, limits = places, {}
             limit = min(max_tokens(m), self.max_depth - m)
-            if limit <= 0:
-                continue
-            spec = self._grow(places, m, limit, min_token_prob, tree)
-            if spec.nodes and spec.score >= best.score:
-                best = spec
-        return best
+            if limit > 0:
+                limits[m] = limit
+        if limits:
+            yield run, limits
 
     def _places(self, context: Sequence[int], m: int,
                 shorter: list[tuple[int, int]] | None) -> list[tuple[int, int]]:
