@@ -18,7 +18,11 @@ Usage:
       --questions FILE.jsonl [--limit N] [--max-tokens N] --out plain.json
   python benchmarks/replay_auto_k.py replay plain.json --target qwen2.5-coder-1.5b \\
       --threads 2 [--oracle ngram] [--k 2,4,8,auto,hindsight] [--single-scale 0.82] \\
-      [--batch-scale 1] [--monotone]
+      [--batch-scale 1] [--monotone] [--set NAME=VALUE ...]
+
+Every oracle that copies replays, suffix decoding too (with its memory of the earlier records,
+as a bench keeps it; its trees as their likeliest chains, `--set tree=0`'s way, since a replay
+judges a draft by its longest prefix that holds).
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 
+import numpy as np
+
 from specviz.engines import events as ev
 from specviz.engines.bench import spec_bench as bench
 from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.cost.profile import Profile
 from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles.base import RunContext
+from specviz.engines.sampling import GREEDY
 
 OTHER_MS = 0.4  # per-step work outside the forward pass (measured: 0.3-0.5 ms)
 
@@ -74,12 +82,21 @@ class Pricer:
 Step = Callable[[list[int], list[int]], tuple[int, int, int]]
 
 
+def build(oracle_name: str, settings: dict) -> object:
+    """The oracle, a suffix oracle drafting chains (a replay judges a draft's prefix)."""
+    if oracle_name == "suffix":
+        settings = {"tree": 0, **settings}
+    return make_oracle(oracle_name, settings=settings)
+
+
 def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profile,
-           price: Pricer) -> tuple[dict[str, float], float]:
+           price: Pricer, settings: dict) -> tuple[dict[str, float], float]:
     """(speedup over plain decoding per group and "Overall", mean K) of fixed K, or of auto K
     when k is None. One oracle and one policy over all records, in order, as the bench runs."""
-    oracle = make_oracle(oracle_name)
+    oracle = build(oracle_name, settings)
     policy = AutoK(oracle, profile) if k is None else None
+    if policy:
+        oracle.price_with(policy.verify_ms)
 
     def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
         step_k = policy.choose(context) if policy else k
@@ -95,13 +112,13 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
     return run(records, oracle, price, step)
 
 
-def hindsight(records: list[dict], oracle_name: str, price: Pricer,
+def hindsight(records: list[dict], oracle_name: str, price: Pricer, settings: dict,
               k_max: int = 31) -> tuple[dict[str, float], float]:
     """What a K policy that knew the future would reach with this oracle at these batch
     costs: every step sends, of the oracle's copy, only the part that will hold, as much of it
     as pays best for that step alone (greedy per step: a ceiling in practice, not a proof).
     Same result as `replay`'s."""
-    oracle = make_oracle(oracle_name)
+    oracle = build(oracle_name, settings)
 
     def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
         held = accepted_prefix(list(oracle.propose(context, k_max).tokens), truth)
@@ -118,8 +135,8 @@ def run(records: list[dict], oracle, price: Pricer, step: Step) -> tuple[dict[st
     ks = steps = 0
     for rec in records:
         group = bench.GROUPS.get(rec["category"], rec["category"])
-        oracle.start(None)
         prompt, out = rec["prompt"], rec["out"]
+        oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
         done = 0
         while done < len(out):
             context = prompt + out[:done]
@@ -127,6 +144,7 @@ def run(records: list[dict], oracle, price: Pricer, step: Step) -> tuple[dict[st
             spent[group][1] += price(drafted + 1, len(context)) + OTHER_MS
             done += held + 1
             ks, steps = ks + step_k, steps + 1
+        oracle.finish(prompt + out)  # what suffix decoding remembers for the next records
         spent[group][0] += sum(price(1, len(prompt) + i) + OTHER_MS for i in range(len(out)))
     speedup = {g: p / t for g, (p, t) in spent.items()}
     speedup["Overall"] = sum(p for p, _ in spent.values()) / sum(t for _, t in spent.values())
@@ -186,6 +204,8 @@ def main() -> None:
     r.add_argument("--monotone", action="store_true",
                    help="price with each profile row made non-decreasing (a dip smoothed "
                         "away, as profiles did before 2026-11-25)")
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="an oracle setting by its registry name (e.g. max_spec_factor=2)")
     args = parser.parse_args()
     options.settle_backend(args)  # --backend left out: the target's format decides
     if args.command == "dump":
@@ -199,13 +219,15 @@ def main() -> None:
     with open(args.record) as f:
         records = json.load(f)
     price = Pricer(profile, args.single_scale, args.batch_scale)
+    settings = {name: float(value) if "." in value else int(value)
+                for name, value in (kv.split("=", 1) for kv in args.set)}
     rows = []
     for k in args.k.split(","):
         if k == "hindsight":
-            rows.append((k, *hindsight(records, args.oracle, price)))
+            rows.append((k, *hindsight(records, args.oracle, price, settings)))
             continue
         fixed = None if k == "auto" else int(k)
-        rows.append((k, *replay(records, args.oracle, fixed, profile, price)))
+        rows.append((k, *replay(records, args.oracle, fixed, profile, price, settings)))
     print_table(rows)
 
 
