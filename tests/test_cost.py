@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from specviz.engines import events as ev
-from specviz.engines.cost.auto_k import MIN_SEEN, Acceptance, AutoK
+from specviz.engines.cost.auto_k import MIN_SEEN, Acceptance, AutoK, match_bucket
 from specviz.engines.cost.profile import Profile
 from specviz.engines.cost.step_cost import (
     best_k,
@@ -142,6 +142,60 @@ def test_auto_k_learns_long_matches_pay_and_short_ones_do_not():
     assert policy.choose(context) == 0
     oracle.match = 20
     assert policy.choose(context) >= 8
+
+
+def plain_step(position, token, index=1):
+    """A step that sent nothing and emitted `token` at `position`."""
+    return ev.StepEvent(index, "prompt-lookup", 0, position, (),
+                        ev.TargetToken(token, "y", ev.TARGET_CORRECTION, 0.9, 1.0),
+                        "y", ev.Timing(0.0, profile(CPU_MS).cost_ms(1, position), 0.5),
+                        ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize("shadows", [True, False])
+def test_odds_condemned_early_recover_from_copies_plain_steps_did_not_send(shadows):
+    text = list(range(1000, 1100))  # what the run goes on to emit, after 512 prompt tokens
+    oracle = FakeLookup()
+    oracle.match = 8
+    # The copy each step would send: the run's own next tokens (it holds, whole).
+    oracle.shadow_draft = lambda ctx, k: text[len(ctx) - 512:][:k] if shadows else None
+    policy = AutoK(oracle, profile(CPU_MS))
+    for _ in range(20):  # early copies after 8-token matches all failed
+        policy.acceptance.add(-match_bucket(8), False)
+    ks = []
+    for i in range(60):
+        context = list(range(512 + i))
+        ks.append(policy.choose(context))
+        assert ks[-1] == 0 or shadows  # nothing else could lift the condemned odds
+        if ks[-1]:
+            break
+        policy.observe(plain_step(512 + i, text[i]))
+    assert (ks[-1] > 0) == shadows
+
+
+def test_a_copy_not_sent_is_judged_up_to_its_first_miss_one_at_a_time_within_a_run():
+    oracle = FakeLookup()
+    oracle.match = 8
+    oracle.shadow_draft = lambda ctx, k: [7, 8, 9, 10]
+    policy = AutoK(oracle, profile(CPU_MS))
+    for _ in range(31):  # odds below the prior: plain steps, their copies judged
+        policy.acceptance.add(-match_bucket(8), False)
+    assert policy.choose(list(range(512))) == 0
+    policy.observe(plain_step(512, 7))  # the copy's first token held
+    assert policy.choose(list(range(513))) == 0
+    assert len(policy._shadows) == 1  # no second copy while the first is being judged
+    policy.observe(plain_step(513, 5))  # its second did not: judged, the rest never
+    accepted, judged = policy.acceptance.counts[-match_bucket(8)]
+    assert (accepted, judged) == pytest.approx((1, 31 + 2))
+    assert policy.choose(list(range(514))) == 0 and policy._shadows[0][0] == 514
+    policy.observe(plain_step(40, 7, index=0))  # a new run: the pending copy is dropped
+    assert policy._shadows == []
+
+
+@pytest.mark.parametrize("oracle", [PromptLookupOracle(), NGramOracle()])
+def test_shadow_drafts_are_what_propose_sends(oracle):
+    context = [5, 6, 7, 8, 9, 1, 2, 5, 6, 7]
+    assert list(oracle.shadow_draft(context, 3)) == list(oracle.propose(context, 3).tokens)
 
 
 def test_auto_k_speculates_only_for_the_gain_the_oracle_asks_for():

@@ -168,6 +168,22 @@ def test_a_second_run_drafts_from_the_first_and_says_so(tiny_backend):
         assert ev.from_dict(json.loads(ev.to_json(step))) == step
 
 
+def test_the_shadow_draft_is_the_likeliest_chain_and_leaves_the_oracle_as_it_was():
+    import numpy as np
+
+    from specviz.engines.oracles.base import RunContext
+    from specviz.engines.sampling import GREEDY
+
+    prompt = [*A, 11, 12, *A[:6], 13, 14, *A[:4]]  # after 1 2 3 4: 5 6, then 7 or 13
+    oracle = suffix(SuffixMemory())
+    oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
+    chain = list(oracle.shadow_draft(prompt, 8))
+    assert chain == [5, 6, 7]  # the first-seen branch of a tie, as the tree orders it
+    assert oracle._trust.__dict__ == type(oracle._trust)().__dict__  # nothing judged or sent
+    sent = oracle.propose(prompt, 8)  # the tree: the chain, and 13 beside 7
+    assert (sent.tokens, sent.parents) == ([5, 6, 7, 13], [-1, 0, 1, 1])
+
+
 def test_a_lane_that_opts_out_neither_reads_nor_writes_the_memory(tiny_backend):
     memory = SuffixMemory()
     run(tiny_backend, suffix(memory), k=8, n=32)

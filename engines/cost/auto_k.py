@@ -85,6 +85,9 @@ class AutoK:
         self.overhead_ms = 0.0
         self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
         self._match: int | None = None  # match length when the last K was chosen
+        # Copies a plain step did not send, judged as the run's tokens come: (position,
+        # tokens, key, judged so far); see _shadow.
+        self._shadows: list[tuple[int, Sequence[int], int, int]] = []
         self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
 
     # ------------------------------------------------------------ before a step
@@ -107,8 +110,24 @@ class AutoK:
         plain = 1.0 / self.step_ms(0, n_ctx)
         if k and rate < plain * (1 + self.hints.min_gain):
             k, rate = 0, plain
+        if k == 0 and self._match and accept and accept[0] < self._prior(1):
+            self._shadow(context, limit)
         self.last_choice = (k, rate * 1000.0)
         return k
+
+    def _shadow(self, context: Sequence[int], limit: int) -> None:
+        """Keep the copy this plain step does not send, to judge it as the run goes on. Only
+        where the evidence has put the odds below the prior: a key that failed early would
+        otherwise never be drafted, so never judged again, and stay condemned (the n-gram
+        cache ran plain through 749 steps of 48-token repeats whose copies held 17 tokens on
+        average). Odds the evidence holds up are left to sent drafts: judged on every plain
+        step too, they sent more drafts that broke (docs/auto-k.md)."""
+        if self._shadows:
+            return  # one at a time, as sent drafts are: overlapping copies would judge a
+            # long repeat's tokens over and over, and its odds would drown the rest
+        tokens = self.hints.shadow_draft(context, limit)
+        if tokens:
+            self._shadows.append((len(context), list(tokens), self._key(1), 0))
 
     def worth_exploring(self, n_ctx: int) -> bool:
         """Whether learning a draft model's odds can pay: some K beats a plain step by
@@ -185,6 +204,7 @@ class AutoK:
     # ------------------------------------------------------------ after a step
 
     def observe(self, event: ev.StepEvent) -> None:
+        self._judge_shadows(event)
         for i, tok in enumerate(event.proposed, start=1):
             if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
                 break  # never judged
@@ -194,6 +214,28 @@ class AutoK:
         if priced_out(event):  # to a draft length it was worth nothing: a first guess refused
             self.acceptance.add(self._key(1), False)
         self._learn_timing(event)
+
+    def _judge_shadows(self, event: ev.StepEvent) -> None:
+        """Judge the copies plain steps did not send against the tokens this step emitted,
+        each up to and including its first miss, as a sent draft is judged. The run's tokens
+        are what verification would have compared a sent copy with (greedy: the same tokens;
+        sampling: accepted as often as the target emits them)."""
+        if event.step == 0:  # a new run: copies kept in an earlier one are not judged on it
+            self._shadows = [s for s in self._shadows if s[0] == event.position]
+        emitted, first = event.emitted_ids, event.position
+        kept = []
+        for start, tokens, key, judged in self._shadows:
+            missed = False
+            while judged < len(tokens) and first <= start + judged < first + len(emitted):
+                held = emitted[start + judged - first] == tokens[judged]
+                self.acceptance.add(key, held)
+                judged += 1
+                missed = not held
+                if missed:
+                    break
+            if not missed and judged < len(tokens):
+                kept.append((start, tokens, key, judged))
+        self._shadows = kept
 
     def _learn_timing(self, event: ev.StepEvent) -> None:
         t, n = event.timing, len(event.proposed)

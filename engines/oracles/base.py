@@ -243,6 +243,12 @@ class AutoKHints:
         """The longest draft auto K sends after a match of `length` (None: up to its K)."""
         return None
 
+    def shadow_draft(self, context: Sequence[int], k: int) -> Sequence[int] | None:
+        """The draft of up to k tokens this oracle would have sent, at a step auto K ran
+        plain, without changing the oracle's state: auto K judges it against the tokens the
+        run goes on to emit, as it judges a draft it sent (None: not judged so)."""
+        return None
+
     def match_prior(self, length: int) -> float:
         """Before any evidence: the chance that a guess extending a match of `length` holds.
         Laplace's rule of succession, (m+1)/(m+2), unless the oracle knows better (the

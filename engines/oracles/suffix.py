@@ -139,6 +139,16 @@ class SuffixOracle(CopyingOracle):
                             spans=tree.spans, details=tree.details)
         return tree
 
+    def shadow_draft(self, context: Sequence[int], k: int) -> Sequence[int] | None:
+        """The speculation's likeliest chain, up to k tokens (a plain step: no trust kept)."""
+        spec, _ = self._speculation(context)
+        chain, last = [], -1
+        for i, node in enumerate(spec.nodes):  # likeliest first: a node's first child leads
+            if node.parent == last and len(chain) < k:
+                chain.append(node.token)
+                last = i
+        return chain
+
     def _speculation(self, context: Sequence[int]) -> tuple[Speculation, bool]:
         """The better of the two trees' speculations (the run's own on a tie) and whether it
         is the memory's; computed once per context (match_length, then propose)."""

@@ -46,6 +46,10 @@ class CopyingOracle(Oracle, AutoKHints):
         after a short match rides on odds learnt on other text, and fails whole."""
         return 2 * length
 
+    def shadow_draft(self, context: Sequence[int], k: int) -> Sequence[int] | None:
+        """What `propose` would send: prompt lookup's and the n-gram cache's change nothing."""
+        return self.propose(context, k).tokens
+
     def match_prior(self, length: int) -> float:
         """m/(m+2): the rule of succession over the m-1 tokens the match has gone on after
         its first and the mismatch that bounds it. Laplace's (m+1)/(m+2) is too hopeful for
