@@ -195,10 +195,10 @@ def test_a_lane_that_opts_out_neither_reads_nor_writes_the_memory(tiny_backend):
 def test_the_memory_file_is_bounded_and_survives_corruption(tmp_path):
     path = tmp_path / "m.jsonl"
     memory = SuffixMemory.open(path, max_tokens=10)
-    memory.add([1, 2, 3, 4], "a")
-    memory.add([5, 6, 7, 8], "b")
-    dropped = memory.add([9, 10, 11], "c")
-    assert [r.label for r in dropped] == ["a"]
+    assert not memory.add([1, 2, 3, 4], "a")
+    assert not memory.add([5, 6, 7, 8], "b")
+    assert memory.add([9, 10, 11], "c")  # "a" dropped: a tree of the runs is built again
+    assert [r.label for r in memory.runs] == ["b", "c"]
     assert [r.label for r in SuffixMemory.open(path, 10).runs] == ["b", "c"]
     path.write_text('{"run": "b", "tokens": [5, 6]}\n{"run": ', encoding="utf-8")
     reopened = SuffixMemory.open(path)
@@ -206,6 +206,34 @@ def test_the_memory_file_is_bounded_and_survives_corruption(tmp_path):
     assert (tmp_path / "m.corrupt").exists() and not path.exists()
     reopened.add([1, 2], "d")
     assert [r.label for r in SuffixMemory.open(path).runs] == ["d"]
+
+
+def test_two_writers_of_one_memory_file_keep_each_others_runs(tmp_path):
+    path = tmp_path / "m.jsonl"
+    lane_a, lane_b = SuffixMemory.open(path, 8), SuffixMemory.open(path, 8)
+    assert not lane_a.add([1, 2, 3], "a1")
+    assert lane_b.add([4, 5, 6], "b1")  # a1, saved by the other lane since, taken in
+    assert [r.label for r in lane_b.runs] == ["a1", "b1"]
+    assert lane_a.add([7, 8, 9], "a2")  # b1 taken in, a1 dropped past the bound
+    assert [r.label for r in lane_a.runs] == ["b1", "a2"]
+    assert [r.label for r in SuffixMemory.open(path, 8).runs] == ["b1", "a2"]
+
+
+def test_a_memory_file_locked_by_another_writer_is_one_line_and_the_run_goes_on(tmp_path):
+    from filelock import FileLock
+
+    from specviz.engines.oracles import suffix_memory
+
+    path = tmp_path / "m.jsonl"
+    memory = SuffixMemory.open(path)
+    suffix_memory.LOCK_WAIT_S, wait = 0.05, suffix_memory.LOCK_WAIT_S
+    try:
+        with FileLock(str(path) + ".lock"):
+            memory.add([1, 2], "held")
+    finally:
+        suffix_memory.LOCK_WAIT_S = wait
+    assert "locked by another writer" in memory.problem
+    assert [r.label for r in memory.runs] == ["held"] and not path.exists()
 
 
 def test_memory_can_be_switched_off_for_every_run(monkeypatch):

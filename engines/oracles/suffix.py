@@ -72,9 +72,8 @@ class SuffixOracle(CopyingOracle):
             return
         output = list(context[len(self.run.prompt_ids):])
         detokenize = self._detokenize()
-        dropped = self.memory.add(output, run_label(detokenize, output))
-        if dropped:
-            self._global = self._global_index()
+        if self.memory.add(output, run_label(detokenize, output)):
+            self._global = self._global_index()  # runs dropped, or others' runs taken in
         elif output:
             self._global.add(output)
 

@@ -7,6 +7,11 @@ line saying so; a run is never stopped by its memory.
 
 Outputs of one model only: token ids mean nothing to another tokenizer, so the file is named
 by the model and its vocabulary size.
+
+Lanes of one window, and other processes (a `specviz run` beside the window), share the file:
+a run is saved under a lock file beside it (filelock, the lock huggingface_hub and pip's
+tooling use), and what others saved since this memory last read the file is taken in first,
+so a rewrite that drops the oldest runs never drops another lane's newest.
 """
 
 from __future__ import annotations
@@ -20,10 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from ..models import home_dir
 
 MAX_TOKENS = 200_000  # about 1,000 answers of 200 tokens: a few MB on disk, ~30 MB in memory
 ENV_OFF = "SPECVIZ_SUFFIX_MEMORY"  # "off": no run reads or writes a memory file
+LOCK_WAIT_S = 10.0  # another writer holds the file this long at most (a run's one line)
 
 
 @dataclass
@@ -40,6 +48,9 @@ class SuffixMemory:
     max_tokens: int = MAX_TOKENS
     runs: list[Remembered] = field(default_factory=list)
     problem: str | None = None  # what went wrong reading it, said once
+    # The file's runs when this memory last read or wrote it: a file that differs has been
+    # written by another lane or process since.
+    _synced: list[Remembered] = field(default_factory=list, repr=False)
 
     @classmethod
     def open(cls, path: Path | None, max_tokens: int = MAX_TOKENS) -> SuffixMemory:
@@ -48,29 +59,55 @@ class SuffixMemory:
             memory._read()
         return memory
 
-    def add(self, tokens: list[int], label: str) -> list[Remembered]:
-        """Remember a run's output (dropping the oldest runs past the bound); the runs
-        dropped. Saved at once, so a crash later loses nothing."""
+    def add(self, tokens: list[int], label: str) -> bool:
+        """Remember a run's output, dropping the oldest runs past the bound, and save it at
+        once (a crash later loses nothing). Whether runs other than this one changed (the
+        oldest dropped, or runs another lane or process saved since taken in): a tree built
+        from `runs` is then built again."""
         if not tokens:
-            return []
-        self.runs.append(Remembered(label, list(tokens)[-self.max_tokens:]))
-        dropped = []
+            return False
+        run = Remembered(label, list(tokens)[-self.max_tokens:])
+        if self.path is None:
+            return self._append(run)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(self.path.with_name(self.path.name + ".lock"), timeout=LOCK_WAIT_S):
+                saved = self._saved()
+                changed = saved != self._synced
+                if changed:
+                    self.runs = saved
+                changed = self._append(run) or changed
+                self._save(appended=not changed)
+                self._synced = list(self.runs)
+            return changed
+        except Timeout:
+            self.problem = (f"the suffix memory {self.path.name} stayed locked by another "
+                            "writer; this run is remembered in this process only")
+        except OSError as exc:  # a full disk: the run goes on, remembered in this process
+            self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}"
+        return self._append(run)
+
+    def _append(self, run: Remembered) -> bool:
+        """Add a run in this process, dropping the oldest past the bound; whether any was."""
+        self.runs.append(run)
+        dropped = False
         while sum(len(r.tokens) for r in self.runs) > self.max_tokens:
-            dropped.append(self.runs.pop(0))
-        if self.path is not None:
-            self._save(appended=not dropped)
+            self.runs.pop(0)
+            dropped = True
         return dropped
 
     def _read(self) -> None:
+        self.runs = self._saved()
+        self._synced = list(self.runs)
+
+    def _saved(self) -> list[Remembered]:
+        """The runs in the file ([] if none); a file that does not parse is set aside."""
+        if not self.path.exists():
+            return []
         try:
             with self.path.open(encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        record = json.loads(line)
-                        self.runs.append(Remembered(str(record["run"]),
-                                                    [int(t) for t in record["tokens"]]))
+                return [_run(json.loads(line)) for line in f if line.strip()]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.runs.clear()
             aside = self.path.with_suffix(".corrupt")
             try:
                 os.replace(self.path, aside)
@@ -79,20 +116,21 @@ class SuffixMemory:
             self.problem = (f"the suffix memory {self.path.name} could not be read "
                             f"({type(exc).__name__}); begun anew"
                             + (f", the old file kept as {aside.name}" if aside else ""))
+            return []
 
     def _save(self, appended: bool) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if appended:
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(_line(self.runs[-1]))
-                return
-            fd, temp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.writelines(_line(r) for r in self.runs)
-            os.replace(temp, self.path)
-        except OSError as exc:  # a full disk: the run goes on, remembered in this process
-            self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}"
+        if appended:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(_line(self.runs[-1]))
+            return
+        fd, temp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(_line(r) for r in self.runs)
+        os.replace(temp, self.path)
+
+
+def _run(record: dict) -> Remembered:
+    return Remembered(str(record["run"]), [int(t) for t in record["tokens"]])
 
 
 def _line(run: Remembered) -> str:
