@@ -340,6 +340,17 @@ class FakeTree(FakeDraft):
         return self.budget
 
 
+def test_auto_k_explores_no_tree_whose_verification_alone_could_not_pay():
+    """Lookahead's window and pool: 31 rows a step. With the 1.5B's measured prices on a 2-core
+    EPYC (32 rows 9.8x one token), even 90% odds along 30 levels give less than a plain step
+    (its seven exploring steps cost 170-320 ms each, against 26 ms); on a GPU they pay."""
+    epyc = [30 * r for r in (1, 1.57, 2.03, 2.49, 3.64, 4.34, 5.68, 5.52, 8.28, 9.79)]
+    dear = AutoK(FakeTree(30), profile(epyc))
+    assert not dear.worth_exploring(512) and dear.choose(list(range(512))) == 0
+    assert AutoK(FakeTree(30), profile(GPU_MS)).choose(list(range(512))) == 2
+    assert AutoK(FakeDraft(), profile(epyc)).choose(list(range(512))) == 2  # linear: cheap
+
+
 def tree_step_event(k, nodes, n_accepted):
     base = step(k, n_accepted)
     tree = tuple(ev.TreeNode(i - 1, i, "x", "draft", ev.NODE_ACCEPTED if i < n_accepted

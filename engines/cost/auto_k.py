@@ -130,15 +130,18 @@ class AutoK:
             self._shadows.append((len(context), list(tokens), self._key(1), 0))
 
     def worth_exploring(self, n_ctx: int) -> bool:
-        """Whether learning a draft model's odds can pay: some K beats a plain step by
+        """Whether learning an oracle's odds can pay: some K beats a plain step by
         EXPLORE_GAIN even at OPTIMISTIC_ACCEPT. Where verifying a few tokens and drafting them
         cost about what they are worth (a 0.5B draft of a 1.5B target on a 2-core CPU), not:
-        its exploring steps cost 5.6% of a run that declined everywhere else. The oracle then
-        never drafts, and costs what plain decoding costs."""
-        if self.draft_profile is None:
-            return True  # heads and lookahead: their drafting cost is learnt by drafting
-        k, rate = best_k([OPTIMISTIC_ACCEPT] * self.k_max, lambda k: self.step_ms(k, n_ctx),
-                         self.k_max)
+        its exploring steps cost 5.6% of a run that declined everywhere else. Nor where the
+        verification alone costs more (lookahead's window and pool, 31 rows a step: seven
+        exploring steps of 170-320 ms where a plain step takes 26). Heads and lookahead have no
+        drafting cost until they draft, so for them this bounds the verification only; a
+        tree's depth is at most its nodes. The oracle then never drafts, and costs what plain
+        decoding costs."""
+        budget = self.oracle.tree_nodes()
+        depth = min(self.k_max, budget) if budget else self.k_max
+        k, rate = best_k([OPTIMISTIC_ACCEPT] * depth, lambda k: self.step_ms(k, n_ctx), depth)
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         return k > 0 and rate >= (1 + gain) / self.step_ms(0, n_ctx)
 
