@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -18,9 +19,10 @@ from specviz.engines.events import (
     TargetToken,
     Timing,
     Totals,
+    Span,
     TreeNode,
 )
-from specviz.widgets.tree_view import TreeView
+from specviz.widgets.tree_view import COLUMNS, TreeView
 
 pytestmark = pytest.mark.gui
 
@@ -49,6 +51,30 @@ def test_nodes_hang_under_their_parents_with_their_state(qtbot):
     assert items[1].font(0).strikeOut() and items[0].text(0) == "␣the"
     assert "4 nodes" in view.header.text() and "1 never reached" in view.header.text()
     assert not view.window.isVisibleTo(view)
+
+
+def test_each_node_says_why_its_branch_was_taken_or_not(qtbot):
+    view = TreeView()
+    qtbot.addWidget(view)
+    view.show_step(tree_step())
+    why = [it.text(COLUMNS.index("why")) for it in view.items]
+    assert why[0] == "taken: the target's argmax"
+    assert why[1] == "not taken: the target's argmax here is '␣the'"  # its sibling on the path
+    assert why[2] == "not taken: the target's argmax here is '␣cow'"  # the step's own token
+    assert why[3] == "never judged: below '␣a', which was not taken"
+
+
+def test_a_node_from_an_earlier_run_shows_where_it_came_from(qtbot):
+    span = Span(40, 41, run="run-7", excerpt="def «scale»(values)")
+    step = tree_step()
+    tree = (TreeNode(-1, 5, " the", "suffix", NODE_ACCEPTED, 0.6, 0.7, span=span),
+            *step.tree[1:])
+    view = TreeView()
+    qtbot.addWidget(view)
+    view.show_step(dataclasses.replace(step, tree=tree))
+    tip = view.items[0].toolTip(0)
+    assert "earlier run (run-7), its token 40" in tip and "«scale»" in tip
+    assert view.items[1].toolTip(0) == ""
 
 
 def test_lookahead_shows_pool_and_window(qtbot):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ..engines.events import (
+    NODE_ACCEPTED,
+    NODE_REJECTED,
     REJECT_AFTER,
     REJECT_MISMATCH,
     REJECT_SAMPLED,
@@ -65,6 +67,40 @@ def span_text(span: Span) -> str:
     else:
         text += " (earlier output)"
     return text
+
+
+def node_why(event: StepEvent, index: int) -> str:
+    """Why a tree step took this node's branch, or why not: the token the target chose in its
+    place (the path's node or the step's own token), or the refused ancestor that kept it from
+    being judged."""
+    tree = event.tree or ()
+    node = tree[index]
+    if node.state == NODE_ACCEPTED:
+        if node.draw is None:
+            return "taken: the target's argmax"
+        return f"taken: draw {prob(node.draw)} ≤ min(1, p/q) = {prob(node.accept_prob)}"
+    if node.state == NODE_REJECTED:
+        chosen = _chosen_after(event, node.parent)
+        if node.reject_reason == REJECT_SAMPLED:
+            return (f"not taken: draw {prob(node.draw)} > min(1, p/q) = "
+                    f"{prob(node.accept_prob)}; the target went on with {chosen!r}")
+        return f"not taken: the target's argmax here is {chosen!r}"
+    refused = node.parent
+    while refused >= 0 and tree[refused].state != NODE_REJECTED:
+        refused = tree[refused].parent
+    if refused < 0:
+        return "never judged"
+    return f"never judged: below {visible(tree[refused].text)!r}, which was not taken"
+
+
+def _chosen_after(event: StepEvent, parent: int) -> str:
+    """The token the step kept after `parent` (-1: the root): the path's next node, or the
+    target's own token where the path ends there."""
+    tree = event.tree or ()
+    for i in event.path or ():
+        if tree[i].parent == parent:
+            return visible(tree[i].text)
+    return visible(event.target.text)
 
 
 def proposal_tooltip(event: StepEvent, index: int) -> str:

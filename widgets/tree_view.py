@@ -17,10 +17,10 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.events import NODE_ACCEPTED, NODE_REJECTED, StepEvent, TreeNode
-from .describe import prob, visible
+from .describe import node_why, prob, span_text, visible
 from .palette import DARK, KIND_OTHER, KIND_REJECTED, Theme
 
-COLUMNS = ("token", "state", "p_draft", "p_target", "detail")
+COLUMNS = ("token", "state", "p_draft", "p_target", "why", "detail")
 
 
 class TreeView(QWidget):
@@ -64,7 +64,7 @@ class TreeView(QWidget):
         path = set(event.path or ())
         for i, node in enumerate(event.tree):
             parent = self._items[node.parent] if node.parent >= 0 else self.tree
-            self._items.append(self._node_item(parent, node, i in path))
+            self._items.append(self._node_item(parent, node, i in path, node_why(event, i)))
         self.tree.expandAll()
         n_rejected = sum(1 for n in event.tree if n.state == NODE_REJECTED)
         self.header.setText(
@@ -86,9 +86,12 @@ class TreeView(QWidget):
         if self._event is not None:
             self.show_step(self._event)
 
-    def _node_item(self, parent, node: TreeNode, on_path: bool) -> QTreeWidgetItem:
+    def _node_item(self, parent, node: TreeNode, on_path: bool, why: str) -> QTreeWidgetItem:
         item = QTreeWidgetItem(parent, [visible(node.text), node.state, prob(node.p_draft),
-                                        prob(node.p_target), node.detail or ""])
+                                        prob(node.p_target), why, node.detail or ""])
+        if node.span is not None:  # where a copied node came from: the prompt or an earlier run
+            for c in range(len(COLUMNS)):
+                item.setToolTip(c, span_text(node.span))
         kind = KIND_OTHER if node.state == NODE_ACCEPTED else KIND_REJECTED
         colour = QColor(self._theme.kind_colour(kind))
         if node.state not in (NODE_ACCEPTED, NODE_REJECTED):  # never reached: faded
