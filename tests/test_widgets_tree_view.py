@@ -15,11 +15,11 @@ from specviz.engines.events import (
     NODE_UNREACHED,
     TARGET_CORRECTION,
     Lookahead,
+    Span,
     StepEvent,
     TargetToken,
     Timing,
     Totals,
-    Span,
     TreeNode,
 )
 from specviz.widgets.tree_view import COLUMNS, TreeView
