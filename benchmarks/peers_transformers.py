@@ -20,7 +20,7 @@ the previous repeat's cache of the same prompt.
 
 Usage: python benchmarks/peers_transformers.py --questions FILE.jsonl [--target M]
          [--draft M] [--k N] [--max-tokens N] [--limit N] [--threads N] [--repeat N]
-         [--markdown OUT.md]
+         [--markdown OUT.md] [--json OUT.json]
 Models: registry names, .gguf files (dequantised by transformers) or model folders.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import time
 from pathlib import Path
@@ -139,6 +140,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=1,
                    help="runs per pairing and prompt, interleaved; the median time is kept")
     p.add_argument("--markdown", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None,
+                   help="write the sums per method and side (tokens, seconds, drafted, "
+                        "accepted) here")
     args = p.parse_args()
     if args.repeat < 1:
         raise SystemExit("--repeat must be at least 1")
@@ -175,6 +179,20 @@ def main() -> None:
     print(table)
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps(as_json(sums, same, args, target, len(questions)),
+                                        indent=1), encoding="utf-8")
+
+
+def as_json(sums, same, args, target: TransformersBackend, n: int) -> dict:
+    """The table's figures, with what made them (the device and dtype are the backend's)."""
+    rows = [{"method": m, "side": side, "peer": PEER[m] if side == "peer" else "specviz",
+             "tokens": t, "seconds": s, "drafted": d, "accepted": a,
+             "tok_per_s": t / s if s else None}
+            for (m, side), (t, s, d, a) in sums.items()]
+    return {"target": args.target, "draft": args.draft, "device": target.device,
+            "dtype": target.dtype, "k": args.k, "max_tokens": args.max_tokens, "prompts": n,
+            "repeat": args.repeat, "same_length": same, "rows": rows}
 
 
 def add_median(sums: dict, key, results: list[Run]) -> Run:

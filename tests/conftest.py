@@ -21,13 +21,45 @@ from crash_report import pytest_handlecrashitem, pytest_report_header  # noqa: F
 from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
 from tiny_model import build_tiny_model
 
+# The device the model fixtures below load on, read here only: cpu unless SPECVIZ_TEST_DEVICE
+# names another (cuda on a GPU machine: benchmarks/gpu/gpu_run.py test). Tests that check
+# the CPU's own arithmetic build their backends with device="cpu" themselves.
+TEST_DEVICE = os.environ.get("SPECVIZ_TEST_DEVICE") or "cpu"
+
 
 def pytest_collection_modifyitems(items):
     """A test that uses the real smollm2 (its fixture, directly or through another) carries the
-    `model` mark, so `-m "not model"` leaves out every one of them."""
+    `model` mark, so `-m "not model"` leaves out every one of them; one on llama.cpp's smollm2
+    also the `llama` mark (for a machine where llama.cpp is not built yet). A `gpu` test is
+    skipped, with the reason, where torch sees no CUDA device (torch is imported only when
+    one is collected)."""
     for item in items:
-        if "smollm2_path" in getattr(item, "fixturenames", ()):
+        if any(uses(item, f) for f in ("smollm2_path", "smol_llama", "smol_hf")):
             item.add_marker(pytest.mark.model)
+        if uses(item, "smol_llama"):
+            item.add_marker(pytest.mark.llama)
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    reason = no_cuda_reason() if gpu_tests else None
+    for item in gpu_tests if reason else ():
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def uses(item, fixture: str) -> bool:
+    """The test asks for `fixture`: directly, through another fixture, or by name in a
+    parameter (a test that calls `request.getfixturevalue(name)`)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return fixture in getattr(item, "fixturenames", ()) or fixture in params.values()
+
+
+def no_cuda_reason() -> str | None:
+    """Why CUDA tests cannot run here, or None when they can."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"needs a CUDA GPU (torch {torch.__version__} sees none here)"
+    if TEST_DEVICE == "cpu":
+        return "runs with SPECVIZ_TEST_DEVICE=cuda (the fixtures load on the CPU now)"
+    return None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -71,7 +103,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def tiny_backend(tiny_model_dir):
     from specviz.engines.backends.hf import TransformersBackend
 
-    return TransformersBackend(tiny_model_dir, device="cpu")
+    return TransformersBackend(tiny_model_dir, device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
@@ -79,21 +111,24 @@ def tiny_draft_backend(tiny_model_dir):
     """A second instance of the same model: a draft that should agree with the target."""
     from specviz.engines.backends.hf import TransformersBackend
 
-    return TransformersBackend(tiny_model_dir, device="cpu")
+    return TransformersBackend(tiny_model_dir, device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
 def smol_llama(smollm2_path):
     from specviz.engines.backends import load_backend
 
-    return load_backend("llama", smollm2_path, n_ctx=2048)
+    # On the CPU llama.cpp picks its device as before (every layer on a Metal build); asked
+    # for cuda, a build without CUDA fails here instead of quietly running on the CPU.
+    device = None if TEST_DEVICE == "cpu" else TEST_DEVICE
+    return load_backend("llama", smollm2_path, n_ctx=2048, device=device)
 
 
 @pytest.fixture(scope="session")
 def smol_hf(smollm2_path):
     from specviz.engines.backends import load_backend
 
-    return load_backend("transformers", smollm2_path, device="cpu")
+    return load_backend("transformers", smollm2_path, device=TEST_DEVICE)
 
 
 @pytest.fixture

@@ -86,8 +86,11 @@ def test_prompt_longer_than_context_names_both_lengths(tiny_backend):
 
 
 def test_unavailable_device_lists_the_available_ones(tiny_model_dir):
-    with pytest.raises(BackendError, match=r"available: .*cpu"):
-        load_backend("transformers", tiny_model_dir, device="cuda")
+    from specviz.engines.backends.hf import available_devices
+
+    absent = next(d for d in ("cuda", "mps") if d not in available_devices())
+    with pytest.raises(BackendError, match=rf"{absent}.*available: .*cpu"):
+        load_backend("transformers", tiny_model_dir, device=absent)
 
 
 def test_model_folder_without_config_is_refused(tmp_path):

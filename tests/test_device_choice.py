@@ -10,6 +10,7 @@ from specviz.engines.machine.device_choice import (
     ALL_LAYERS,
     DeviceFacts,
     llama_offload,
+    model_dtype,
     torch_device,
     torch_devices,
     torch_dtype,
@@ -58,6 +59,29 @@ def test_a_device_that_is_not_here_is_one_line_naming_those_that_are():
 ])
 def test_llama_offloads_every_layer_where_its_build_can(requested, layers, gpu_build, expected):
     assert llama_offload(requested, layers, gpu_build) == expected
+
+
+@pytest.mark.parametrize(("kind", "device", "facts", "expected"), [
+    ("transformers", "cuda", AMPERE, "bfloat16"),
+    ("transformers", "cuda:0", TURING, "float16"),
+    ("transformers", "mps", MAC, "float16"),
+    ("transformers", "cpu", BARE, "float32"),
+    ("llama", "cuda", AMPERE, None),  # llama.cpp computes in the GGUF's own types
+])
+def test_a_backends_dtype_on_each_device(kind, device, facts, expected, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    assert model_dtype(kind, device, None, facts) == model_dtype(kind, device, "auto",
+                                                                 facts) == expected
+    monkeypatch.setenv("SPECVIZ_DTYPE", "float32")  # the environment's choice beats auto
+    assert model_dtype(kind, device, None, facts) == (expected and "float32")
+    assert model_dtype(kind, device, "float16", facts) == (expected and "float16")  # asked
+
+
+def test_llama_takes_the_device_by_its_torch_name():
+    """`--device cuda` reaches llama.cpp as is: every layer on a GPU build."""
+    assert llama_offload("cuda", None, gpu_build=True) == ("cuda", ALL_LAYERS)
+    with pytest.raises(BackendError, match=r"'cuda' is not available to llama\.cpp here"):
+        llama_offload("cuda", None, gpu_build=False)
 
 
 def test_llama_asked_for_a_gpu_its_build_lacks_says_so():

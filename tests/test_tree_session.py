@@ -104,6 +104,11 @@ def test_smollm2_tree_oracles_are_lossless(backend, oracle_name, request, smollm
     if oracle_name != "tree" or target.name == "llama":
         oracle.close()  # (a twin shares the target's weights: never close it)
     result = check_against_plain(target, tokens_of(target, CODE_EDIT), steps, plain_steps)
-    assert result.identical, result.note  # tree batches are exact on both backends here
-    assert summary.text == plain.text
     assert summary.totals.accepted > 0
+    if getattr(target, "dtype", None) in ("bfloat16", "float16"):
+        # Half precision (a GPU run, or SPECVIZ_DTYPE): a batch rounds unlike one row, so a
+        # near-tie may flip; it must be one the measured batch noise explains.
+        assert result.identical or result.margin < result.tie_threshold, result.note
+        return
+    assert result.identical, result.note  # tree batches are exact in float32 on both backends
+    assert summary.text == plain.text

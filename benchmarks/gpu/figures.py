@@ -1,0 +1,138 @@
+"""The figures of issue #45, as a list of commands with a time cap each (gpu_run.py figures).
+
+Most valuable first: the whole list must fit one 10-minute call on the GPU, and a step that
+would overrun the call's budget is cut short (or skipped) so the later ones still get a turn.
+Every step writes into the results folder, which gpu_run.py archives after each step.
+
+Only smollm2-135m travels, so:
+- `draft` and `tree` draft with smollm2 itself ("self-draft"): every guess is accepted, which
+  measures the machinery's cost on this device, not a realistic pair's speedup;
+- EAGLE and Medusa are left out: no head for smollm2 travels, and training one there
+  (`specviz train-heads`) would take the minutes the measurements need;
+- early-exit runs on transformers only (llama.cpp cannot stop after a layer).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TARGET = "smollm2-135m"
+PROMPTS = Path("benchmarks/prompts")
+SHOT_PROMPT = "assets/prompts/code-edit-scale.txt"
+SPECULATORS = "none,prompt-lookup,ngram,suffix"
+LEFT_OUT = {
+    "eagle": "no EAGLE head for smollm2 travels; training one there was not budgeted",
+    "medusa": "no Medusa heads for smollm2 travel",
+    "early-exit on llama": "llama.cpp cannot exit after a layer (transformers only)",
+}
+
+
+@dataclass
+class Step:
+    name: str
+    commands: list[list[str]]  # run in turn; "{results}" is replaced by the results folder
+    cap_s: int  # the longest this step may take on the GPU
+    needs: tuple[str, ...] = ()  # "model", "llama" (a llama.cpp build), "qt"
+    note: str = ""
+    stdout_to: str | None = None  # file (in results) that receives the first command's stdout
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work: the GPU's figures, or a quick rehearsal on the CPU."""
+
+    code_limit: int
+    spec_limit: int
+    code_tokens: int
+    spec_tokens: int
+    shot_tokens: int
+    profile: tuple[str, ...]  # extra `specviz profile` arguments
+
+
+GPU = Sizes(code_limit=5, spec_limit=2, code_tokens=256, spec_tokens=128, shot_tokens=200,
+            profile=())
+QUICK = Sizes(code_limit=1, spec_limit=1, code_tokens=32, spec_tokens=16, shot_tokens=24,
+              profile=("--batches", "1,2,4,8", "--contexts", "128", "--repeats", "1"))
+
+
+def specviz(*args: str) -> list[str]:
+    return [sys.executable, "-m", "specviz", *args]
+
+
+def model_args(backend: str, device: str) -> list[str]:
+    return ["--target", TARGET, "--backend", backend, "--device", device, "--no-fetch"]
+
+
+def bench(backend: str, device: str, prompts: str, limit: int, tokens: int, oracles: str,
+          tag: str, extra: tuple[str, ...] = ()) -> list[str]:
+    out = f"{{results}}/bench-{backend}-{tag}"
+    return specviz("bench", *model_args(backend, device), "--questions",
+                   str(PROMPTS / f"{prompts}.jsonl"), "--limit", str(limit), "--max-tokens",
+                   str(tokens), "--oracles", oracles, "--k", "auto", *extra,
+                   "--json", out + ".json", "--markdown", out + ".md")
+
+
+def steps(device: str, sizes: Sizes) -> list[Step]:
+    llama_device = device  # llama.cpp offloads every layer when asked for the GPU
+    s = sizes
+    out: list[Step] = []
+    for backend in ("llama", "transformers"):
+        out.append(Step(
+            f"profile-{backend}",
+            [specviz("profile", *model_args(backend, llama_device if backend == "llama"
+                                            else device), "--json", *s.profile)],
+            cap_s=90, needs=("model", "llama") if backend == "llama" else ("model",),
+            stdout_to=f"profile-{backend}.json",
+            note="forward time per batch size: K+1 tokens against one"))
+    for prompts, limit, tokens, tag in (("code_edit_dev", s.code_limit, s.code_tokens, "code"),
+                                        ("spec_bench_dev", s.spec_limit, s.spec_tokens, "spec")):
+        out.append(Step(f"bench-llama-{tag}",
+                        [bench("llama", llama_device, prompts, limit, tokens, SPECULATORS, tag)],
+                        cap_s=120, needs=("model", "llama")))
+    out.append(Step(
+        "shot",
+        [specviz("shot", "{results}/shot.png", "--prompt-file", SHOT_PROMPT, "--oracles",
+                 "none,prompt-lookup,ngram", "--k", "auto", "--max-tokens",
+                 str(s.shot_tokens), "--size", "1600x1000", *model_args("llama", llama_device))],
+        cap_s=90, needs=("model", "llama", "qt"), env={"QT_QPA_PLATFORM": "offscreen"},
+        note="three lanes, auto K, the window offscreen"))
+    out.append(Step(
+        "traces",
+        [specviz("run", "--prompt-file", SHOT_PROMPT, "--oracle", oracle, "--k", "auto",
+                 "--max-tokens", str(s.shot_tokens), *model_args("llama", llama_device),
+                 "--trace", f"{{results}}/traces/{oracle}.jsonl", "--json")
+         for oracle in ("none", "prompt-lookup", "ngram")],
+        cap_s=60, needs=("model", "llama"),
+        note="the shot's lanes as traces: `specviz shot --replay` makes it anywhere"))
+    # transformers decodes a token in ~20 ms on a GPU (a Python call per layer), several
+    # times llama.cpp's: half the Spec-Bench questions keep its steps inside their caps.
+    for prompts, limit, tokens, tag in (("code_edit_dev", s.code_limit, s.code_tokens, "code"),
+                                        ("spec_bench_dev", max(1, s.spec_limit // 2),
+                                         s.spec_tokens, "spec")):
+        out.append(Step(f"bench-transformers-{tag}",
+                        [bench("transformers", device, prompts, limit, tokens, SPECULATORS,
+                               tag)],
+                        cap_s=150, needs=("model",)))
+    out.append(Step(
+        "hf-generate",
+        [[sys.executable, "benchmarks/peers_transformers.py", "--questions",
+          str(PROMPTS / "code_edit_dev.jsonl"), "--limit", str(min(s.code_limit, 2)),
+          "--target", TARGET, "--draft", TARGET, "--methods", "none,prompt-lookup,draft",
+          "--k", "4", "--max-tokens", str(s.code_tokens), "--device", device,
+          "--markdown", "{results}/hf-generate.md", "--json", "{results}/hf-generate.json"]],
+        cap_s=120, needs=("model",),
+        note="the same work through transformers' generate(): plain, prompt lookup, assisted"))
+    out.append(Step(
+        "bench-llama-selfdraft",
+        [bench("llama", llama_device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
+               "none,draft,tree", "selfdraft", ("--draft", TARGET))],
+        cap_s=90, needs=("model", "llama"), note="draft = target: the machinery's cost"))
+    out.append(Step(
+        "bench-transformers-extra",
+        [bench("transformers", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
+               "none,early-exit,draft,tree", "extra", ("--draft", TARGET))],
+        cap_s=120, needs=("model",), note="early-exit; draft = target"))
+    return out

@@ -1,0 +1,152 @@
+"""What travels to the GPU machine (benchmarks/gpu/carry.py): calls planned under the 64 MiB
+budget, files cut into parts and put back together with their SHA-256 checked, one clear line
+for a missing or damaged part. Small files and a small budget stand in for the real ones."""
+
+from __future__ import annotations
+
+import io
+import lzma
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "gpu"))
+import carry  # benchmarks/gpu is no package
+
+MiB = carry.MiB
+
+
+def test_calls_fill_in_order_and_split_files_at_the_boundary():
+    plan = carry.layout([("sdist", 6), ("wheel", 1), ("model", 98), ("pyside", 21)], 57)
+    assert [sum(n for _, _, n in call) for call in plan] == [57, 57, 12]
+    assert plan[0] == [("sdist", 0, 6), ("wheel", 0, 1), ("model", 0, 50)]
+    assert plan[1] == [("model", 50, 48), ("pyside", 0, 9)]
+    assert plan[2] == [("pyside", 9, 12)]
+
+
+def test_no_part_is_larger_than_the_cap():
+    plan = carry.layout([("big", 100)], capacity=1000, part_max=30)
+    assert [n for _, _, n in plan[0]] == [30, 30, 30, 10]
+
+
+def test_a_call_with_the_tree_stays_under_64_mib():
+    tree = 5 * MiB
+    room = carry.call_capacity(tree)
+    assert room + tree + carry.MARGIN == carry.CALL_BUDGET
+    for call in carry.layout([("model", 98 * MiB), ("pyside", 21 * MiB)], room):
+        assert sum(n for _, _, n in call) + tree <= carry.CALL_BUDGET - carry.MARGIN
+    with pytest.raises(ValueError, match="leaves no room"):
+        carry.call_capacity(63 * MiB)
+
+
+def pack(tmp_path: Path, data: bytes, capacity: int, codec: bool = False):
+    """A file cut into calls as pack.py does; (manifest, carry folders)."""
+    plain = tmp_path / "model.gguf"
+    plain.write_bytes(data)
+    sent = plain
+    if codec:
+        sent = tmp_path / "model.gguf.xz"
+        sent.write_bytes(lzma.compress(data))
+    item = carry.Item(sent.name, "model", sent.stat().st_size, carry.sha256_file(sent))
+    if codec:
+        item.codec, item.plain_size = "xz", len(data)
+        item.plain_sha256 = carry.sha256_file(plain)
+    plan = carry.layout([(sent.name, item.size)], capacity)
+    out = tmp_path / ".gpu"
+    carry.cut({sent.name: sent}, plan, out, {sent.name: item})
+    manifest = carry.Manifest([item], [{"call": n} for n in range(1, len(plan) + 1)])
+    folders = sorted(out.glob("call*"))
+    for folder in folders:
+        (folder / carry.MANIFEST).write_text(manifest.to_json())
+    return manifest, folders
+
+
+@pytest.mark.parametrize("codec", [False, True])
+def test_parts_are_staged_joined_and_checked(tmp_path, codec):
+    data = os.urandom(10_000)
+    manifest, folders = pack(tmp_path, data, capacity=4_000, codec=codec)
+    assert len(folders) == (1 if codec and len(lzma.compress(data)) <= 4000 else 3)
+    staging, dest = tmp_path / "staging", tmp_path / "dest"
+    lines = carry.stage_parts(folders, staging)
+    assert all(line.startswith("ok") for line in lines)
+    done = carry.assemble(manifest.items[0], staging, dest)
+    assert done.path.read_bytes() == data and done.line.startswith("ok")
+    again = carry.assemble(manifest.items[0], staging, dest)  # idempotent
+    assert "already assembled" in again.line
+
+
+def test_a_missing_part_names_the_call_that_brings_it(tmp_path):
+    manifest, folders = pack(tmp_path, os.urandom(10_000), capacity=4_000)
+    staging = tmp_path / "staging"
+    carry.stage_parts(folders[:1], staging)  # only call 1 arrived
+    done = carry.assemble(manifest.items[0], staging, tmp_path / "dest")
+    assert done.path is None
+    assert done.line == ("MISSING model.gguf: part01, part02 not staged; they come with "
+                         "call2, call3")
+
+
+def test_a_damaged_part_is_one_line_naming_it(tmp_path):
+    manifest, folders = pack(tmp_path, os.urandom(10_000), capacity=4_000)
+    staging = tmp_path / "staging"
+    carry.stage_parts(folders, staging)
+    damaged = staging / "model.gguf.part01"
+    damaged.write_bytes(b"x" + damaged.read_bytes()[1:])
+    done = carry.assemble(manifest.items[0], staging, tmp_path / "dest")
+    assert done.path is None and "\n" not in done.line
+    assert done.line.startswith("BAD     model.gguf: SHA-256")
+    assert done.line.endswith("damaged part(s): model.gguf.part01")
+    assert not list((tmp_path / "dest").iterdir())  # nothing half-made is left
+
+
+def test_a_part_damaged_in_transit_is_refused_when_staged(tmp_path):
+    _, folders = pack(tmp_path, os.urandom(10_000), capacity=4_000)
+    part = folders[1] / "model.gguf.part01"
+    part.write_bytes(part.read_bytes()[:-1] + b"\0")
+    lines = carry.stage_parts(folders, tmp_path / "staging")
+    assert [line.split(":")[0] for line in lines if line.startswith("BAD")] == [f"BAD  {part}"]
+
+
+def test_a_file_built_there_comes_back_in_parts(tmp_path):
+    wheel = tmp_path / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"
+    wheel.write_bytes(os.urandom(2_500))
+    parts = carry.split_for_return(wheel, tmp_path / "out", part_max=1_000)
+    assert [p.stat().st_size for p in parts] == [1000, 1000, 500]
+    back = tmp_path / "back"
+    back.mkdir()
+    joined = carry.join_returned(tmp_path / "out" / f"{wheel.name}.sha256.json", back)
+    assert joined.read_bytes() == wheel.read_bytes()
+
+
+def test_part_names_are_plain(tmp_path):
+    assert carry.safe_name("libx11-6_2%3a1.8.4-2+deb12u2_amd64.deb") == \
+        "libx11-6_2_3a1.8.4-2_deb12u2_amd64.deb"
+
+
+def test_a_debian_package_is_read_without_dpkg(tmp_path):
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:xz") as tar:
+        for name, body in (("./usr/lib/x86_64-linux-gnu/libfoo.so.1.2", b"ELF"),
+                           ("./usr/share/doc/foo/copyright", b"MIT")):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        link = tarfile.TarInfo("./etc/fonts/conf.d/10-foo.conf")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/share/fontconfig/10-foo.conf"
+        tar.addfile(link)
+    deb = tmp_path / "libfoo1_1.2_amd64.deb"
+    deb.write_bytes(ar_archive({"debian-binary": b"2.0\n", "data.tar.xz": data.getvalue()}))
+    assert carry.deb_sonames(deb) == ["libfoo.so.1.2"]
+    carry.unpack_deb(deb, tmp_path / "root")
+    assert (tmp_path / "root/usr/lib/x86_64-linux-gnu/libfoo.so.1.2").read_bytes() == b"ELF"
+    assert not (tmp_path / "root/etc/fonts/conf.d/10-foo.conf").exists()  # points outside
+
+
+def ar_archive(members: dict[str, bytes]) -> bytes:
+    out = b"!<arch>\n"
+    for name, body in members.items():
+        header = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(body):<10}`\n"
+        out += header.encode() + body + (b"\n" if len(body) % 2 else b"")
+    return out
