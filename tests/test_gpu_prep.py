@@ -150,3 +150,11 @@ def ar_archive(members: dict[str, bytes]) -> bytes:
         header = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(body):<10}`\n"
         out += header.encode() + body + (b"\n" if len(body) % 2 else b"")
     return out
+
+
+def test_stages_and_their_options_may_come_in_any_order():
+    """As the rehearsal's commands give them: `test --mark model figures --quick`."""
+    import gpu_run
+
+    args = gpu_run.parse_args(["test", "--mark", "model", "figures", "--quick"])
+    assert args.stages == ["test", "figures"] and args.mark == "model" and args.quick

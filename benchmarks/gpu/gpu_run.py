@@ -723,7 +723,7 @@ def parse_args(argv: list[str] | None = None):
                    help="figures: multiply every step's cap (a slow CPU rehearsal)")
     p.add_argument("--only", default=None, help="figures: comma-separated step names")
     p.add_argument("--redo", action="store_true", help="figures: also the steps done earlier")
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # stages and options in any order
 
 
 def main() -> None:
