@@ -66,6 +66,8 @@ class TreeView(QWidget):
             parent = self._items[node.parent] if node.parent >= 0 else self.tree
             self._items.append(self._node_item(parent, node, i in path, node_why(event, i)))
         self.tree.expandAll()
+        for c in range(len(COLUMNS) - 1):  # deep branches and the why sentences, uncut
+            self.tree.resizeColumnToContents(c)
         n_rejected = sum(1 for n in event.tree if n.state == NODE_REJECTED)
         self.header.setText(
             f"step {event.step} · {event.oracle} · {len(event.tree)} nodes in one pass · "
