@@ -82,15 +82,16 @@ class Pricer:
 Step = Callable[[list[int], list[int]], tuple[int, int, int]]
 
 
-def build(oracle_name: str, settings: dict) -> object:
+def build(oracle_name: str, settings: dict | None = None) -> object:
     """The oracle, a suffix oracle drafting chains (a replay judges a draft's prefix)."""
+    settings = dict(settings or {})
     if oracle_name == "suffix":
         settings = {"tree": 0, **settings}
     return make_oracle(oracle_name, settings=settings)
 
 
 def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profile,
-           price: Pricer, settings: dict) -> tuple[dict[str, float], float]:
+           price: Pricer, settings: dict | None = None) -> tuple[dict[str, float], float]:
     """(speedup over plain decoding per group and "Overall", mean K) of fixed K, or of auto K
     when k is None. One oracle and one policy over all records, in order, as the bench runs."""
     oracle = build(oracle_name, settings)
@@ -112,8 +113,8 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
     return run(records, oracle, price, step)
 
 
-def hindsight(records: list[dict], oracle_name: str, price: Pricer, settings: dict,
-              k_max: int = 31) -> tuple[dict[str, float], float]:
+def hindsight(records: list[dict], oracle_name: str, price: Pricer,
+              settings: dict | None = None, k_max: int = 31) -> tuple[dict[str, float], float]:
     """What a K policy that knew the future would reach with this oracle at these batch
     costs: every step sends, of the oracle's copy, only the part that will hold, as much of it
     as pays best for that step alone (greedy per step: a ceiling in practice, not a proof).
@@ -132,8 +133,8 @@ def hindsight(records: list[dict], oracle_name: str, price: Pricer, settings: di
 TABLE_KS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 31)
 
 
-def bucket_table(records: list[dict], oracle_name: str, price: Pricer, settings: dict,
-                 sweeps: int = 2) -> tuple[dict[str, float], float]:
+def bucket_table(records: list[dict], oracle_name: str, price: Pricer,
+                 settings: dict | None = None, sweeps: int = 2) -> tuple[dict[str, float], float]:
     """The ceiling of policies that know what auto K knows: one K per match bucket, the table
     chosen in hindsight over the whole record (coordinate descent over TABLE_KS, bucket by
     bucket, `sweeps` times; a local optimum, so a floor of that ceiling)."""
