@@ -204,3 +204,8 @@ def test_repeat_takes_the_median_time_and_learns_each_turn_once(tiny_backend, qu
 def test_repeat_must_be_positive(tiny_backend, questions_file):
     with pytest.raises(bench.SpecvizError, match="at least 1"):
         bench.run_bench(tiny_backend, lambda name: None, [], [], repeat=0)
+
+
+@pytest.mark.parametrize(("mean_k", "shown"), [(0.0, "0.0"), (0.013, "< 0.05"), (2.04, "2.0")])
+def test_a_mean_k_that_drafted_a_little_never_reads_zero(mean_k, shown):
+    assert bench_tables._k(mean_k) == shown
