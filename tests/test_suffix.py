@@ -295,3 +295,46 @@ def test_smollm2_suffix_is_lossless_and_remembers(backend, request):
     assert second.totals.steps < first.totals.steps
     assert any(t.source == "suffix" and t.span.chr_start is not None
                for s in first_steps for t in s.accepted)  # copied from the prompt, linked
+
+
+def test_a_run_the_file_could_not_take_is_remembered_once_and_saved_with_the_next(
+        tmp_path, monkeypatch):
+    from specviz.engines.oracles import suffix_memory
+
+    path = tmp_path / "m.jsonl"
+    memory = SuffixMemory.open(path)
+    memory.add([1, 2], "a")
+    save = suffix_memory.SuffixMemory._save
+
+    def full_disk(self, appended):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(suffix_memory.SuffixMemory, "_save", full_disk)
+    memory.add([3, 4], "b")
+    assert "No space left on device" in memory.problem
+    assert [r.label for r in memory.runs] == ["a", "b"]  # once, not twice
+    monkeypatch.setattr(suffix_memory.SuffixMemory, "_save", save)
+    memory.add([5, 6], "c")
+    memory.add([7, 8], "d")  # "b" is in the file now: not dropped as another writer's change
+    assert [r.label for r in memory.runs] == ["a", "b", "c", "d"]
+    assert [r.label for r in SuffixMemory.open(path).runs] == ["a", "b", "c", "d"]
+
+
+def test_a_run_held_back_by_a_lock_is_saved_with_the_next_run(tmp_path):
+    from filelock import FileLock
+
+    from specviz.engines.oracles import suffix_memory
+
+    path = tmp_path / "m.jsonl"
+    memory = SuffixMemory.open(path)
+    memory.add([1, 2], "a")
+    suffix_memory.LOCK_WAIT_S, wait = 0.05, suffix_memory.LOCK_WAIT_S
+    try:
+        with FileLock(str(path) + ".lock"):
+            memory.add([3, 4], "held")
+    finally:
+        suffix_memory.LOCK_WAIT_S = wait
+    memory.add([5, 6], "c")
+    memory.add([7, 8], "d")
+    assert [r.label for r in memory.runs] == ["a", "held", "c", "d"]
+    assert [r.label for r in SuffixMemory.open(path).runs] == ["a", "held", "c", "d"]

@@ -84,7 +84,7 @@ class SuffixOracle(CopyingOracle):
     def restore(self, runs: int) -> None:
         """Forget the runs remembered since `snapshot` (in this process; a file keeps them)."""
         if len(self.memory.runs) > runs:
-            del self.memory.runs[runs:]
+            self.memory.truncate(runs)
             self._global = self._global_index()
 
     def settings_changed(self, old) -> None:

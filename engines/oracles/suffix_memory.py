@@ -51,12 +51,19 @@ class SuffixMemory:
     # The file's runs when this memory last read or wrote it: a file that differs has been
     # written by another lane or process since.
     _synced: list[Remembered] = field(default_factory=list, repr=False)
+    # Runs remembered here that a locked or full file could not take yet, oldest first.
+    _pending: list[Remembered] = field(default_factory=list, repr=False)
 
     @classmethod
     def open(cls, path: Path | None, max_tokens: int = MAX_TOKENS) -> SuffixMemory:
         memory = cls(path, max_tokens)
         if path is not None and path.exists():
-            memory._read()
+            try:  # under the lock: a line being written is not taken for corruption
+                with memory._lock():
+                    memory._read()
+            except Timeout:  # the first save takes in what the file holds by then
+                memory.problem = (f"the suffix memory {path.name} stayed locked by another "
+                                  "writer; this run begins without it")
         return memory
 
     def add(self, tokens: list[int], label: str) -> bool:
@@ -69,23 +76,45 @@ class SuffixMemory:
         run = Remembered(label, list(tokens)[-self.max_tokens:])
         if self.path is None:
             return self._append(run)
+        before = list(self.runs)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(self.path.with_name(self.path.name + ".lock"), timeout=LOCK_WAIT_S):
-                saved = self._saved()
-                changed = saved != self._synced
-                if changed:
-                    self.runs = saved
-                changed = self._append(run) or changed
-                self._save(appended=not changed)
-                self._synced = list(self.runs)
-            return changed
+            with self._lock():
+                return self._save_with(run)
         except Timeout:
             self.problem = (f"the suffix memory {self.path.name} stayed locked by another "
                             "writer; this run is remembered in this process only")
         except OSError as exc:  # a full disk: the run goes on, remembered in this process
             self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}"
-        return self._append(run)
+        # As before the attempt, plus the run; saved with the next run that can be.
+        changed = self.runs != before
+        self.runs = before
+        self._pending.append(run)
+        changed = self._append(run) or changed
+        self._pending = [p for p in self._pending if any(p is r for r in self.runs)]
+        return changed
+
+    def truncate(self, n: int) -> None:
+        """Forget, in this process, every run after the first `n` (a file keeps them)."""
+        del self.runs[n:]
+        self._pending = [p for p in self._pending if any(p is r for r in self.runs)]
+
+    def _lock(self) -> FileLock:
+        return FileLock(self.path.with_name(self.path.name + ".lock"), timeout=LOCK_WAIT_S)
+
+    def _save_with(self, run: Remembered) -> bool:
+        """Under the lock: take in what others saved since, then write this process's unsaved
+        runs and `run`. Whether runs other than `run` changed here."""
+        saved = self._saved()
+        changed = saved != self._synced
+        unsaved = [*self._pending, run]
+        if changed:
+            self.runs = saved + self._pending
+        changed = self._append(run) or changed
+        self._save(appended=None if changed else unsaved)
+        self._synced = list(self.runs)
+        self._pending = []
+        return changed
 
     def _append(self, run: Remembered) -> bool:
         """Add a run in this process, dropping the oldest past the bound; whether any was."""
@@ -118,10 +147,11 @@ class SuffixMemory:
                             + (f", the old file kept as {aside.name}" if aside else ""))
             return []
 
-    def _save(self, appended: bool) -> None:
-        if appended:
+    def _save(self, appended: list[Remembered] | None) -> None:
+        """Append these runs' lines, or (None) write the file anew from `runs`."""
+        if appended is not None:
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(_line(self.runs[-1]))
+                f.writelines(_line(r) for r in appended)
             return
         fd, temp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
