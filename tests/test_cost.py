@@ -192,6 +192,24 @@ def test_a_copy_not_sent_is_judged_up_to_its_first_miss_one_at_a_time_within_a_r
     assert policy._shadows == []
 
 
+def test_a_sent_draft_is_judged_once_not_again_as_the_copy_before_it():
+    oracle = FakeLookup()
+    oracle.match = 8
+    oracle.shadow_draft = lambda ctx, k: [7, 8, 9, 10]
+    policy = AutoK(oracle, profile(CPU_MS))
+    for _ in range(31):
+        policy.acceptance.add(-match_bucket(8), False)
+    assert policy.choose(list(range(512))) == 0
+    policy.observe(plain_step(512, 7))  # the copy is pending, one token judged
+
+    def judged():
+        return sum(n for _, n in policy.acceptance.counts.values())
+
+    before = judged()
+    policy.observe(dataclasses.replace(step(2, 2, position=513), step=2))  # a draft sent
+    assert judged() == before + 2 and policy._shadows == []
+
+
 @pytest.mark.parametrize("oracle", [PromptLookupOracle(), NGramOracle()])
 def test_shadow_drafts_are_what_propose_sends(oracle):
     context = [5, 6, 7, 8, 9, 1, 2, 5, 6, 7]

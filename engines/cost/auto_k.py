@@ -207,7 +207,10 @@ class AutoK:
     # ------------------------------------------------------------ after a step
 
     def observe(self, event: ev.StepEvent) -> None:
-        self._judge_shadows(event)
+        if event.proposed or event.tree:  # a sent draft is judged itself, on the same tokens
+            self._shadows = []
+        else:
+            self._judge_shadows(event)
         for i, tok in enumerate(event.proposed, start=1):
             if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
                 break  # never judged
