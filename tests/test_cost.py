@@ -369,6 +369,24 @@ def test_auto_k_explores_no_tree_whose_verification_alone_could_not_pay():
     assert AutoK(FakeDraft(), profile(epyc)).choose(list(range(512))) == 2  # linear: cheap
 
 
+class FakeLookahead(FakeTree):
+    """Lookahead's 31 rows (W + G = 10 n-grams of N = 4), each guess 3 tokens deep."""
+
+    name = "lookahead"
+
+    def tree_depth(self):
+        return 3
+
+
+def test_a_trees_exploration_is_priced_at_its_own_depth_not_its_nodes():
+    """Where 32 rows cost 5x one token, lookahead's guesses (3 tokens at most) cannot pay
+    even at 90% odds: 3.4 tokens for 5 steps' time. Priced as 30 levels deep, they seemed to."""
+    mid = [30 * r for r in (1, 1.3, 1.6, 1.9, 2.4, 2.9, 3.5, 3.8, 4.5, 5.0)]
+    assert AutoK(FakeTree(30), profile(mid)).worth_exploring(512)
+    assert not AutoK(FakeLookahead(30), profile(mid)).worth_exploring(512)
+    assert AutoK(FakeLookahead(30), profile(GPU_MS)).worth_exploring(512)
+
+
 def tree_step_event(k, nodes, n_accepted):
     base = step(k, n_accepted)
     tree = tuple(ev.TreeNode(i - 1, i, "x", "draft", ev.NODE_ACCEPTED if i < n_accepted

@@ -137,10 +137,10 @@ class AutoK:
         verification alone costs more (lookahead's window and pool, 31 rows a step: seven
         exploring steps of 170-320 ms where a plain step takes 26). Heads and lookahead have no
         drafting cost until they draft, so for them this bounds the verification only; a
-        tree's depth is at most its nodes. The oracle then never drafts, and costs what plain
-        decoding costs."""
-        budget = self.oracle.tree_nodes()
-        depth = min(self.k_max, budget) if budget else self.k_max
+        tree's depth is the oracle's (lookahead's n-grams, Medusa's heads). The oracle then
+        never drafts, and costs what plain decoding costs."""
+        deepest = self.oracle.tree_depth()
+        depth = min(self.k_max, deepest) if deepest else self.k_max
         k, rate = best_k([OPTIMISTIC_ACCEPT] * depth, lambda k: self.step_ms(k, n_ctx), depth)
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         return k > 0 and rate >= (1 + gain) / self.step_ms(0, n_ctx)

@@ -183,6 +183,11 @@ class Oracle(ABC):
         The session lets the target get ready for batches that wide."""
         return 0
 
+    def tree_depth(self) -> int:
+        """The most drafted tokens on one branch of its trees (what one step can accept
+        before the target's own token); 0: linear."""
+        return self.tree_nodes()
+
     def close(self) -> None:
         """Free what the oracle holds (a draft model)."""
 

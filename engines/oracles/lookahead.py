@@ -71,6 +71,9 @@ class LookaheadOracle(Oracle, SideRows):
     def tree_nodes(self) -> int:
         return (self.settings.W + self.settings.G) * (self.settings.N - 1)
 
+    def tree_depth(self) -> int:
+        return self.settings.N - 1  # a guess is the rest of one n-gram
+
     def start(self, run: RunContext) -> None:
         super().start(run)
         self.pool = NGramPool(self.settings.G)

@@ -64,6 +64,9 @@ class MedusaOracle(Oracle):
     def tree_nodes(self) -> int:
         return self.settings.budget
 
+    def tree_depth(self) -> int:
+        return min(self.settings.budget, self.n_heads)  # a head per position ahead
+
     def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
         if self.settings.budget > 0:
             return self._tree_proposal(context, k)
