@@ -219,19 +219,11 @@ def test_two_writers_of_one_memory_file_keep_each_others_runs(tmp_path):
     assert [r.label for r in SuffixMemory.open(path, 8).runs] == ["b1", "a2"]
 
 
-def test_a_memory_file_locked_by_another_writer_is_one_line_and_the_run_goes_on(tmp_path):
-    from filelock import FileLock
-
-    from specviz.engines.oracles import suffix_memory
-
+def test_a_memory_file_locked_by_another_writer_is_one_line_and_the_run_goes_on(
+        tmp_path, monkeypatch):
     path = tmp_path / "m.jsonl"
     memory = SuffixMemory.open(path)
-    suffix_memory.LOCK_WAIT_S, wait = 0.05, suffix_memory.LOCK_WAIT_S
-    try:
-        with FileLock(str(path) + ".lock"):
-            memory.add([1, 2], "held")
-    finally:
-        suffix_memory.LOCK_WAIT_S = wait
+    add_while_locked(memory, [1, 2], "held", monkeypatch)
     assert "locked by another writer" in memory.problem
     assert [r.label for r in memory.runs] == ["held"] and not path.exists()
 
@@ -320,21 +312,23 @@ def test_a_run_the_file_could_not_take_is_remembered_once_and_saved_with_the_nex
     assert [r.label for r in SuffixMemory.open(path).runs] == ["a", "b", "c", "d"]
 
 
-def test_a_run_held_back_by_a_lock_is_saved_with_the_next_run(tmp_path):
-    from filelock import FileLock
-
-    from specviz.engines.oracles import suffix_memory
-
+def test_a_run_held_back_by_a_lock_is_saved_with_the_next_run(tmp_path, monkeypatch):
     path = tmp_path / "m.jsonl"
     memory = SuffixMemory.open(path)
     memory.add([1, 2], "a")
-    suffix_memory.LOCK_WAIT_S, wait = 0.05, suffix_memory.LOCK_WAIT_S
-    try:
-        with FileLock(str(path) + ".lock"):
-            memory.add([3, 4], "held")
-    finally:
-        suffix_memory.LOCK_WAIT_S = wait
+    add_while_locked(memory, [3, 4], "held", monkeypatch)
     memory.add([5, 6], "c")
     memory.add([7, 8], "d")
     assert [r.label for r in memory.runs] == ["a", "held", "c", "d"]
     assert [r.label for r in SuffixMemory.open(path).runs] == ["a", "held", "c", "d"]
+
+
+def add_while_locked(memory: SuffixMemory, tokens: list[int], label: str, monkeypatch) -> None:
+    """`memory.add` while another writer holds the file's lock (waited for 50 ms, not 10 s)."""
+    from filelock import FileLock
+
+    from specviz.engines.oracles import suffix_memory
+
+    monkeypatch.setattr(suffix_memory, "LOCK_WAIT_S", 0.05)
+    with FileLock(str(memory.path) + ".lock"):
+        memory.add(tokens, label)
