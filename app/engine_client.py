@@ -31,6 +31,7 @@ class EngineLink(QObject):
     laneEvent = Signal(str, object)  # lane id, an events.StepEvent or SummaryEvent
     laneFailed = Signal(str, str)  # lane id, why: the lane has ended
     controlRefused = Signal(str, str)  # lane id, why a control (K, auto K, a knob) was refused
+    laneNote = Signal(str, str)  # lane id, what the person should know (the lane ran well)
     status = Signal(str)  # what the engine is doing ("loading ...")
     runDone = Signal(object)  # the run's model pool figures: {"loads": ..., "idle": ...}
     runRefused = Signal(str)  # the engine refused the run itself
@@ -75,6 +76,8 @@ class EngineLink(QObject):
             self.laneFailed.emit(f["lane"], f["message"])
         elif kind == "refused":
             self.controlRefused.emit(f["lane"], f["message"])
+        elif kind == "note":
+            self.laneNote.emit(f["lane"], f["text"])
         elif kind == "status":
             self.status.emit(f["text"])
         elif kind == "done":

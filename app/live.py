@@ -185,6 +185,7 @@ class LiveRunner(QObject):
             engine.laneEvent.connect(self._on_event)
             engine.laneFailed.connect(self._on_failed)
             engine.controlRefused.connect(self._on_refused)
+            engine.laneNote.connect(self._on_note)
             engine.status.connect(lambda text: self.statusChanged.emit(text, True))
             engine.runDone.connect(self._on_done)
             engine.runRefused.connect(
@@ -214,6 +215,11 @@ class LiveRunner(QObject):
         lane = self.board.lanes.get(lane_id)
         if lane is not None:
             lane.show_message(why)
+
+    def _on_note(self, lane_id: str, text: str) -> None:
+        lane = self.board.lanes.get(lane_id)
+        if lane is not None:
+            lane.add_note(text)
 
     def _on_done(self, stats: dict) -> None:
         self.stats = stats

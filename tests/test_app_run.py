@@ -157,6 +157,18 @@ def test_a_failing_lane_leaves_the_others_running(window, app_env, tiny_model_di
     assert plain.view.token_count == lookup.view.token_count == 30
 
 
+def test_a_memory_that_cannot_be_saved_is_said_in_its_lane_as_the_run_ends(
+        window, app_env, tiny_model_dir, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    lanes = [LaneSpec("suffix", suffix_memory=str(blocker / "memory.jsonl"))]
+    set_up(window, tiny(tiny_model_dir), lanes, 12)
+    run_to_end(window, app_env)
+    (lane,) = window.board.lanes.values()
+    assert lane.view.token_count == 12
+    assert "the suffix memory could not be saved" in lane.message.text()
+
+
 def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
     lanes = [LaneSpec("none"), LaneSpec("draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 24)

@@ -268,6 +268,20 @@ def test_bad_suffix_input_is_one_line(capsys, tiny_model_dir, tmp_path):
     assert code == 0 and "could not be read" in err and "begun anew" in err
 
 
+def test_a_memory_that_cannot_be_saved_is_said_as_the_run_ends(capsys, tiny_model_dir,
+                                                                tmp_path):
+    """The save fails at the run's end (its folder is a file): one line then, and the run's
+    result stands."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    code, out, err = run_cli(capsys, "run", "--target", tiny_model_dir, "--backend",
+                             "transformers", "--no-chat", "--prompt", "def add(a, b):",
+                             "--max-tokens", "8", "--oracle", "suffix", "--json",
+                             "--suffix-memory", blocker / "memory.jsonl")
+    assert code == 0 and json.loads(out)["tokens"] == 8
+    assert err.count("the suffix memory could not be saved") == 1, err
+
+
 # ---------------------------------------------------------------- smollm2-135m
 
 

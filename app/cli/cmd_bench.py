@@ -77,6 +77,14 @@ def policy_maker(args: argparse.Namespace, target, drafts: dict):
     return make
 
 
+def _recorded(bar: tqdm, oracles: list) -> None:
+    bar.update()
+    for oracle in oracles:
+        notice = oracle.notice()
+        if notice:
+            bar.write(f"specviz: {notice}", file=sys.stderr)
+
+
 def _say(text: str) -> None:
     print(f"specviz: {text}", file=sys.stderr)
 
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     model = options.model_choice(args)
     target = run_builder.acquire(pool, model, args.target)
     drafts: dict = {}
+    built: list = []  # the oracles, asked after each record what arose as a run ended
 
     def make(name: str):
         lane = options.lane_spec(args, name)
@@ -99,14 +108,16 @@ def run(args: argparse.Namespace) -> int:
             draft = drafts[lane.draft_model]
         elif name in DRAFT_ORACLES:
             raise SpecvizError(f"--oracles {name} needs --draft MODEL")
-        return run_builder.build_oracle(lane, target, draft)
+        oracle = run_builder.build_oracle(lane, target, draft, say=_say)
+        built.append(oracle)
+        return oracle
 
     bench.check_fits(target, questions)
     runs = sum(len(q.turns) for q in questions) * len(bench.plain_first(plan))
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
         records = bench.run_bench(target, make, questions, plan, args.max_tokens,
                                   run_builder.sampling_params(options.run_request(args, "")),
-                                  on_record=lambda r: bar.update(),
+                                  on_record=lambda r: _recorded(bar, built),
                                   make_policy=policy_maker(args, target, drafts),
                                   repeat=args.repeat)
     rows = bench.summarise(records)

@@ -67,6 +67,9 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
     target = session.target
     printer = EventPrinter(show_rejected=args.show_rejected)
     steps = _drive(lane, None if args.json else printer, args.trace)
+    notice = lane.notice()
+    if notice:
+        _say(notice)
     summary = session.summary
     result = _result(args, target, summary)
     if not is_plain(args.oracle):

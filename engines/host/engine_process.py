@@ -180,6 +180,9 @@ class Engine:
             return False
         self.send("event", lane=lane.lane_id, event=event)
         if isinstance(event, ev.SummaryEvent):
+            notice = lane.notice()  # arose as the run ended: said now, not at the next build
+            if notice:
+                self.send("note", lane=lane.lane_id, text=notice)
             lane.close()
             return False
         return True

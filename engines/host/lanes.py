@@ -40,6 +40,10 @@ class Lane(Protocol):
         """K (`set_k`), auto K (`set_auto`) or an oracle setting (`set_knob`), taken at the
         next step; the reason in one line where it is refused."""
 
+    def notice(self) -> str | None:
+        """What the person should know that arose while it ran (its oracle's memory could
+        not be saved), in one line, once; None: nothing."""
+
     def pause(self) -> None: ...
 
     def resume(self) -> None: ...
@@ -104,6 +108,9 @@ class LocalLane(_Delegated):
 
         return backend_build(self.session.target.name)
 
+    def notice(self) -> str | None:
+        return self.session.oracle.notice()
+
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         session = self.session
         if is_plain(session.oracle.name):
@@ -153,6 +160,9 @@ class ServerLane(_Delegated):
     @property
     def build(self) -> str:
         return self.header["server"]["build"]
+
+    def notice(self) -> str | None:
+        return None  # the server's speculation learns nothing here
 
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         """K where the engine takes it per request; auto K and oracle settings are local."""

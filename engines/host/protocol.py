@@ -27,6 +27,8 @@ From the engine:
   event    {lane, event}                a step or summary event (engines.events.to_dict)
   failed   {lane, message}              the lane ended with this one-line error
   refused  {lane, message}              a control was refused (the lane runs on)
+  note     {lane, text}                 what the person should know of a lane that ended
+                                        well (its memory of earlier runs not saved)
   status   {text}                       what the engine is doing (loading, measuring)
   done     {loads, idle}                every lane of the run has ended; models loaded so
                                         far and kept idle for the next run
@@ -49,8 +51,8 @@ from ..errors import SpecvizError
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
              "pair", "shutdown", "secret", "auth")
-FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "status", "done", "progress",
-               "finished", "task_failed", "error", "died")
+FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "note", "status", "done",
+               "progress", "finished", "task_failed", "error", "died")
 # The fields each request must have, and their types: a peer checks a request before acting
 # on it. Extra fields are allowed (a newer sender).
 REQUIRED = {

@@ -122,9 +122,9 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
                              eagle_head=head_folder(lane.eagle_head), memory=memory)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
-    problem = getattr(getattr(oracle, "memory", None), "problem", None)
-    if problem:
-        say(problem)
+    notice = oracle.notice()
+    if notice:
+        say(notice)
     return oracle
 
 

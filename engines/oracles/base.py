@@ -178,6 +178,11 @@ class Oracle(ABC):
         """The run ended with this context (prompt and output): an oracle that learns across
         runs takes it in here."""
 
+    def notice(self) -> str | None:
+        """What the person should know that arose since it was last asked (a memory that
+        could not be saved), in one line; each said once."""
+        return None
+
     def tree_nodes(self) -> int:
         """The most nodes (side rows included) one of its tree proposals holds; 0: linear.
         The session lets the target get ready for batches that wide."""

@@ -77,6 +77,9 @@ class SuffixOracle(CopyingOracle):
         elif output:
             self._global.add(output)
 
+    def notice(self) -> str | None:
+        return self.memory.take_problem()
+
     def snapshot(self) -> int:
         """What the memory holds now (a bench's repeats each start from it)."""
         return len(self.memory.runs)

@@ -94,6 +94,11 @@ class SuffixMemory:
         self._pending = [p for p in self._pending if any(p is r for r in self.runs)]
         return changed
 
+    def take_problem(self) -> str | None:
+        """The problem not yet said, once."""
+        problem, self.problem = self.problem, None
+        return problem
+
     def truncate(self, n: int) -> None:
         """Forget, in this process, every run after the first `n` (a file keeps them)."""
         del self.runs[n:]
