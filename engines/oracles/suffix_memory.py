@@ -85,7 +85,8 @@ class SuffixMemory:
             self.problem = (f"the suffix memory {self.path.name} stayed locked by another "
                             "writer; this run is remembered in this process only")
         except OSError as exc:  # a full disk: the run goes on, remembered in this process
-            self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}"
+            where = f" ({exc.filename})" if exc.filename else ""
+            self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}{where}"
         # As before the attempt, plus the run; saved with the next run that can be.
         changed = self.runs != before
         self.runs = before
