@@ -130,7 +130,7 @@ class LaneWidget(QFrame):
         self.k = KControl()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
         self.figures = QLabel(figures_text({}), wordWrap=True)
-        self._text_pt, self._message_colour = 10, ""
+        self._text_pt, self._message_colour, self._message_error = 10, "", False
         self.message = QLabel(wordWrap=True, visible=False)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
                                              | Qt.TextInteractionFlag.LinksAccessibleByMouse)
@@ -275,6 +275,7 @@ class LaneWidget(QFrame):
 
     def show_message(self, text: str, error: bool = True, details: str = "") -> None:
         """One line under the figures; `details`, when given, behind a link and in its tip."""
+        self._message_error = error
         self._message_colour = "color: #e5534b;" if error else "color: palette(mid);"
         self.message.setStyleSheet(f"{self._message_colour} font-size: {self._text_pt}pt;")
         self._details = details
@@ -308,8 +309,11 @@ class LaneWidget(QFrame):
         text = f"ended: {summary.reason}, {summary.totals.tokens} tokens in {seconds:.2f} s"
         if summary.error:
             self.show_message(f"{text}: {summary.error}")
-        elif not self.message.isVisible():  # keep a trace problem on screen
+        elif not self.message.isVisible():
             self.show_message(text, error=False)
+        elif not self._message_error and not self._details:  # a note that came first
+            self.show_message(f"{text} · {self.message.text()}", error=False)
+        # else: a trace problem stays on screen as it is
 
     def _on_oracle(self, oracle: str) -> None:
         self.draft.setVisible(oracle in DRAFT_ORACLES)

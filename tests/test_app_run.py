@@ -167,6 +167,7 @@ def test_a_memory_that_cannot_be_saved_is_said_in_its_lane_as_the_run_ends(
     (lane,) = window.board.lanes.values()
     assert lane.view.token_count == 12
     assert "the suffix memory could not be saved" in lane.message.text()
+    assert lane.message.text().startswith("ended: max-tokens, 12 tokens")
 
 
 def test_a_draft_lane_on_the_same_model_runs(window, app_env, tiny_model_dir):
