@@ -93,7 +93,8 @@ def test_a_damaged_part_is_one_line_naming_it(tmp_path):
     staging = tmp_path / "staging"
     carry.stage_parts(folders, staging)
     damaged = staging / "model.gguf.part01"
-    damaged.write_bytes(b"x" + damaged.read_bytes()[1:])
+    data = damaged.read_bytes()
+    damaged.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])  # b"x" left 1 in 256 intact
     done = carry.assemble(manifest.items[0], staging, tmp_path / "dest")
     assert done.path is None and "\n" not in done.line
     assert done.line.startswith("BAD     model.gguf: SHA-256")
