@@ -59,10 +59,14 @@ def dump(args: argparse.Namespace) -> None:
         for turn, user in enumerate(q.turns):
             session = Session(target, plain, RunSettings(
                 user, history=tuple(history), k=0, max_tokens=args.max_tokens))
-            out = [t for e in session if isinstance(e, ev.StepEvent) for t in e.emitted_ids]
+            steps = [e for e in session if isinstance(e, ev.StepEvent)]
+            out = [t for e in steps for t in e.emitted_ids]
             history.append((user, session.summary.text))
             records.append({"qid": q.question_id, "turn": turn, "category": q.category,
-                            "prompt": list(session.prompt_ids), "out": out})
+                            "prompt": list(session.prompt_ids), "out": out,
+                            # the target's confidence in each token it chose
+                            "p": [e.target.p_target for e in steps],
+                            "margin": [e.target.margin for e in steps]})
             print(q.question_id, turn, len(out), flush=True)
     with open(args.out, "w") as f:
         json.dump(records, f)
@@ -78,8 +82,10 @@ class Pricer:
         return self.profile.cost_ms(rows, context) * (self.single if rows == 1 else self.batch)
 
 
-# A step's outcome in a replay: (K asked, tokens drafted, tokens of the draft that held).
-Step = Callable[[list[int], list[int]], tuple[int, int, int]]
+# A step's outcome in a replay: (K asked, tokens drafted, tokens of the draft that held), from
+# the context, the output still to come, and the target's probability of the context's last
+# token (1.0 where the record has none).
+Step = Callable[[list[int], list[int], float], tuple[int, int, int]]
 
 
 def build(oracle_name: str, settings: dict | None = None) -> object:
@@ -99,7 +105,7 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
     if policy:
         oracle.price_with(policy.verify_ms)
 
-    def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
+    def step(context: list[int], truth: list[int], confidence: float) -> tuple[int, int, int]:
         step_k = policy.choose(context) if policy else k
         draft = list(oracle.propose(context, step_k).tokens) if step_k else []
         held = accepted_prefix(draft, truth)
@@ -121,7 +127,7 @@ def hindsight(records: list[dict], oracle_name: str, price: Pricer,
     Same result as `replay`'s."""
     oracle = build(oracle_name, settings)
 
-    def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
+    def step(context: list[int], truth: list[int], confidence: float) -> tuple[int, int, int]:
         held = accepted_prefix(list(oracle.propose(context, k_max).tokens), truth)
         step_ms = [price(k + 1, len(context)) for k in range(held + 1)]
         k = max(range(held + 1), key=lambda k: (k + 1) / (step_ms[k] + OTHER_MS))
@@ -133,19 +139,42 @@ def hindsight(records: list[dict], oracle_name: str, price: Pricer,
 TABLE_KS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 31)
 
 
-def bucket_table(records: list[dict], oracle_name: str, price: Pricer,
-                 settings: dict | None = None, sweeps: int = 2) -> tuple[dict[str, float], float]:
-    """The ceiling of policies that know what auto K knows: one K per match bucket, the table
-    chosen in hindsight over the whole record (coordinate descent over TABLE_KS, bucket by
-    bucket, `sweeps` times; a local optimum, so a floor of that ceiling)."""
-    table = dict.fromkeys(MATCH_BUCKETS, 0)
+def _first_holds(context: list[int], truth: list[int], oracle, confidence: float) -> int:
+    return int(accepted_prefix(list(oracle.propose(context, 1).tokens), truth) > 0)
 
-    def score(table: dict[int, int]) -> tuple[dict[str, float], float]:
+
+def _holds_4(context: list[int], truth: list[int], oracle, confidence: float) -> int:
+    return int(accepted_prefix(list(oracle.propose(context, 4).tokens), truth) >= 4)
+
+
+def _confident(context: list[int], truth: list[int], oracle, confidence: float) -> int:
+    return int(confidence >= 0.99)
+
+
+# What a table may know besides the match: "first" and "holds4" are foreknowledge (whether the
+# copy's first token holds; whether 4 or more do), to measure what the ceiling is made of;
+# "confidence" is known before a step (the target's probability of the last token it chose).
+TABLE_FEATURES = {"match": lambda *_: 0, "first": _first_holds, "holds4": _holds_4,
+                  "confidence": _confident}
+
+
+def bucket_table(records: list[dict], oracle_name: str, price: Pricer,
+                 settings: dict | None = None, sweeps: int = 2,
+                 by: str = "match") -> tuple[dict[str, float], float]:
+    """The ceiling of policies that know what auto K knows: one K per match bucket (and per
+    value of the feature `by`), the table chosen in hindsight over the whole record
+    (coordinate descent over TABLE_KS, cell by cell, `sweeps` times; a local optimum, so a
+    floor of that ceiling)."""
+    feature = TABLE_FEATURES[by]
+    table = {(b, f): 0 for b in MATCH_BUCKETS for f in (0, 1)}
+
+    def score(table: dict[tuple[int, int], int]) -> tuple[dict[str, float], float]:
         oracle = build(oracle_name, settings)
 
-        def step(context: list[int], truth: list[int]) -> tuple[int, int, int]:
+        def step(context: list[int], truth: list[int], confidence: float) -> tuple[int, int, int]:
             m = oracle.match_length(context)
-            k = table[match_bucket(m)] if m else 0
+            cell = (match_bucket(m), feature(context, truth, oracle, confidence))
+            k = table[cell] if m else 0
             draft = list(oracle.propose(context, k).tokens) if k else []
             return k, len(draft), accepted_prefix(draft, truth)
 
@@ -153,13 +182,15 @@ def bucket_table(records: list[dict], oracle_name: str, price: Pricer,
 
     best = score(table)
     for _ in range(sweeps):
-        for bucket in MATCH_BUCKETS:
+        for cell in list(table):
+            if by == "match" and cell[1]:
+                continue
             for k in TABLE_KS:
-                trial = {**table, bucket: k}
+                trial = {**table, cell: k}
                 result = score(trial)
                 if result[0]["Overall"] > best[0]["Overall"] + 1e-9:
                     table, best = trial, result
-    print(f"best K per match bucket for {oracle_name}: {table}")
+    print(f"best K per cell for {oracle_name} by {by}: {({c: k for c, k in table.items() if k})}")
     return best
 
 
@@ -170,11 +201,13 @@ def run(records: list[dict], oracle, price: Pricer, step: Step) -> tuple[dict[st
     for rec in records:
         group = bench.GROUPS.get(rec["category"], rec["category"])
         prompt, out = rec["prompt"], rec["out"]
+        confidence = rec.get("p") or [1.0] * len(out)
         oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
         done = 0
         while done < len(out):
             context = prompt + out[:done]
-            step_k, drafted, held = step(context, out[done:])
+            last = confidence[done - 1] if done else 1.0
+            step_k, drafted, held = step(context, out[done:], last)
             spent[group][1] += price(drafted + 1, len(context)) + OTHER_MS
             done += held + 1
             ks, steps = ks + step_k, steps + 1
@@ -234,6 +267,10 @@ def main() -> None:
     r.add_argument("--k", default="2,4,8,auto",
                    help="fixed Ks, auto, hindsight (the ceiling: only copies that hold) and "
                         "table (the best K per match bucket, in hindsight: a copying oracle)")
+    r.add_argument("--table-by", choices=sorted(TABLE_FEATURES), default="match",
+                   help="what the table knows besides the match bucket: whether the copy's "
+                        "first token holds, whether 4 or more do (both foreknowledge), or the "
+                        "target's confidence in its last token (needs a record dumped with it)")
     r.add_argument("--single-scale", type=float, default=0.82)
     r.add_argument("--batch-scale", type=float, default=1.0)
     r.add_argument("--monotone", action="store_true",
@@ -262,7 +299,8 @@ def main() -> None:
             rows.append((k, *hindsight(records, args.oracle, price, settings)))
             continue
         if k == "table":
-            rows.append((k, *bucket_table(records, args.oracle, price, settings)))
+            rows.append((k, *bucket_table(records, args.oracle, price, settings,
+                                          by=args.table_by)))
             continue
         fixed = None if k == "auto" else int(k)
         rows.append((k, *replay(records, args.oracle, fixed, profile, price, settings)))

@@ -74,3 +74,33 @@ def test_suffix_decoding_replays_with_its_settings_under_the_ceilings():
     assert table["Summarization"] > 1.0
     with pytest.raises(Exception, match="max_spec_factor"):
         replay_auto_k.build("suffix", {"max_spec_factor": -1})
+
+
+def copies_that_hold_or_break() -> dict:
+    """An answer of fresh tokens each followed by a copy of the prompt: 10 tokens that hold,
+    or 2 and a fresh token that breaks the copy, the target unsure (p 0.5) of the short
+    copy's second token (where a 2-token match first lets prompt lookup copy) and sure of
+    everything else."""
+    out, p = [], []
+    for i, start in enumerate(range(0, 48, 12)):
+        if i % 2:
+            out += [900 + i, ARTICLE[start], ARTICLE[start + 1], 950 + i]
+            p += [1.0, 1.0, 0.5, 1.0]
+        else:
+            out += [900 + i, *ARTICLE[start:start + 10]]
+            p += [1.0] * 11
+    return {"qid": 3, "turn": 0, "category": "summarization", "prompt": ARTICLE, "out": out,
+            "p": p}
+
+
+def test_a_table_that_knows_more_than_the_match_does_better():
+    """After the same one-token match, a copy that holds and one that breaks look alike to a
+    table keyed on the match; knowing that 4 tokens hold (foreknowledge), or the target's
+    doubt, tells them apart."""
+    record = copies_that_hold_or_break()
+    table = {by: replay_auto_k.bucket_table([record], "prompt-lookup", PRICE, sweeps=1, by=by)[0]
+             for by in ("match", "holds4", "confidence")}
+    ceiling, _ = replay_auto_k.hindsight([record], "prompt-lookup", PRICE)
+    assert table["holds4"]["Overall"] > table["match"]["Overall"]
+    assert table["confidence"]["Overall"] > table["match"]["Overall"]
+    assert table["holds4"]["Overall"] <= ceiling["Overall"] + 1e-9
