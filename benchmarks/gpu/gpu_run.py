@@ -692,9 +692,9 @@ def parse_args(argv: list[str] | None = None):
     p.add_argument("stages", nargs="+", choices=STAGES)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--work", type=Path, default=Path("/tmp/specviz-gpu"))
-    # 540, not 600: three calls of 9 minutes, a machine's start and the gaps between calls
-    # fit a session's 30 minutes of device time.
-    p.add_argument("--call-limit", type=float, default=540,
+    # A session has 15 minutes of device time, the machine's start (1-2 minutes) and the
+    # gap between calls included: two calls of 5.5 minutes fit with a margin.
+    p.add_argument("--call-limit", type=float, default=330,
                    help="seconds a device call may run, counted from $GPU_CALL_START (every "
                         "wait, test and figure is cut to fit)")
     p.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT")
@@ -718,7 +718,7 @@ def parse_args(argv: list[str] | None = None):
     p.add_argument("--mark", default=None, help="test: a pytest -m expression, e.g. model")
     p.add_argument("--workers", type=int, default=None, help="test: pytest-xdist workers")
     p.add_argument("--quick", action="store_true", help="figures: a rehearsal's sizes")
-    p.add_argument("--budget", type=float, default=540, help="figures: seconds for all steps")
+    p.add_argument("--budget", type=float, default=330, help="figures: seconds for all steps")
     p.add_argument("--cap-scale", type=float, default=1.0,
                    help="figures: multiply every step's cap (a slow CPU rehearsal)")
     p.add_argument("--only", default=None, help="figures: comma-separated step names")
