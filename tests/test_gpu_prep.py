@@ -159,3 +159,22 @@ def test_stages_and_their_options_may_come_in_any_order():
 
     args = gpu_run.parse_args(["test", "--mark", "model", "figures", "--quick"])
     assert args.stages == ["test", "figures"] and args.mark == "model" and args.quick
+
+
+def test_a_detached_build_does_not_take_itself_for_a_build_already_running(tmp_path):
+    """`build-llama --background` starts gpu_run.py again, detached, and names its pid in
+    build.pid as it starts; the detached process, whose command line holds "build-llama" and
+    the work folder, must not read that file as a build already running (it ended at once,
+    saying "still building", and no build ran)."""
+    import subprocess
+
+    code = (
+        "import os, sys, types; sys.path.insert(0, sys.argv[1]); import gpu_run; "
+        "w = __import__('pathlib').Path(sys.argv[3]); (w / 'build').mkdir(); "
+        "(w / 'build' / 'build.pid').write_text(str(os.getpid())); "
+        "print(gpu_run.is_building(types.SimpleNamespace(build=w / 'build', work=w)))"
+    )
+    gpu = Path(__file__).parents[1] / "benchmarks" / "gpu"
+    out = subprocess.run([sys.executable, "-c", code, str(gpu), "build-llama", str(tmp_path)],
+                         check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "False"

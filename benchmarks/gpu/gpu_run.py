@@ -460,6 +460,8 @@ def is_building(run: Run) -> bool:
         return False
     try:
         pid = int(pid_file.read_text())
+        if pid == os.getpid():
+            return False  # the detached build itself: the file names it as it starts
         # Still our build (not a process that got its number since), and not a zombie: a
         # finished child its parent has not reaped yet.
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
