@@ -65,8 +65,7 @@ def dump(args: argparse.Namespace) -> None:
             records.append({"qid": q.question_id, "turn": turn, "category": q.category,
                             "prompt": list(session.prompt_ids), "out": out,
                             # the target's confidence in each token it chose
-                            "p": [e.target.p_target for e in steps],
-                            "margin": [e.target.margin for e in steps]})
+                            "p": [e.target.p_target for e in steps]})
             print(q.question_id, turn, len(out), flush=True)
     with open(args.out, "w") as f:
         json.dump(records, f)

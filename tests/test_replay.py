@@ -94,7 +94,7 @@ def copies_that_hold_or_break() -> dict:
 
 
 def test_a_table_that_knows_more_than_the_match_does_better():
-    """After the same one-token match, a copy that holds and one that breaks look alike to a
+    """After the same 2-token match, a copy that holds and one that breaks look alike to a
     table keyed on the match; knowing that 4 tokens hold (foreknowledge), or the target's
     doubt, tells them apart."""
     record = copies_that_hold_or_break()
