@@ -130,7 +130,7 @@ class LaneWidget(QFrame):
         self.k = KControl()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
         self.figures = QLabel(figures_text({}), wordWrap=True)
-        self._text_pt, self._message_colour, self._message_error = 10, "", False
+        self._text_pt, self._message_error = 10, False
         self.message = QLabel(wordWrap=True, visible=False)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
                                              | Qt.TextInteractionFlag.LinksAccessibleByMouse)
@@ -271,13 +271,16 @@ class LaneWidget(QFrame):
         for widget in (self.title, self.figures):
             widget.setStyleSheet(f"font-size: {points}pt;")
         self.legend.set_point_size(points)
-        self.message.setStyleSheet(f"{self._message_colour} font-size: {points}pt;")
+        self._style_message()
+
+    def _style_message(self) -> None:
+        colour = "#e5534b" if self._message_error else "palette(mid)"
+        self.message.setStyleSheet(f"color: {colour}; font-size: {self._text_pt}pt;")
 
     def show_message(self, text: str, error: bool = True, details: str = "") -> None:
         """One line under the figures; `details`, when given, behind a link and in its tip."""
         self._message_error = error
-        self._message_colour = "color: #e5534b;" if error else "color: palette(mid);"
-        self.message.setStyleSheet(f"{self._message_colour} font-size: {self._text_pt}pt;")
+        self._style_message()
         self._details = details
         if details:
             self.message.setTextFormat(Qt.TextFormat.RichText)
