@@ -7,8 +7,11 @@ from __future__ import annotations
 import io
 import lzma
 import os
+import shutil
+import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -178,3 +181,88 @@ def test_a_detached_build_does_not_take_itself_for_a_build_already_running(tmp_p
     out = subprocess.run([sys.executable, "-c", code, str(gpu), "build-llama", str(tmp_path)],
                          check=True, capture_output=True, text=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("readelf")),
+                    reason="needs gcc and readelf")
+def test_the_driver_stub_links_what_a_cuda_library_calls_by_its_versioned_name(tmp_path):
+    """The CUDA wheel is built where no driver is installed: the stub stands in for libcuda
+    at link time, and must define the versioned symbols cuda.h maps its names to."""
+    import cuda_wheel
+
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "cuda.h").write_text("#define cuMemAlloc cuMemAlloc_v2\n"
+                                    "typedef int CUresult;\n"
+                                    "CUresult cuMemAlloc(void **p, unsigned long n);\n"
+                                    "CUresult cuGetErrorString(int e, const char **s);\n")
+    stub = cuda_wheel.make_driver_stub(include, tmp_path / "stubs")
+    user = tmp_path / "user.c"
+    user.write_text('#include <cuda.h>\nint f(void) { void *p; return cuMemAlloc(&p, 1); }\n')
+
+    def link(*libs: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["gcc", "-shared", "-fPIC", "-I", str(include), str(user),
+                               "-Wl,--no-undefined", "-o", str(tmp_path / "libuser.so"), *libs],
+                              capture_output=True, text=True)
+
+    assert link().returncode != 0  # cuMemAlloc_v2 unresolved without the stub
+    assert link("-L", str(stub.parent), "-lcuda").returncode == 0
+    dynamic = subprocess.run(["readelf", "-d", str(tmp_path / "libuser.so")],
+                             capture_output=True, text=True).stdout
+    assert "[libcuda.so.1]" in dynamic  # what the device's driver provides
+
+
+def test_the_prebuilt_wheel_is_built_for_the_gpu_and_a_cpu_other_than_this_one():
+    import cuda_wheel
+
+    args = cuda_wheel.cmake_args(Path("/tk"))
+    assert "-DCMAKE_CUDA_ARCHITECTURES=90-real" in args and "-DGGML_CUDA=on" in args
+    assert "-DGGML_NATIVE=OFF" in args and "-DGGML_AVX2=ON" in args
+    assert "-DCMAKE_CUDA_COMPILER=/tk/bin/nvcc" in args
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("readelf")),
+                    reason="needs gcc and readelf")
+def test_the_slim_wheel_keeps_one_copy_of_what_is_opened_or_needed_and_installs(tmp_path):
+    """A wheel cannot hold links, so llama-cpp-python's holds each library under three names
+    and twice over; the slim one keeps the names the package opens and the sonames the
+    libraries need, with a RECORD pip accepts."""
+    import cuda_wheel
+
+    def lib(name: str, soname: str, *needs: Path) -> bytes:
+        src = tmp_path / f"{name}.c"
+        src.write_text(f"int {name.replace('-', '_')}_f(void) {{ return 1; }}\n")
+        out = tmp_path / f"lib{name}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), f"-Wl,-soname,{soname}",
+                        "-Wl,--no-as-needed", str(src), *map(str, needs)], check=True)
+        return out.read_bytes()
+
+    cuda = lib("ggml-cuda", "libggml-cuda.so.0")
+    ggml = lib("ggml", "libggml.so.0", tmp_path / "libggml-cuda.so")
+    llama = lib("llama", "libllama.so.0", tmp_path / "libggml.so")
+    files = {"llama_cpp/__init__.py": b"", "llama_cpp_python-1.dist-info/METADATA":
+             b"Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 1\n",
+             "llama_cpp_python-1.dist-info/WHEEL":
+             b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    for name, data, version in (("ggml-cuda", cuda, "0.25.3"), ("ggml", ggml, "0.25.3"),
+                                ("llama", llama, "0.5.0")):
+        for suffix in ("", ".0", f".{version}"):
+            for folder in ("llama_cpp/lib", "lib"):
+                files[f"{folder}/lib{name}.so{suffix}"] = data
+    fat = tmp_path / "llama_cpp_python-1-py3-none-any.whl"
+    with zipfile.ZipFile(fat, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("llama_cpp_python-1.dist-info/RECORD", "")
+    slim = cuda_wheel.slim(fat, tmp_path / "slim" / fat.name)
+
+    names = set(zipfile.ZipFile(slim).namelist())
+    assert {n for n in names if "/lib/" in n or n.startswith("lib/")} == {
+        "llama_cpp/lib/libllama.so", "llama_cpp/lib/libggml.so",  # opened by name
+        "llama_cpp/lib/libggml.so.0", "llama_cpp/lib/libggml-cuda.so.0"}  # needed
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--no-index", "--target", str(site), str(slim)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (site / "llama_cpp/lib/libggml-cuda.so.0").read_bytes() == cuda
