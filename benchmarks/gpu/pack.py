@@ -129,7 +129,8 @@ def pack(args) -> None:
     for wheel in download_wheels(wanted, cache / "wheels"):
         add(wheel, "wheel")
     model = model_file(args.model)
-    add(model, "model", f"registry:{args.model}")
+    # xz takes 7% off a Q4 GGUF: the difference between two calls and three.
+    add(xz_copy(model, built), "model", f"registry:{args.model}", plain=model)
     if not args.no_shot:
         packed, plain, made["pyside"] = pyside_trimmed(cache, built)
         add(packed, "pyside", "trimmed to what the shot loads", plain=plain)
@@ -287,6 +288,18 @@ def keep_pyside(name: str) -> bool:
     return inner in {f"Qt/plugins/platforms/libq{p}.so" for p in QT_PLATFORMS}
 
 
+def xz_copy(path: Path, built: Path) -> Path:
+    """built/<name>.xz, made once."""
+    packed = built / (path.name + ".xz")
+    if not packed.is_file():
+        print(f"compressing {path.name} (xz; a minute)...", flush=True)
+        with open(path, "rb") as src, lzma.open(packed.with_suffix(".partial"), "wb",
+                                                preset=6) as dst:
+            shutil.copyfileobj(src, dst, MiB)
+        packed.with_suffix(".partial").replace(packed)
+    return packed
+
+
 def pyside_trimmed(cache: Path, built: Path) -> tuple[Path, Path, dict]:
     """The PySide6-Essentials wheel with only what `keep_pyside` keeps, stored uncompressed
     and then xz-compressed as a whole (smaller than the wheel's own deflate)."""
@@ -301,10 +314,7 @@ def pyside_trimmed(cache: Path, built: Path) -> tuple[Path, Path, dict]:
         print(f"trimming {wheel.name} (xz; a minute)...", flush=True)
         kept = rewrite_wheel(wheel, plain, keep_pyside)
         check_qt_links(plain)
-        with open(plain, "rb") as src, lzma.open(packed.with_suffix(".partial"), "wb",
-                                                   preset=6) as dst:
-            shutil.copyfileobj(src, dst, MiB)
-        packed.with_suffix(".partial").replace(packed)
+        xz_copy(plain, built)
         print(f"  kept {kept} files: {plain.stat().st_size / MiB:.0f} MiB, "
               f"{packed.stat().st_size / MiB:.1f} MiB compressed")
     return packed, plain, {"version": version, "original": wheel.name,
