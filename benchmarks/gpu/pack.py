@@ -6,10 +6,10 @@ Run here (network to PyPI and Debian), before a GPU session:
     python benchmarks/gpu/pack.py --check    # the plan again against today's working tree
 
 What travels (each whole file's SHA-256 in .gpu/callN/manifest.json, with its parts'):
-- the smollm2-135m GGUF from the model cache;
+- the smollm2-135m GGUF from the model cache, xz-compressed;
 - llama-cpp-python's sdist (the version installed here), trimmed of what the build never reads
   (its .git pack, llama.cpp's vocabulary GGUFs, docs, web UI: 73 MiB -> a few) and recompressed;
-  or, with --prebuilt, a CUDA wheel built on an earlier GPU call and brought back;
+  or, with --prebuilt, a CUDA wheel built here (cuda_wheel.py) or on an earlier GPU call;
 - wheels of every package specviz (and llama-cpp-python) needs that the device image lacks,
   at the versions installed here, pure-Python ones where a package has them;
 - PySide6-Essentials cut down to what `specviz shot` loads (QtCore, QtGui, QtWidgets,
