@@ -164,31 +164,28 @@ def slim(wheel: Path, out: Path) -> Path:
     return out
 
 
-def needed_sonames(elf: bytes) -> list[str]:
+def readelf(elf: bytes, *flags: str) -> str:
     with tempfile.NamedTemporaryFile(suffix=".so") as f:
         f.write(elf)
         f.flush()
-        dynamic = subprocess.run(["readelf", "-d", f.name], capture_output=True,
-                                 text=True).stdout
-    return re.findall(r"\(NEEDED\).*\[(.+?)\]", dynamic)
+        return subprocess.run(["readelf", *flags, f.name], capture_output=True, text=True,
+                              check=True).stdout
 
 
-def check(wheel: Path, work: Path) -> list[str]:
-    """What the CUDA library in the wheel links, and that it holds sm_90 machine code."""
+def needed_sonames(elf: bytes) -> list[str]:
+    return re.findall(r"\(NEEDED\).*\[(.+?)\]", readelf(elf, "-d"))
+
+
+def check(wheel: Path) -> list[str]:
+    """What the CUDA library in the wheel links, and that it holds CUDA machine code."""
     with zipfile.ZipFile(wheel) as z:
         name = next((n for n in z.namelist() if re.search(r"libggml-cuda\.so", n)), None)
         if name is None:
             raise SystemExit(f"{wheel.name}: no libggml-cuda in it (a CPU build?)")
-        lib = Path(z.extract(name, work / "check"))
-    dynamic = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True,
-                             check=True).stdout
-    needed = re.findall(r"\(NEEDED\).*\[(.+?)\]", dynamic)
-    sections = subprocess.run(["readelf", "-S", "-W", str(lib)], capture_output=True, text=True,
-                              check=True).stdout
-    if ".nv_fatbin" not in sections:
+        lib = z.read(name)
+    if ".nv_fatbin" not in readelf(lib, "-S", "-W"):
         raise SystemExit(f"{name}: no CUDA machine code (.nv_fatbin) in it")
-    shutil.rmtree(work / "check")
-    return needed
+    return needed_sonames(lib)
 
 
 SMOKE = """
@@ -236,7 +233,7 @@ def main() -> None:
     built = build(root, sdist, args.build_dir, args.build_dir / "wheel", args.jobs)
     wheel = slim(built, args.out / built.name)
     print(f"{wheel} ({wheel.stat().st_size / pack.MiB:.1f} MiB without the copies)")
-    print("libggml-cuda links:", ", ".join(check(wheel, args.build_dir)))
+    print("libggml-cuda links:", ", ".join(check(wheel)))
     model = pack.model_file("smollm2-135m")
     print(smoke(wheel, root, model, args.build_dir))
     print(f"next: python benchmarks/gpu/pack.py --no-shot --prebuilt {wheel}")
