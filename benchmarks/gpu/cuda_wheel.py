@@ -139,7 +139,7 @@ OPENED_BY_NAME = ("llama", "ggml", "mtmd", "llava")
 def slim(wheel: Path, out: Path) -> Path:
     """The wheel without its copies: a wheel cannot hold links, so each library is in it six
     times (lib.so, .so.0, .so.0.x.y, in llama_cpp/lib and again in a top-level lib/ the
-    package never reads), 255 MiB for one 39 MiB CUDA library. Kept: llama_cpp/ and the
+    package never reads): 142 MiB where one copy of each is 24. Kept: llama_cpp/ and the
     dist-info, and in llama_cpp/lib the names that are opened or needed."""
     with zipfile.ZipFile(wheel) as z:
         libs = {n: z.read(n) for n in z.namelist() if n.startswith("llama_cpp/lib/")}
@@ -155,7 +155,7 @@ def slim(wheel: Path, out: Path) -> Path:
             for name in keep:
                 if name == record:
                     continue
-                data = z.read(name)
+                data = libs[name] if name in libs else z.read(name)
                 info = z.getinfo(name)
                 new.writestr(info, data, zipfile.ZIP_DEFLATED, 9)
                 digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
