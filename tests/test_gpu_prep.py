@@ -183,6 +183,31 @@ def test_a_detached_build_does_not_take_itself_for_a_build_already_running(tmp_p
     assert out.strip() == "False"
 
 
+def test_the_sdist_is_unpacked_once_and_the_device_build_asks_no_index(tmp_path):
+    """A build cut short goes on from its kept folders: the second unpack leaves the source
+    as the first build left it. The device has no network, so its pip wheel must not ask an
+    index nor make an isolated build environment; here (cuda_wheel.py) it must."""
+    sdist = tmp_path / "llama_cpp_python-0.3.36-src.tar.xz"
+    with tarfile.open(sdist, "w:xz") as tar:
+        data = b"cmake_minimum_required(VERSION 3.21)\n"
+        info = tarfile.TarInfo("llama_cpp_python-0.3.36/CMakeLists.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    build = tmp_path / "build"
+    src = carry.unpack_sdist(sdist, build)
+    assert (src / "CMakeLists.txt").read_bytes().startswith(b"cmake_minimum")
+    (src / "CMakeLists.txt").write_text("kept")
+    assert carry.unpack_sdist(sdist, build) == src
+    assert (src / "CMakeLists.txt").read_text() == "kept"
+
+    there = carry.pip_wheel_command(["py"], src, tmp_path / "w", build / "cmake", offline=True)
+    here = carry.pip_wheel_command(["py"], src, tmp_path / "w", build / "cmake", offline=False)
+    assert {"--no-index", "--no-build-isolation"} <= set(there)
+    assert not {"--no-index", "--no-build-isolation"} & set(here)
+    assert there[-1] == here[-1] == str(src)
+    assert f"--config-settings=build-dir={build / 'cmake'}" in there
+
+
 @pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("readelf")),
                     reason="needs gcc and readelf")
 def test_the_driver_stub_links_what_a_cuda_library_calls_by_its_versioned_name(tmp_path):

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -311,6 +312,35 @@ def join_returned(record_path: Path, dest: Path) -> Path:
         target.unlink()
         raise ValueError(f"{record['name']}: SHA-256 of the joined parts is not the recorded one")
     return target
+
+
+# --- Building llama-cpp-python from its trimmed sdist ------------------------------------
+# The same steps here (cuda_wheel.py, with the CUDA toolkit from PyPI) and there (gpu_run.py,
+# with the device's nvcc): unpack once, then `pip wheel` with the CMake folder kept, so a
+# build cut short goes on from where it stopped.
+
+
+def unpack_sdist(sdist: Path, dest: Path) -> Path:
+    """The sdist's source folder under dest, unpacked the first time only."""
+    src = dest / sdist.name.removesuffix("-src.tar.xz")
+    marker = dest / "src.unpacked"
+    if not (marker.is_file() and src.is_dir()):
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(sdist) as tar:
+            tar.extractall(dest, filter="data")
+        marker.write_text(sdist.name)
+    return src
+
+
+def pip_wheel_command(python: list[str], src: Path, wheelhouse: Path, cmake_dir: Path,
+                      offline: bool) -> list[str]:
+    """offline: the machine has no network, so the installed scikit-build-core builds it (no
+    isolated build environment) and no index is asked."""
+    cmd = [*python, "-m", "pip", "wheel", "-v", "--no-deps", "--disable-pip-version-check",
+           "-w", str(wheelhouse), f"--config-settings=build-dir={cmake_dir}"]
+    if offline:
+        cmd += ["--no-build-isolation", "--no-index"]
+    return [*cmd, str(src)]
 
 
 # --- Debian packages, read without dpkg ---------------------------------------------------

@@ -29,13 +29,13 @@ import shutil
 import stat
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import carry  # beside this script
 import pack  # beside this script: the trimmed sdist that would otherwise travel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,10 +106,7 @@ def make_driver_stub(include: Path, stubs: Path) -> Path:
 
 
 def build(root: Path, sdist: Path, build_dir: Path, out: Path, jobs: int) -> Path:
-    src = build_dir / sdist.name.removesuffix("-src.tar.xz")
-    if not src.is_dir():
-        with tarfile.open(sdist) as tar:
-            tar.extractall(build_dir, filter="data")
+    src = carry.unpack_sdist(sdist, build_dir)
     env = dict(os.environ, CMAKE_ARGS=cmake_args(root), CUDACXX=str(root / "bin" / "nvcc"),
                CMAKE_BUILD_PARALLEL_LEVEL=str(jobs))
     env["PATH"] = f"{root / 'bin'}{os.pathsep}{env['PATH']}"
@@ -118,11 +115,9 @@ def build(root: Path, sdist: Path, build_dir: Path, out: Path, jobs: int) -> Pat
     print(f"building {src.name} for sm_{CUDA_ARCH} with {jobs} jobs; log {log}", flush=True)
     start = time.monotonic()
     with open(log, "ab") as f:
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
-                               "-w", str(out),
-                               "--disable-pip-version-check",
-                               f"--config-settings=build-dir={build_dir / 'cmake'}", str(src)],
-                              env=env, stdout=f, stderr=subprocess.STDOUT)
+        cmd = carry.pip_wheel_command([sys.executable], src, out, build_dir / "cmake",
+                                      offline=False)
+        done = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
     minutes = (time.monotonic() - start) / 60
     if done.returncode:
         raise SystemExit(f"the build failed after {minutes:.0f} min: see {log}")

@@ -347,9 +347,8 @@ def build_command(run: Run, src: Path) -> tuple[list[str], dict[str, str]]:
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         env |= {"CUDACXX": nvcc, "PATH": f"{Path(nvcc).parent}{os.pathsep}{os.environ['PATH']}"}
     env["CMAKE_ARGS"] = cmake_args
-    cmd = [*run.python(), "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
-           "--no-index", "-w", str(run.wheelhouse), "--disable-pip-version-check",
-           f"--config-settings=build-dir={run.build / 'cmake'}", str(src)]
+    cmd = carry.pip_wheel_command(run.python(), src, run.wheelhouse, run.build / "cmake",
+                                  offline=True)
     return cmd, env
 
 
@@ -357,14 +356,7 @@ def unpack_sdist(run: Run) -> Path | None:
     sdists = assembled(run, "sdist")
     if not sdists:
         return None
-    marker = run.build / "src.unpacked"
-    src = run.build / sdists[0].name.removesuffix("-src.tar.xz")
-    if not marker.is_file():
-        run.build.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(sdists[0]) as tar:
-            tar.extractall(run.build, filter="data")
-        marker.write_text(sdists[0].name)
-    return src
+    return carry.unpack_sdist(sdists[0], run.build)
 
 
 def built_wheel(run: Run) -> Path | None:
