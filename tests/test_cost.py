@@ -71,6 +71,19 @@ def test_best_k_is_large_when_acceptance_is_high_and_batches_cheap():
     assert 0 < k_mid < k
 
 
+def test_profile_costs_follow_the_context_and_a_replaced_table():
+    """Costs are kept per context between calls (auto K prices every K of a step at one):
+    another context, or a table replaced (benchmarks/replay_auto_k.py smooths one), is
+    priced anew."""
+    p = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 4], [[10, 40], [20, 80]])
+    assert p.cost_ms(4, 128) == pytest.approx(40)
+    assert p.cost_ms(4, 1024) == pytest.approx(80)
+    assert p.cost_ms(1, 576) == pytest.approx(15)
+    p.ms = [[1, 4], [2, 8]]
+    assert p.cost_ms(1, 576) == pytest.approx(1.5)
+    assert p.to_dict()["ms"] == [[1, 4], [2, 8]] and "_row" not in p.to_dict()
+
+
 def test_profile_interpolates_and_keeps_a_measured_dip():
     p = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 4, 8],
                 [[10, 30, 28], [20, 60, 80]])  # 8 < 4 at ctx 128: kernels that take rows in fours

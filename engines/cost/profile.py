@@ -76,8 +76,19 @@ class Profile:
         cost less than a smaller one (16 tokens against 12 on a 2-core EPYC), and is then the
         cheaper draft.
         """
-        per_ctx = [_interp(self.batches, r, n_tokens) for r in self.ms]
-        return max(0.0, _interp(self.contexts, per_ctx, context, extrapolate=False))
+        return max(0.0, _interp(self.batches, self._row_at(context), n_tokens))
+
+    def _row_at(self, context: int) -> list[float]:
+        """Every batch's cost at this context (bilinear interpolation, the context first:
+        the same figures), kept for the last context asked: auto K prices every K of a
+        step at one context, and a declined step must cost what a plain one does."""
+        key = (id(self.ms), context)
+        cached = self.__dict__.get("_row")
+        if cached is None or cached[0] != key:
+            row = [_interp(self.contexts, [r[j] for r in self.ms], context, extrapolate=False)
+                   for j in range(len(self.batches))]
+            cached = self.__dict__["_row"] = (key, row)
+        return cached[1]
 
     def relative(self, n_tokens: int, context: int) -> float:
         """Cost of n tokens over the cost of one token at the same context."""
