@@ -120,6 +120,51 @@ def test_growing_once_per_run_of_lengths_is_growing_once_per_length(
                 want.match, want.occurrences, want.nodes)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=20), min_size=1, max_size=3),
+       st.lists(st.integers(0, 4), min_size=1, max_size=4),
+       st.sampled_from([0.0, 0.1, 0.4, 0.6]), st.booleans())
+def test_one_token_of_room_is_counted_as_the_trie_grows_it(sequences, pattern, min_prob, tree):
+    index = SuffixIndex(max_depth=12)
+    for s in sequences:
+        index.add(s)
+    places = index._places(pattern, len(pattern), None)
+    got = index._grow_one(places, 2, min_prob)
+    want = index._grow_trie(places, 2, 1, min_prob, tree)
+    assert (got.match, got.occurrences, got.nodes) == (want.match, want.occurrences, want.nodes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=30), min_size=1, max_size=3),
+       st.lists(st.integers(0, 4), min_size=1, max_size=20),
+       st.lists(st.integers(0, 4), min_size=1, max_size=10), st.booleans())
+def test_remembered_growths_are_the_fresh_ones_and_forgotten_when_the_index_grows(
+        sequences, context, more, tree):
+    """Growths are kept between steps (the memory of earlier runs does not change during a
+    run): what a step drafts from them must be what a fresh index drafts, after the index
+    grows too, and setting one speculation's match must not touch the next one's."""
+    def max_tokens(m):
+        return m + 1
+
+    kept = SuffixIndex(max_depth=12)
+    for s in sequences:
+        kept.add(s)
+    first = kept.speculate(context, max_tokens, 0.1, tree)
+    first.match = -1
+    again = kept.speculate(context, max_tokens, 0.1, tree)
+    assert again.match != -1 or not again.nodes
+    kept.extend(0, more)
+    fresh = SuffixIndex(max_depth=12)  # the same index, never asked before
+    for s in sequences:
+        fresh.add(s)
+    fresh.extend(0, more)
+    for ctx in (context, context + more[:1], more):
+        got = kept.speculate(ctx, max_tokens, 0.1, tree)
+        want = fresh.speculate(ctx, max_tokens, 0.1, tree)
+        assert (got.match, got.occurrences, got.nodes) == (want.match, want.occurrences,
+                                                            want.nodes)
+
+
 # ---------------------------------------------------------------- runs
 
 

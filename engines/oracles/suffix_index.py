@@ -21,6 +21,7 @@ more: `max_tokens` grows with the match), and the best score wins, the longer ma
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ GRAMS = 4  # n-grams up to this size are indexed; longer patterns filter a 4-gra
 # continuations are counted over its latest LATEST occurrences (a short match drafts a token
 # or two, whose odds that many places settle).
 LATEST = 1024
+GROWN_KEPT = 4096  # growths remembered between changes of the index
 
 
 @dataclass
@@ -61,6 +63,10 @@ class SuffixIndex:
         self.max_depth = max_depth
         self.sequences: list[list[int]] = []
         self._after: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        # Growths by (pattern, limit, min_prob, tree, live), valid until the index changes:
+        # the memory of earlier runs does not change during a run, and its common short
+        # patterns (a frequent token: up to LATEST places) come back step after step.
+        self._grown: dict[tuple, Speculation] = {}
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.sequences)
@@ -74,6 +80,7 @@ class SuffixIndex:
     def extend(self, seq: int, tokens: Sequence[int]) -> None:
         """More tokens at the end of sequence `seq` (a run's output, as it grows)."""
         s = self.sequences[seq]
+        self._grown.clear()
         for token in tokens:
             s.append(token)
             end = len(s)
@@ -87,8 +94,9 @@ class SuffixIndex:
         sequence that is the context itself: the pattern's place at its end is where the
         guess goes, not a place that ended there, and is not counted."""
         best = Speculation()
-        for places, limits in self._runs(context, max_tokens, live):
-            spec = self._grow(places, 0, max(limits.values()), min_token_prob, tree)
+        for shortest, places, limits in self._runs(context, max_tokens, live):
+            spec = self._grown_from(context, shortest, places, max(limits.values()),
+                                    min_token_prob, tree, live)
             if not spec.nodes or spec.score < best.score:
                 continue
             # Every length of the run whose limit holds the whole speculation grows the same
@@ -105,6 +113,7 @@ class SuffixIndex:
         places: list[tuple[int, int]] | None = None
         run: list[tuple[int, int]] | None = None
         limits: dict[int, int] = {}
+        shortest = 1  # the run's shortest pattern: its tokens name the run's places
         longest = min(len(context), self.max_depth - 1)
         here = None if live is None else (live, len(self.sequences[live]))
         for m in range(1, longest + 1):
@@ -113,13 +122,13 @@ class SuffixIndex:
                 break
             if places != run:
                 if limits:
-                    yield run, limits
-                run, limits = places, {}
+                    yield shortest, run, limits
+                run, limits, shortest = places, {}, m
             limit = min(max_tokens(m), self.max_depth - m)
             if limit > 0:
                 limits[m] = limit
         if limits:
-            yield run, limits
+            yield shortest, run, limits
 
     def _places(self, context: Sequence[int], m: int,
                 shorter: list[tuple[int, int]] | None) -> list[tuple[int, int]]:
@@ -130,8 +139,46 @@ class SuffixIndex:
         return [(seq, end) for seq, end in shorter or ()
                 if end - m >= 0 and self.sequences[seq][end - m] == token]
 
+    def _grown_from(self, context: Sequence[int], m: int, places: list[tuple[int, int]],
+                    limit: int, min_prob: float, tree: bool, live: int | None) -> Speculation:
+        """`_grow`, remembered: the places are the index's for the context's last m tokens."""
+        key = (tuple(context[len(context) - m:]), limit, min_prob, tree, live)
+        spec = self._grown.get(key)
+        if spec is None:
+            if len(self._grown) >= GROWN_KEPT:
+                self._grown.clear()
+            spec = self._grown[key] = self._grow(places, 0, limit, min_prob, tree)
+        return dataclasses.replace(spec, nodes=list(spec.nodes))  # its match is set apart
+
     def _grow(self, places: list[tuple[int, int]], m: int, limit: int, min_prob: float,
               tree: bool) -> Speculation:
+        if limit == 1:
+            return self._grow_one(places, m, min_prob)
+        return self._grow_trie(places, m, limit, min_prob, tree)
+
+    def _grow_one(self, places: list[tuple[int, int]], m: int, min_prob: float) -> Speculation:
+        """What `_grow_trie` grows with room for one token, counted without a trie: a one-token
+        match of a frequent token has up to LATEST places, on most steps of a run, and a step
+        that drafts nothing must cost what a plain one does."""
+        counts: dict[int, int] = {}
+        latest: dict[int, tuple[int, int]] = {}
+        sequences = self.sequences
+        for seq, end in places:
+            s = sequences[seq]
+            if end < len(s):
+                token = s[end]
+                counts[token] = counts.get(token, 0) + 1
+                latest[token] = (seq, end)
+        spec = Speculation(match=m, occurrences=len(places))
+        if counts:
+            token = max(counts, key=counts.__getitem__)  # the first seen among equals
+            prob = counts[token] / len(places)
+            if prob >= min_prob:
+                spec.nodes.append(Node(token, -1, prob, latest[token]))
+        return spec
+
+    def _grow_trie(self, places: list[tuple[int, int]], m: int, limit: int, min_prob: float,
+                   tree: bool) -> Speculation:
         total = len(places)
         trie = _Trie()
         for seq, end in places:  # oldest first: a node's place ends as its latest
