@@ -117,7 +117,9 @@ class SuffixIndex:
         longest = min(len(context), self.max_depth - 1)
         here = None if live is None else (live, len(self.sequences[live]))
         for m in range(1, longest + 1):
-            places = [p for p in self._places(context, m, places) if p != here]
+            places = self._places(context, m, places)
+            if here is not None:  # only the run's own index holds the context itself
+                places = [p for p in places if p != here]
             if not places:
                 break
             if places != run:
