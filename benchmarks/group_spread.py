@@ -17,17 +17,16 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-from specviz.engines.bench.spec_bench import AUTO_K, GROUP_ORDER, GROUPS
+from specviz.engines.bench.spec_bench import GROUP_ORDER, GROUPS, Config
 
 
 def paired(records: list[dict]) -> dict[str, dict[str, list[tuple[float, ...]]]]:
-    """method -> group -> per question (tokens, seconds, plain tokens, plain seconds)."""
+    """method -> group -> per question (tokens, ms, plain tokens, plain ms)."""
     def key(r: dict) -> tuple[int, int]:
         return r["question_id"], r["turn"]
 
     def method(r: dict) -> str:
-        k = "auto" if r["k"] == AUTO_K else r["k"]
-        return "none" if r["oracle"] == "none" else f"{r['oracle']} k={k}"
+        return Config(r["oracle"], r["k"]).label  # the bench table's name for it
 
     plain = {key(r): r for r in records if r["oracle"] == "none"}
     questions: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(

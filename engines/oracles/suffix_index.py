@@ -63,7 +63,7 @@ class SuffixIndex:
         self.max_depth = max_depth
         self.sequences: list[list[int]] = []
         self._after: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-        # Growths by (pattern, limit, min_prob, tree, live), valid until the index changes:
+        # Growths by (pattern, limit, min_prob, tree), valid until the index changes:
         # the memory of earlier runs does not change during a run, and its common short
         # patterns (a frequent token: up to LATEST places) come back step after step.
         self._grown: dict[tuple, Speculation] = {}
@@ -143,8 +143,11 @@ class SuffixIndex:
 
     def _grown_from(self, context: Sequence[int], m: int, places: list[tuple[int, int]],
                     limit: int, min_prob: float, tree: bool, live: int | None) -> Speculation:
-        """`_grow`, remembered: the places are the index's for the context's last m tokens."""
-        key = (tuple(context[len(context) - m:]), limit, min_prob, tree, live)
+        """`_grow`, remembered: the places are the index's for the context's last m tokens.
+        The run's own index (`live`) changes every step: nothing of it is kept."""
+        if live is not None:
+            return self._grow(places, 0, limit, min_prob, tree)
+        key = (tuple(context[len(context) - m:]), limit, min_prob, tree)
         spec = self._grown.get(key)
         if spec is None:
             if len(self._grown) >= GROWN_KEPT:
