@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import struct
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +34,22 @@ GRAMS = 4  # n-grams up to this size are indexed; longer patterns filter a 4-gra
 # or two, whose odds that many places settle).
 LATEST = 1024
 GROWN_KEPT = 4096  # growths remembered between changes of the index
+# A place, (sequence, index after the pattern), is kept as one integer, packed with the
+# others of its n-gram in a bytearray (the token after each in another): a memory of 60k
+# tokens has some 140k n-grams, and as tuples in lists (or as arrays, which Python tracks too)
+# the garbage collector walked them all on each full pass, about 100 ms in the middle of a step.
+SEQ_SHIFT = 32
+END_MASK = (1 << SEQ_SHIFT) - 1
+PACKED_PLACE, PACKED_TOKEN = struct.Struct("q"), struct.Struct("i")
+NOTHING_YET = PACKED_TOKEN.pack(-1)
+
+
+def place(seq: int, end: int) -> int:
+    return seq << SEQ_SHIFT | end
+
+
+def seq_end(p: int) -> tuple[int, int]:
+    return p >> SEQ_SHIFT, p & END_MASK
 
 
 @dataclass
@@ -56,13 +74,23 @@ class Speculation:
         return sum(n.prob for n in self.nodes)
 
 
+def _latest(column: bytearray, kind: str) -> list[int]:
+    """The last LATEST values of a packed column (the view is gone before it grows again)."""
+    return memoryview(column).cast(kind)[-LATEST:].tolist()
+
+
 class SuffixIndex:
     """Sequences of tokens and where each n-gram (n <= GRAMS) occurs in them."""
 
     def __init__(self, max_depth: int) -> None:
         self.max_depth = max_depth
         self.sequences: list[list[int]] = []
-        self._after: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        self._after: dict[tuple[int, ...], bytearray] = {}  # places (`place`), packed
+        # The token after each of those places (-1: none yet), alongside, so that a growth
+        # counts a frequent pattern's continuations in C; and, per sequence, the entries its
+        # next token fills.
+        self._next: dict[tuple[int, ...], bytearray] = {}
+        self._open: list[list[tuple[bytearray, int]]] = []
         # Growths by (pattern, limit, min_prob, tree), valid until the index changes:
         # the memory of earlier runs does not change during a run, and its common short
         # patterns (a frequent token: up to LATEST places) come back step after step.
@@ -74,6 +102,7 @@ class SuffixIndex:
     def add(self, tokens: Sequence[int]) -> int:
         """A new sequence; its id."""
         self.sequences.append([])
+        self._open.append([])
         self.extend(len(self.sequences) - 1, tokens)
         return len(self.sequences) - 1
 
@@ -81,11 +110,24 @@ class SuffixIndex:
         """More tokens at the end of sequence `seq` (a run's output, as it grows)."""
         s = self.sequences[seq]
         self._grown.clear()
+        after, following = self._after, self._next
         for token in tokens:
+            for nexts, at in self._open[seq]:
+                PACKED_TOKEN.pack_into(nexts, at, token)
             s.append(token)
             end = len(s)
+            here = PACKED_PLACE.pack(place(seq, end))
+            opened = self._open[seq] = []
             for n in range(1, min(GRAMS, end) + 1):
-                self._after.setdefault(tuple(s[end - n:]), []).append((seq, end))
+                key = tuple(s[end - n:])
+                places = after.get(key)
+                if places is None:
+                    places = after[key] = bytearray()
+                    following[key] = bytearray()
+                nexts = following[key]
+                places += here
+                opened.append((nexts, len(nexts)))
+                nexts += NOTHING_YET
 
     def speculate(self, context: Sequence[int], max_tokens, min_token_prob: float,
                   tree: bool, live: int | None = None) -> Speculation:
@@ -94,10 +136,17 @@ class SuffixIndex:
         sequence that is the context itself: the pattern's place at its end is where the
         guess goes, not a place that ended there, and is not counted."""
         best = Speculation()
-        for shortest, places, limits in self._runs(context, max_tokens, live):
-            spec = self._grown_from(context, shortest, places, max(limits.values()),
-                                    min_token_prob, tree, live)
-            if not spec.nodes or spec.score < best.score:
+        # Longest first: a tie goes to the longer match, and a shorter run whose limit is at
+        # most the best score so far cannot beat it (each token counts at most 1), so the
+        # frequent short patterns, with the most places, are mostly never grown.
+        for shortest, places, nexts, limits in reversed(list(
+                self._runs(context, max_tokens, live))):
+            limit = max(limits.values())
+            if best.nodes and limit <= best.score:
+                continue
+            spec = self._grown_from(context, shortest, places, nexts, limit, min_token_prob,
+                                    tree, live)
+            if not spec.nodes or (best.nodes and spec.score <= best.score):
                 continue
             # Every length of the run whose limit holds the whole speculation grows the same
             # one: the longest such wins, as a tie goes to the longer match.
@@ -110,118 +159,97 @@ class SuffixIndex:
         (a long copy's lengths mostly do: one growth serves them all), each with its
         lengths' draft limits. Growing once per run rather than once per length keeps a step's
         drafting time flat as matches and the memory grow."""
-        places: list[tuple[int, int]] | None = None
-        run: list[tuple[int, int]] | None = None
+        places: list[int] | None = None
+        run: list[int] | None = None
+        run_nexts: list[int] | None = None
         limits: dict[int, int] = {}
         shortest = 1  # the run's shortest pattern: its tokens name the run's places
         longest = min(len(context), self.max_depth - 1)
-        here = None if live is None else (live, len(self.sequences[live]))
+        here = None if live is None else place(live, len(self.sequences[live]))
         for m in range(1, longest + 1):
-            places = self._places(context, m, places)
-            if here is not None:  # only the run's own index holds the context itself
-                places = [p for p in places if p != here]
+            places, nexts = self._places(context, m, places)
+            if here is not None and here in places:  # only the run's own index holds it
+                i = places.index(here)
+                places = places[:i] + places[i + 1:]
+                nexts = None if nexts is None else nexts[:i] + nexts[i + 1:]
             if not places:
                 break
             if places != run:
                 if limits:
-                    yield shortest, run, limits
-                run, limits, shortest = places, {}, m
+                    yield shortest, run, run_nexts, limits
+                run, run_nexts, limits, shortest = places, nexts, {}, m
             limit = min(max_tokens(m), self.max_depth - m)
             if limit > 0:
                 limits[m] = limit
         if limits:
-            yield shortest, run, limits
+            yield shortest, run, run_nexts, limits
 
-    def _places(self, context: Sequence[int], m: int,
-                shorter: list[tuple[int, int]] | None) -> list[tuple[int, int]]:
-        """Where the context's last m tokens occur: (sequence, index after them)."""
+    def _places(self, context: Sequence[int], m: int, shorter: list[int] | None
+                ) -> tuple[list[int], list[int] | None]:
+        """Where the context's last m tokens occur (`place`: the sequence, the index after
+        them), and for indexed n-grams the token after each place (-1: none yet)."""
         if m <= GRAMS:
-            return self._after.get(tuple(context[len(context) - m:]), [])[-LATEST:]
-        token = context[-m]
-        return [(seq, end) for seq, end in shorter or ()
-                if end - m >= 0 and self.sequences[seq][end - m] == token]
+            key = tuple(context[len(context) - m:])
+            places = self._after.get(key)
+            if places is None:
+                return [], []
+            return _latest(places, "q"), _latest(self._next[key], "i")
+        token, sequences = context[-m], self.sequences
+        return [p for p in shorter or () if (end := p & END_MASK) >= m
+                and sequences[p >> SEQ_SHIFT][end - m] == token], None
 
-    def _grown_from(self, context: Sequence[int], m: int, places: list[tuple[int, int]],
-                    limit: int, min_prob: float, tree: bool, live: int | None) -> Speculation:
+    def _grown_from(self, context: Sequence[int], m: int, places: list[int],
+                    nexts: list[int] | None, limit: int, min_prob: float, tree: bool,
+                    live: int | None) -> Speculation:
         """`_grow`, remembered: the places are the index's for the context's last m tokens.
         The run's own index (`live`) changes every step: nothing of it is kept."""
         if live is not None:
-            return self._grow(places, 0, limit, min_prob, tree)
+            return self._grow(places, nexts, limit, min_prob, tree)
         key = (tuple(context[len(context) - m:]), limit, min_prob, tree)
         spec = self._grown.get(key)
         if spec is None:
             if len(self._grown) >= GROWN_KEPT:
                 self._grown.clear()
-            spec = self._grown[key] = self._grow(places, 0, limit, min_prob, tree)
+            spec = self._grown[key] = self._grow(places, nexts, limit, min_prob, tree)
         return dataclasses.replace(spec, nodes=list(spec.nodes))  # its match is set apart
 
-    def _grow(self, places: list[tuple[int, int]], m: int, limit: int, min_prob: float,
-              tree: bool) -> Speculation:
-        if limit == 1:
-            return self._grow_one(places, m, min_prob)
-        return self._grow_trie(places, m, limit, min_prob, tree)
-
-    def _grow_one(self, places: list[tuple[int, int]], m: int, min_prob: float) -> Speculation:
-        """What `_grow_trie` grows with room for one token, counted without a trie: a one-token
-        match of a frequent token has up to LATEST places, on most steps of a run, and a step
-        that drafts nothing must cost what a plain one does."""
-        counts: dict[int, int] = {}
-        latest: dict[int, tuple[int, int]] = {}
-        sequences = self.sequences
-        for seq, end in places:
-            s = sequences[seq]
-            if end < len(s):
-                token = s[end]
-                counts[token] = counts.get(token, 0) + 1
-                latest[token] = (seq, end)
-        spec = Speculation(match=m, occurrences=len(places))
-        if counts:
-            token = max(counts, key=counts.__getitem__)  # the first seen among equals
-            prob = counts[token] / len(places)
-            if prob >= min_prob:
-                spec.nodes.append(Node(token, -1, prob, latest[token]))
-        return spec
-
-    def _grow_trie(self, places: list[tuple[int, int]], m: int, limit: int, min_prob: float,
-                   tree: bool) -> Speculation:
+    def _grow(self, places: Sequence[int], nexts: Sequence[int] | None, limit: int,
+              min_prob: float, tree: bool) -> Speculation:
+        """Best-first, as the reference grows it from a trie of the places' continuations
+        (a node's probability: its places over the pattern's), but a node's children are
+        counted only when the node is taken, and at most `limit` are: a frequent pattern has
+        up to LATEST places, on most steps of a run, and a step that drafts nothing must
+        cost what a plain one does. `nexts`, where given, is the token after each place."""
         total = len(places)
-        trie = _Trie()
-        for seq, end in places:  # oldest first: a node's place ends as its latest
-            s = self.sequences[seq]
-            trie.insert(s, seq, end, min(len(s), end + limit))
-        spec = Speculation(match=m, occurrences=total)
-        heap: list[tuple[float, int, _Trie, int]] = []
-        order = 0  # ties: the likelier child first, then as inserted
+        spec = Speculation(occurrences=total)
+        heap: list[tuple] = []
+        order = 0  # ties: the likelier child first, then the first seen
 
-        def push(node: _Trie, parent: int) -> None:
+        def push(members: Sequence[int], following: Sequence[int], parent: int,
+                 depth: int) -> None:
             nonlocal order
-            children = sorted(node.children.items(), key=lambda kv: -kv[1].count)
-            for _token, child in children if tree else children[:1]:
-                if child.count / total >= min_prob:
-                    heapq.heappush(heap, (-child.count / total, order, child, parent))
-                    order += 1
+            counts = Counter(following)
+            counts.pop(-1, None)
+            likely = sorted([(token, count) for token, count in counts.items()
+                             if count / total >= min_prob], key=lambda kv: -kv[1])
+            for token, count in likely if tree else likely[:1]:
+                heapq.heappush(heap, (-count / total, order, token, members, following,
+                                      parent, depth))
+                order += 1
 
-        push(trie, -1)
+        push(places, self._following(places, 0) if nexts is None else nexts, -1, 0)
         while heap and len(spec.nodes) < limit:
-            neg_prob, _, node, parent = heapq.heappop(heap)
-            spec.nodes.append(Node(node.token, parent, -neg_prob, node.seen_at))
-            push(node, len(spec.nodes) - 1)
+            neg_prob, _, token, members, following, parent, depth = heapq.heappop(heap)
+            latest = len(following) - 1 - following[::-1].index(token)
+            seq, end = seq_end(members[latest])
+            spec.nodes.append(Node(token, parent, -neg_prob, (seq, end + depth)))
+            if len(spec.nodes) < limit:
+                mine = [p for p, t in zip(members, following) if t == token]
+                push(mine, self._following(mine, depth + 1), len(spec.nodes) - 1, depth + 1)
         return spec
 
-
-class _Trie:
-    __slots__ = ("children", "count", "seen_at", "token")
-
-    def __init__(self, token: int = -1) -> None:
-        self.token = token
-        self.count = 0
-        self.children: dict[int, _Trie] = {}
-        self.seen_at = (-1, -1)
-
-    def insert(self, s: list[int], seq: int, start: int, stop: int) -> None:
-        node = self
-        node.count += 1
-        for i in range(start, stop):
-            node = node.children.setdefault(s[i], _Trie(s[i]))
-            node.count += 1
-            node.seen_at = (seq, i)
+    def _following(self, places: Sequence[int], depth: int) -> list[int]:
+        """The token `depth` after each place (-1: the sequence ends before it)."""
+        sequences = self.sequences
+        return [s[at] if at < len(s) else -1 for p in places
+                for s, at in ((sequences[p >> SEQ_SHIFT], (p & END_MASK) + depth),)]
