@@ -149,13 +149,20 @@ def test_growing_once_per_run_of_lengths_is_growing_once_per_length(
         return max(0, factor * m + offset)
 
     for at in (None, live):
-        got = index.speculate(context, max_tokens, min_prob, tree, live=at)
         want = per_length(index, context, max_tokens, min_prob, tree, live=at)
+        got = index.speculate(context, max_tokens, min_prob, tree, live=at)
         if want is None:
             assert got.nodes == []
         else:
             assert (got.match, got.occurrences, got.nodes) == (
                 want.match, want.occurrences, want.nodes)
+        # Asked only for what beats another index's score: the best where it does.
+        for beat in (0.5, 1.0, 2.0):
+            got = index.speculate(context, max_tokens, min_prob, tree, live=at, beat=beat)
+            if want is not None and want.score > beat:
+                assert (got.match, got.nodes) == (want.match, want.nodes)
+            else:
+                assert not got.nodes or got.score <= beat
 
 
 @settings(max_examples=300, deadline=None)
@@ -291,6 +298,28 @@ def test_the_shadow_draft_is_the_likeliest_chain_and_leaves_the_oracle_as_it_was
     assert oracle._trust.__dict__ == type(oracle._trust)().__dict__  # nothing judged or sent
     sent = oracle.propose(prompt, 8)  # the tree: the chain, and 13 beside 7
     assert (sent.tokens, sent.parents) == ([5, 6, 7, 13], [-1, 0, 1, 1])
+
+
+def test_a_proposal_says_what_the_tree_it_was_chosen_over_expected():
+    """A step asks the memory only for what beats the run's own tree; a proposal's details
+    still give the memory's best, asked whole."""
+    import numpy as np
+
+    from specviz.engines.oracles.base import RunContext
+    from specviz.engines.sampling import GREEDY
+
+    memory = SuffixMemory()
+    memory.add([1, 2, 3, 4, 20, 1, 2, 3, 4, 21, 22, 23], "earlier")
+    oracle = suffix(memory)
+    prompt = [*A, 11, *A[:4]]  # the run's own text goes on 5 6 7 8, the memory's splits
+    oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
+    whole = oracle._global.speculate(prompt, oracle._max_tokens, 0.1, True)
+    assert whole.nodes and whole.score < 4
+    assert oracle.match_length(prompt) == 4  # as auto K asks first
+    sent = oracle.propose(prompt, 8)
+    assert sent.tokens == [5, 6, 7, 8]
+    assert sent.details[0].endswith(f"chosen over earlier runs' tree, which expected "
+                                    f"{whole.score:.2f} tokens against 4.00")
 
 
 def test_a_lane_that_opts_out_neither_reads_nor_writes_the_memory(tiny_backend):

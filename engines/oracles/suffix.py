@@ -48,7 +48,7 @@ class SuffixOracle(CopyingOracle):
         self._local = SuffixIndex(self.settings.max_depth)
         self._trust = Trust()
         self._cached: tuple[int, Speculation, bool] | None = None  # (context length, ...)
-        self._passed_over: float | None = None  # the losing tree's score
+        self._passed_over: float | None = None  # the run's own score, where the memory won
 
     # ------------------------------------------------------------ runs
 
@@ -132,7 +132,8 @@ class SuffixOracle(CopyingOracle):
             if count == 0:
                 return TreeProposal(source=self.source, declined=DECLINE_AUTO_K)
             kept = kept[:count]
-        tree = self._tree(spec, kept, remembered)
+        passed_over = self._passed_over if remembered else self._memory_score(context)
+        tree = self._tree(spec, kept, remembered, passed_over)
         self._trust.sent(context, tree, sum(tree.p_draft))
         if tree.parents == list(range(-1, len(tree) - 1)):
             # A chain (most copies): verified as a linear draft, which costs less than a
@@ -163,12 +164,24 @@ class SuffixOracle(CopyingOracle):
                                       live=0)
         remembered, self._passed_over = False, None
         if s.memory and self._global.sequences:
-            other = self._global.speculate(context, self._max_tokens, s.min_token_prob, tree)
+            # Only what beats the run's own is looked for: most steps send nothing, and the
+            # memory's best below it is asked again only for a proposal's details.
+            other = self._global.speculate(context, self._max_tokens, s.min_token_prob, tree,
+                                           beat=local.score)
             if other.nodes and other.score > local.score:
-                local, other, remembered = other, local, True
-            self._passed_over = other.score if other.nodes else None
+                self._passed_over = local.score if local.nodes else None
+                local, remembered = other, True
         self._cached = (len(context), local, remembered)
         return local, remembered
+
+    def _memory_score(self, context: Sequence[int]) -> float | None:
+        """The score of the memory's best speculation (None: it has none)."""
+        s = self.settings
+        if not s.memory or not self._global.sequences:
+            return None
+        other = self._global.speculate(context, self._max_tokens, s.min_token_prob,
+                                       bool(s.tree))
+        return other.score if other.nodes else None
 
     def _max_tokens(self, match: int) -> int:
         s = self.settings
@@ -179,15 +192,16 @@ class SuffixOracle(CopyingOracle):
 
     # ------------------------------------------------------------ the proposal
 
-    def _tree(self, spec: Speculation, kept: list[int], remembered: bool) -> TreeProposal:
+    def _tree(self, spec: Speculation, kept: list[int], remembered: bool,
+              passed_over: float | None) -> TreeProposal:
         where = "an earlier run" if remembered else "this run"
         tree = TreeProposal(source=SOURCE_MEMORY if remembered else SOURCE_RUN, p_draft=[],
                             details=[], spans=[])
         place = {old: new for new, old in enumerate(kept)}
         # Why this tree and not the other: the reference sends the higher score.
         other = "this run's" if remembered else "earlier runs'"
-        why = ("" if self._passed_over is None else
-               f"; chosen over {other} tree, which expected {self._passed_over:.2f} tokens "
+        why = ("" if passed_over is None else
+               f"; chosen over {other} tree, which expected {passed_over:.2f} tokens "
                f"against {spec.score:.2f}")
         for i in kept:
             node = spec.nodes[i]

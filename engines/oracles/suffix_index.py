@@ -130,28 +130,30 @@ class SuffixIndex:
                 nexts += NOTHING_YET
 
     def speculate(self, context: Sequence[int], max_tokens, min_token_prob: float,
-                  tree: bool, live: int | None = None) -> Speculation:
+                  tree: bool, live: int | None = None, beat: float = 0.0) -> Speculation:
         """The best-scoring speculation over every pattern length that occurs. `max_tokens`
         maps a match length to the most tokens its speculation may hold. `live` names the
         sequence that is the context itself: the pattern's place at its end is where the
-        guess goes, not a place that ended there, and is not counted."""
-        best = Speculation()
+        guess goes, not a place that ended there, and is not counted. Only a speculation
+        that scores above `beat` (another index's best) is looked for: where none does, the
+        one that comes back (if any) is not the best."""
+        best, bar = Speculation(), beat
         # Longest first: a tie goes to the longer match, and a shorter run whose limit is at
-        # most the best score so far cannot beat it (each token counts at most 1), so the
-        # frequent short patterns, with the most places, are mostly never grown.
+        # most the bar cannot beat it (each token counts at most 1), so the frequent short
+        # patterns, with the most places, are mostly never grown.
         for shortest, places, nexts, limits in reversed(list(
                 self._runs(context, max_tokens, live))):
             limit = max(limits.values())
-            if best.nodes and limit <= best.score:
+            if limit <= bar:
                 continue
             spec = self._grown_from(context, shortest, places, nexts, limit, min_token_prob,
                                     tree, live)
-            if not spec.nodes or (best.nodes and spec.score <= best.score):
+            if not spec.nodes or spec.score <= bar:
                 continue
             # Every length of the run whose limit holds the whole speculation grows the same
             # one: the longest such wins, as a tie goes to the longer match.
             spec.match = max(m for m, limit in limits.items() if limit >= len(spec.nodes))
-            best = spec
+            best, bar = spec, spec.score
         return best
 
     def _runs(self, context: Sequence[int], max_tokens, live: int | None):
