@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import random
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specviz.engines.errors import IncompatibleModels
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.oracles.draft import check_compatible
-from specviz.engines.oracles.ngram import NGramOracle
+from specviz.engines.oracles.ngram import CorpusNGrams, NGramCache, NGramOracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 from specviz.engines.sampling import SamplingParams
 
@@ -123,6 +128,29 @@ def test_ngram_corpus_seeds_a_static_cache():
     oracle.start(run_context([1, 7]))
     proposal = oracle.propose([1, 7], 3)
     assert proposal.tokens == [8, 9, 7] and "corpus" in proposal.details[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=10, max_size=80),
+       st.lists(st.integers(0, 3), max_size=8), st.integers(1, 3),
+       st.sampled_from([0.0, 0.3, 0.6]), st.integers(1, 4))
+def test_a_corpus_keeps_only_each_n_grams_likeliest_continuation_and_answers_the_same(
+        corpus, context, min_count, min_share, max_n):
+    counted = NGramCache(1, max_n)
+    counted.add(corpus)
+    assert (CorpusNGrams(1, max_n, corpus).best(context, min_count, min_share)
+            == counted.best(context, min_count, min_share))
+
+
+def test_a_corpus_gives_the_garbage_collector_nothing_to_walk():
+    """A full collection walks every tracked object: a 60k-token corpus as Counters took
+    20 ms more a pass, inside a step."""
+    rng = random.Random(0)
+    corpus = [rng.randrange(500) for _ in range(20_000)]
+    cache = CorpusNGrams(1, 4, corpus)
+    gc.collect()
+    tracked = sum(gc.is_tracked(top) for top in cache.tops.values())
+    assert len(cache.tops) > 20_000 and tracked == 0
 
 
 def test_bad_ngram_sizes_are_refused():
