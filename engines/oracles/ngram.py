@@ -26,22 +26,11 @@ NGram = tuple[int, ...]
 SOURCES_CHECKED = 8
 
 
-class NGramCache:
-    """Continuation counts for n-grams of sizes min_n..max_n; with `positions`, also where
-    each max_n-gram was followed (the index of the token after it)."""
+class _Continuations:
+    """What `best` reads: each n-gram's likeliest continuation, for sizes min_n..max_n."""
 
-    def __init__(self, min_n: int, max_n: int, positions: bool = False) -> None:
-        self.min_n, self.max_n = min_n, max_n
-        self.counts: dict[NGram, Counter[int]] = defaultdict(Counter)
-        self.after: dict[NGram, list[int]] | None = defaultdict(list) if positions else None
-
-    def add(self, tokens: Sequence[int], start: int = 0) -> None:
-        """Count continuations of every n-gram whose next token lies at index >= start."""
-        for nxt in range(max(start, 1), len(tokens)):
-            for n in range(self.min_n, min(self.max_n, nxt) + 1):
-                self.counts[tuple(tokens[nxt - n : nxt])][tokens[nxt]] += 1
-            if self.after is not None and nxt >= self.max_n:
-                self.after[tuple(tokens[nxt - self.max_n : nxt])].append(nxt)
+    min_n: int
+    max_n: int
 
     def best(self, context: Sequence[int], min_count: int, min_share: float):
         """(token, n, count, share) of the longest confident n-gram, or None. An n-gram d
@@ -59,6 +48,27 @@ class NGramCache:
     def _top(self, gram: NGram) -> tuple[int, int, int] | None:
         """The n-gram's likeliest continuation (the oldest among equals), its count, and the
         count of all its continuations."""
+        raise NotImplementedError
+
+
+class NGramCache(_Continuations):
+    """Continuation counts for n-grams of sizes min_n..max_n; with `positions`, also where
+    each max_n-gram was followed (the index of the token after it)."""
+
+    def __init__(self, min_n: int, max_n: int, positions: bool = False) -> None:
+        self.min_n, self.max_n = min_n, max_n
+        self.counts: dict[NGram, Counter[int]] = defaultdict(Counter)
+        self.after: dict[NGram, list[int]] | None = defaultdict(list) if positions else None
+
+    def add(self, tokens: Sequence[int], start: int = 0) -> None:
+        """Count continuations of every n-gram whose next token lies at index >= start."""
+        for nxt in range(max(start, 1), len(tokens)):
+            for n in range(self.min_n, min(self.max_n, nxt) + 1):
+                self.counts[tuple(tokens[nxt - n : nxt])][tokens[nxt]] += 1
+            if self.after is not None and nxt >= self.max_n:
+                self.after[tuple(tokens[nxt - self.max_n : nxt])].append(nxt)
+
+    def _top(self, gram: NGram) -> tuple[int, int, int] | None:
         counter = self.counts.get(gram)
         if not counter:
             return None
@@ -66,19 +76,16 @@ class NGramCache:
         return token, count, sum(counter.values())
 
 
-class CorpusNGrams(NGramCache):
-    """A corpus's cache, which never changes: only each n-gram's likeliest continuation is
-    kept, as a tuple. A corpus of 60k tokens has some 140k n-grams, and as Counters the
-    garbage collector walked them all on each full pass (about 20 ms, inside a step)."""
+class CorpusNGrams(_Continuations):
+    """A corpus's continuations, counted once: only each n-gram's likeliest is kept, as a
+    tuple. A corpus of 60k tokens has some 140k n-grams, and as Counters the garbage collector
+    walked them all on each full pass (about 20 ms, inside a step)."""
 
     def __init__(self, min_n: int, max_n: int, tokens: Sequence[int]) -> None:
+        self.min_n, self.max_n = min_n, max_n
         counted = NGramCache(min_n, max_n)
         counted.add(tokens)
-        super().__init__(min_n, max_n)
         self.tops = {gram: counted._top(gram) for gram in counted.counts}
-
-    def add(self, tokens: Sequence[int], start: int = 0) -> None:
-        raise TypeError("a corpus's n-grams are counted once")
 
     def _top(self, gram: NGram) -> tuple[int, int, int] | None:
         return self.tops.get(gram)

@@ -132,7 +132,8 @@ class SuffixOracle(CopyingOracle):
             if count == 0:
                 return TreeProposal(source=self.source, declined=DECLINE_AUTO_K)
             kept = kept[:count]
-        passed_over = self._passed_over if remembered else self._memory_score(context)
+        passed_over = (self._passed_over if remembered or not kept
+                       else self._memory_score(context))
         tree = self._tree(spec, kept, remembered, passed_over)
         self._trust.sent(context, tree, sum(tree.p_draft))
         if tree.parents == list(range(-1, len(tree) - 1)):

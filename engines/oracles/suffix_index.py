@@ -36,12 +36,13 @@ LATEST = 1024
 GROWN_KEPT = 4096  # growths remembered between changes of the index
 # A place, (sequence, index after the pattern), is kept as one integer, packed with the
 # others of its n-gram in a bytearray (the token after each in another): a memory of 60k
-# tokens has some 140k n-grams, and as tuples in lists (or as arrays, which Python tracks too)
-# the garbage collector walked them all on each full pass, about 100 ms in the middle of a step.
+# tokens has some 140k n-grams, and the garbage collector walks every list, tuple and
+# array.array it tracks on each full pass (about 100 ms, inside a step); a bytearray it
+# does not track.
 SEQ_SHIFT = 32
 END_MASK = (1 << SEQ_SHIFT) - 1
 PACKED_PLACE, PACKED_TOKEN = struct.Struct("q"), struct.Struct("i")
-NOTHING_YET = PACKED_TOKEN.pack(-1)
+NOTHING_YET = PACKED_TOKEN.pack(-1)  # token ids are never negative
 
 
 def place(seq: int, end: int) -> int:
@@ -75,8 +76,9 @@ class Speculation:
 
 
 def _latest(column: bytearray, kind: str) -> list[int]:
-    """The last LATEST values of a packed column (the view is gone before it grows again)."""
-    return memoryview(column).cast(kind)[-LATEST:].tolist()
+    """The last LATEST values of a packed column (its views released: it grows again)."""
+    with memoryview(column) as raw, raw.cast(kind) as values:
+        return values[-LATEST:].tolist()
 
 
 class SuffixIndex:
@@ -135,8 +137,8 @@ class SuffixIndex:
         maps a match length to the most tokens its speculation may hold. `live` names the
         sequence that is the context itself: the pattern's place at its end is where the
         guess goes, not a place that ended there, and is not counted. Only a speculation
-        that scores above `beat` (another index's best) is looked for: where none does, the
-        one that comes back (if any) is not the best."""
+        that scores above `beat` (another index's best) is looked for: where none does, an
+        empty one comes back."""
         best, bar = Speculation(), beat
         # Longest first: a tie goes to the longer match, and a shorter run whose limit is at
         # most the bar cannot beat it (each token counts at most 1), so the frequent short
@@ -252,6 +254,8 @@ class SuffixIndex:
 
     def _following(self, places: Sequence[int], depth: int) -> list[int]:
         """The token `depth` after each place (-1: the sequence ends before it)."""
-        sequences = self.sequences
-        return [s[at] if at < len(s) else -1 for p in places
-                for s, at in ((sequences[p >> SEQ_SHIFT], (p & END_MASK) + depth),)]
+        sequences, tokens = self.sequences, []
+        for p in places:
+            s, at = sequences[p >> SEQ_SHIFT], (p & END_MASK) + depth
+            tokens.append(s[at] if at < len(s) else -1)
+        return tokens
