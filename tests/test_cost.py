@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specviz.engines import events as ev
 from specviz.engines.cost.auto_k import MIN_SEEN, Acceptance, AutoK, match_bucket
@@ -82,6 +84,30 @@ def test_profile_costs_follow_the_context_and_a_replaced_table():
     p.ms = [[1, 4], [2, 8]]
     assert p.cost_ms(1, 576) == pytest.approx(1.5)
     assert p.to_dict()["ms"] == [[1, 4], [2, 8]] and "_row" not in p.to_dict()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 4096), min_size=1, max_size=4, unique=True),
+       st.lists(st.integers(0, 5000), min_size=1, max_size=30))
+def test_profile_costs_along_the_context_are_the_bilinear_interpolation(contexts, asked):
+    """Each segment between measured contexts is kept ready to interpolate along: the same
+    figures as interpolating each batch's column anew, clamped at both ends."""
+    contexts = sorted(contexts)
+    batches = [1, 2, 4, 8]
+    ms = [[(i + 1) * 3.0 + b * (7 - i) for b in batches] for i in range(len(contexts))]
+    p = Profile("m", "llama", "cpu", 2, contexts, batches, ms)
+    for context in asked:
+        for j, b in enumerate(batches):
+            column = [row[j] for row in ms]
+            if context <= contexts[0]:
+                want = column[0]
+            elif context >= contexts[-1]:
+                want = column[-1]
+            else:
+                i = max(k for k, x in enumerate(contexts) if x <= context)
+                x0, x1 = contexts[i], contexts[i + 1]
+                want = column[i] + (column[i + 1] - column[i]) * (context - x0) / (x1 - x0)
+            assert p.cost_ms(b, context) == pytest.approx(want, rel=1e-12)
 
 
 def test_profile_interpolates_and_keeps_a_measured_dip():

@@ -8,7 +8,7 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_session import CODE_EDIT, run, tokens_of
 
@@ -165,6 +165,64 @@ def test_growing_once_per_run_of_lengths_is_growing_once_per_length(
                     want.match, want.occurrences, want.nodes)
             else:
                 assert got.nodes == []
+
+
+def longest_by_search(index, context):
+    """Every place a token followed the context's last m tokens, for the longest such m
+    (up to max_depth - 1), found by looking at every position."""
+    for m in range(min(len(context), index.max_depth - 1), 0, -1):
+        found = [(seq, end) for seq, s in enumerate(index.sequences)
+                 for end in range(m, len(s)) if s[end - m:end] == context[-m:]]
+        if found:
+            return m, found
+    return 0, []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=40), min_size=1, max_size=3),
+       st.lists(st.integers(0, 4), min_size=1, max_size=30), st.integers(2, 12),
+       st.integers(1, 5))
+@example([[2, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 4, 1]], [3, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4], 12, 3)
+@example([[1, 2, 3, 4, 0, 1, 2, 3, 4, 0]], [4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4], 8, 2)
+def test_the_longest_match_is_what_a_search_of_every_position_finds(
+        sequences, context, depth, pieces):
+    """What auto K reads on every step, without growing a speculation: the longest pattern
+    some token followed, at its latest place (sequences growing in turns, as runs do; the
+    context's own end, the run's own text, has nothing after it yet)."""
+    index = SuffixIndex(max_depth=depth)
+    ids = [index.add(s[:pieces]) for s in sequences]
+    for at in range(pieces, max(map(len, sequences)), pieces):
+        for seq, s in zip(ids, sequences):
+            index.extend(seq, s[at:at + pieces])
+    index.add(context)  # the live run
+    m, at = index.longest(context)
+    want, found = longest_by_search(index, context)
+    assert m == want
+    if m:
+        assert seq_end(at) in found
+        if len(sequences) == 1:  # one sequence grows in order: its latest place is its last
+            assert seq_end(at) == max(found)
+    else:
+        assert at is None
+
+
+def test_the_match_auto_k_reads_is_the_longer_of_the_run_and_the_memory():
+    import numpy as np
+
+    from specviz.engines.oracles.base import RunContext
+    from specviz.engines.sampling import GREEDY
+
+    memory = SuffixMemory()
+    memory.add([9, 1, 2, 3, 4, 5, 6, 7, 8, 10], "earlier")  # 9 1 2 3 4 5 went on
+    oracle = suffix(memory)
+    prompt = [3, 4, 5, 0, 9, 1, 2, 3, 4, 5]  # the run's own text: only 3 4 5 went on
+    oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
+    assert oracle.match_length(prompt) == 6
+    assert oracle.propose(prompt, 2).tokens == [6, 7]  # and scores 4 against the run's 3
+    alone = suffix(SuffixMemory())
+    alone.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
+    assert alone.match_length(prompt) == 3
+    assert alone.match_length([*prompt, 8]) == 0  # 8 never came before: nothing to continue
 
 
 @settings(max_examples=300, deadline=None)

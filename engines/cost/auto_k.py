@@ -104,8 +104,11 @@ class AutoK:
             explore = min(EXPLORE_K, self.k_max) if self.worth_exploring(n_ctx) else 0
             self.last_choice = (explore, 0.0)
             return explore
-        accept = [self.acceptance.estimate(self._key(i), self._prior(i))
-                  for i in range(1, limit + 1)]
+        if self._match is None:
+            accept = [self.acceptance.estimate(self._key(i), self._prior(i))
+                      for i in range(1, limit + 1)]
+        else:  # a copy's proposals are all judged on its match: one estimate for all
+            accept = [self.acceptance.estimate(self._key(1), self._prior(1))] * limit
         k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), limit)
         plain = 1.0 / self.step_ms(0, n_ctx)
         if k and rate < plain * (1 + self.hints.min_gain):

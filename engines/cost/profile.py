@@ -81,14 +81,39 @@ class Profile:
     def _row_at(self, context: int) -> list[float]:
         """Every batch's cost at this context (bilinear interpolation, the context first:
         the same figures), kept for the last context asked: auto K prices every K of a
-        step at one context, and a declined step must cost what a plain one does."""
+        step at one context, and a declined step must cost what a plain one does. The
+        context moves on every step, so each segment between measured contexts is kept
+        ready to interpolate along."""
         key = (id(self.ms), context)
         cached = self.__dict__.get("_row")
         if cached is None or cached[0] != key:
-            row = [_interp(self.contexts, [r[j] for r in self.ms], context, extrapolate=False)
-                   for j in range(len(self.batches))]
+            x0, width, low, rise = self._segment(context)
+            row = low if not width else [y + d * (context - x0) / width
+                                         for y, d in zip(low, rise)]
             cached = self.__dict__["_row"] = (key, row)
         return cached[1]
+
+    def _segment(self, context: int) -> tuple[int, int, list[float], list[float]]:
+        """(its first context, its width, its first row, each batch's rise along it): the
+        measured contexts' segment that `context` falls in; width 0 where it is clamped to
+        the first or last measured row."""
+        xs = self.contexts
+        if len(xs) == 1 or context <= xs[0]:
+            i, clamped = 0, True
+        elif context >= xs[-1]:
+            i, clamped = len(xs) - 1, True
+        else:
+            i, clamped = bisect.bisect_right(xs, context) - 1, False
+        key = (id(self.ms), i, clamped)
+        kept = self.__dict__.setdefault("_segments", {})
+        if key not in kept:
+            if clamped:
+                kept[key] = (xs[i], 0, list(self.ms[i]), [])
+            else:
+                low, high = self.ms[i], self.ms[i + 1]
+                kept[key] = (xs[i], xs[i + 1] - xs[i], list(low),
+                             [b - a for a, b in zip(low, high)])
+        return kept[key]
 
     def relative(self, n_tokens: int, context: int) -> float:
         """Cost of n tokens over the cost of one token at the same context."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..events import DECLINE_AUTO_K, Span
 from .base import BuildParts, Proposal, RunContext, TreeProposal
-from .suffix_index import Speculation, SuffixIndex
+from .suffix_index import Speculation, SuffixIndex, seq_end
 from .suffix_memory import SuffixMemory, memory_path, run_label
 from .tree_price import Trust, affordable
 from .verbatim import MAX_MATCH_LENGTH, CopyingOracle
@@ -47,7 +47,6 @@ class SuffixOracle(CopyingOracle):
         self._global = self._global_index()
         self._local = SuffixIndex(self.settings.max_depth)
         self._trust = Trust()
-        self._cached: tuple[int, Speculation, bool] | None = None  # (context length, ...)
         self._passed_over: float | None = None  # the run's own score, where the memory won
 
     # ------------------------------------------------------------ runs
@@ -57,7 +56,6 @@ class SuffixOracle(CopyingOracle):
         self._local = SuffixIndex(self.settings.max_depth)
         self._local.add(run.prompt_ids)
         self._trust = Trust()
-        self._cached = None
 
     def observe(self, context: Sequence[int]) -> None:
         seen = len(self._local.sequences[0]) if self._local.sequences else 0
@@ -93,7 +91,6 @@ class SuffixOracle(CopyingOracle):
     def settings_changed(self, old) -> None:
         if self.settings.max_depth != old.max_depth:
             raise ValueError("max_depth is fixed when the oracle is built")
-        self._cached = None
 
     def _global_index(self) -> SuffixIndex:
         index = SuffixIndex(self.settings.max_depth)
@@ -106,15 +103,20 @@ class SuffixOracle(CopyingOracle):
     # ------------------------------------------------------------ speculation
 
     def match_length(self, context: Sequence[int]) -> int | None:
-        """How far the context's end repeats, verbatim, the text the speculation continues
-        (0: nothing to continue), as prompt lookup measures it: auto K keys its odds on it.
-        (The tree's own match stops at its depth, well before a long copy ends.)"""
-        spec, remembered = self._speculation(context)
-        if not spec.nodes:
-            return 0
-        seq, first = spec.nodes[0].seen_at
-        index = self._global if remembered else self._local
-        return _verbatim(context, index.sequences[seq], first, spec.match)
+        """How far the context's end repeats, verbatim, the text a copy would continue: from
+        the latest place of the longest pattern some token followed, in the run's own text
+        or the memory (the run's own on a tie), as prompt lookup measures it; 0: nothing to
+        continue. Auto K keys its odds on it. No speculation is grown for it: most steps send
+        nothing, and one that does grows it in `propose`. (A tree's own match stops at its
+        depth, well before a long copy ends.)"""
+        self.observe(context)
+        best = 0
+        for index in self._indexes():
+            m, at = index.longest(context)
+            if m:
+                seq, end = seq_end(at)
+                best = max(best, _verbatim(context, index.sequences[seq], end, m))
+        return best
 
     def draft_limit(self, length: int) -> int | None:
         return min(self._max_tokens(length), self.settings.max_depth - 1)
@@ -123,7 +125,6 @@ class SuffixOracle(CopyingOracle):
         t0 = time.perf_counter()
         self._trust.judge(context)
         spec, remembered = self._speculation(context)
-        self._cached = None
         # Nodes come likeliest first, each after its parent: any first few form a tree.
         kept = [i for i, n in enumerate(spec.nodes) if _depth(spec, n) <= k][:k]
         if self.price is not None and kept:
@@ -155,9 +156,7 @@ class SuffixOracle(CopyingOracle):
 
     def _speculation(self, context: Sequence[int]) -> tuple[Speculation, bool]:
         """The better of the two trees' speculations (the run's own on a tie) and whether it
-        is the memory's; computed once per context (match_length, then propose)."""
-        if self._cached is not None and self._cached[0] == len(context):
-            return self._cached[1], self._cached[2]
+        is the memory's."""
         self.observe(context)
         s = self.settings
         tree = bool(s.tree)
@@ -172,8 +171,13 @@ class SuffixOracle(CopyingOracle):
             if other.nodes and other.score > local.score:
                 self._passed_over = local.score if local.nodes else None
                 local, remembered = other, True
-        self._cached = (len(context), local, remembered)
         return local, remembered
+
+    def _indexes(self) -> list[SuffixIndex]:
+        """The run's own index, then the memory's where this lane reads it."""
+        if self.settings.memory and self._global.sequences:
+            return [self._local, self._global]
+        return [self._local]
 
     def _memory_score(self, context: Sequence[int]) -> float | None:
         """The score of the memory's best speculation (None: it has none)."""

@@ -81,6 +81,16 @@ def _latest(column: bytearray, kind: str) -> list[int]:
         return values[-LATEST:].tolist()
 
 
+def _latest_followed(column: bytearray, nexts: bytearray) -> int | None:
+    """The latest place of a packed column that a token has followed (None: none has)."""
+    with memoryview(column) as raw, raw.cast("q") as places, \
+            memoryview(nexts) as raw_next, raw_next.cast("i") as following:
+        for i in range(len(following) - 1, max(-1, len(following) - 1 - LATEST), -1):
+            if following[i] >= 0:
+                return places[i]
+    return None
+
+
 class SuffixIndex:
     """Sequences of tokens and where each n-gram (n <= GRAMS) occurs in them."""
 
@@ -157,6 +167,38 @@ class SuffixIndex:
             spec.match = max(m for m, limit in limits.items() if limit >= len(spec.nodes))
             best, bar = spec, spec.score
         return best
+
+    def longest(self, context: Sequence[int]) -> tuple[int, int | None]:
+        """The longest pattern at the context's end (up to max_depth - 1 tokens) that some
+        token has followed, and the latest such place (0, None: none has). What a copy would
+        continue, found without growing a speculation: most steps send nothing, and auto K
+        needs only this to say so. The context's own place at the end of the run's own index
+        has no token after it yet, so it does not count."""
+        top = min(GRAMS, len(context), self.max_depth - 1)
+        for n in range(top, 0, -1):
+            key = tuple(context[len(context) - n:])
+            column = self._after.get(key)
+            latest = None if column is None else _latest_followed(column, self._next[key])
+            if latest is None:
+                continue
+            if n < top:  # n + 1 tokens were never followed: no longer pattern was either
+                return n, latest
+            places = [p for p, token in zip(_latest(column, "q"), _latest(self._next[key], "i"))
+                      if token >= 0]
+            break
+        else:
+            return 0, None
+        # A longer pattern's places are among these: filtered by the token before each, as
+        # _places filters them.
+        m, longest, sequences = n, min(len(context), self.max_depth - 1), self.sequences
+        while m < longest:
+            token = context[-m - 1]
+            longer = [p for p in places if (end := p & END_MASK) > m
+                      and sequences[p >> SEQ_SHIFT][end - m - 1] == token]
+            if not longer:
+                break
+            places, m = longer, m + 1
+        return m, places[-1]
 
     def _runs(self, context: Sequence[int], max_tokens, live: int | None):
         """The pattern lengths that occur, grouped into runs that occur in the same places
