@@ -84,14 +84,13 @@ class Profile:
         step at one context, and a declined step must cost what a plain one does. The
         context moves on every step, so each segment between measured contexts is kept
         ready to interpolate along."""
-        key = (id(self.ms), context)
         cached = self.__dict__.get("_row")
-        if cached is None or cached[0] != key:
+        if cached is None or cached[0] is not self.ms or cached[1] != context:
             x0, width, low, rise = self._segment(context)
             row = low if not width else [y + d * (context - x0) / width
                                          for y, d in zip(low, rise)]
-            cached = self.__dict__["_row"] = (key, row)
-        return cached[1]
+            cached = self.__dict__["_row"] = (self.ms, context, row)
+        return cached[2]
 
     def _segment(self, context: int) -> tuple[int, int, list[float], list[float]]:
         """(its first context, its width, its first row, each batch's rise along it): the
@@ -104,8 +103,11 @@ class Profile:
             i, clamped = len(xs) - 1, True
         else:
             i, clamped = bisect.bisect_right(xs, context) - 1, False
-        key = (id(self.ms), i, clamped)
-        kept = self.__dict__.setdefault("_segments", {})
+        key = (i, clamped)
+        segments = self.__dict__.get("_segments")
+        if segments is None or segments[0] is not self.ms:  # a table replaced: anew
+            segments = self.__dict__["_segments"] = (self.ms, {})
+        kept = segments[1]
         if key not in kept:
             if clamped:
                 kept[key] = (xs[i], 0, list(self.ms[i]), [])
