@@ -15,6 +15,7 @@ from specviz.engines.cost.step_cost import (
     best_k,
     expected_tokens,
     expected_tokens_iid,
+    first_k_reaching,
     speedup_curve,
     theoretical_speedup,
 )
@@ -108,6 +109,29 @@ def test_profile_costs_along_the_context_are_the_bilinear_interpolation(contexts
                 x0, x1 = contexts[i], contexts[i + 1]
                 want = column[i] + (column[i + 1] - column[i]) * (context - x0) / (x1 - x0)
             assert p.cost_ms(b, context) == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12),
+       st.lists(st.floats(1, 100), min_size=13, max_size=13), st.floats(1.01, 1.5))
+def test_the_first_k_that_reaches_a_rate_says_what_the_best_k_says(accept, costs, gain):
+    """Whether some K beats a plain step by a gain (auto K's question before exploring, asked
+    every step) is answered by the first K that does, without pricing the rest."""
+    def step_ms(k):
+        return costs[k]
+
+    target = gain / step_ms(0)
+    k, rate = best_k(accept, step_ms, len(accept))
+    first = first_k_reaching(accept, step_ms, len(accept), target)
+    assert (first > 0) == (k > 0 and rate >= target)
+    def rate(j):  # expected tokens of a j-token draft, per ms
+        survive = [1.0]
+        for a in accept[:j]:
+            survive.append(survive[-1] * a)
+        return sum(survive) / step_ms(j)
+
+    if first:
+        assert rate(first) >= target and all(rate(j) < target for j in range(1, first))
 
 
 def test_profile_interpolates_and_keeps_a_measured_dip():

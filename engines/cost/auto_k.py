@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
 from .profile import Profile
-from .step_cost import best_k
+from .step_cost import best_k, first_k_reaching
 
 # Match-length buckets (lower bounds): acceptance is learnt per bucket.
 MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
@@ -144,9 +144,11 @@ class AutoK:
         never drafts, and costs what plain decoding costs."""
         deepest = self.oracle.tree_depth()
         depth = min(self.k_max, deepest) if deepest else self.k_max
-        k, rate = best_k([OPTIMISTIC_ACCEPT] * depth, lambda k: self.step_ms(k, n_ctx), depth)
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
-        return k > 0 and rate >= (1 + gain) / self.step_ms(0, n_ctx)
+        # Asked on every step until the odds are learnt (every step, where they never are):
+        # the first K that pays settles it.
+        return first_k_reaching([OPTIMISTIC_ACCEPT] * depth, lambda k: self.step_ms(k, n_ctx),
+                                depth, (1 + gain) / self.step_ms(0, n_ctx)) > 0
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""

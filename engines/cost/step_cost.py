@@ -86,12 +86,31 @@ def best_k(
     milliseconds of a step of draft length K. Ties go to the smaller K.
     """
     best, best_rate = 0, 1.0 / max(step_ms(0), 1e-9)
+    for k, rate in _rates(accept, step_ms, k_max):
+        if rate > best_rate * (1 + 1e-9):
+            best, best_rate = k, rate
+    return best, best_rate
+
+
+def first_k_reaching(
+    accept: Sequence[float],
+    step_ms: Callable[[int], float],
+    k_max: int,
+    rate: float,
+) -> int:
+    """The smallest K in 1..k_max whose expected tokens per millisecond reach `rate` (0: none
+    does). Whether any K beats a rate needs no more: the costs of longer drafts go unpriced."""
+    for k, reached in _rates(accept, step_ms, k_max):
+        if reached >= rate:
+            return k
+    return 0
+
+
+def _rates(accept: Sequence[float], step_ms: Callable[[int], float], k_max: int):
+    """(K, expected tokens per millisecond) for K = 1..k_max, in order."""
     total, survive = 1.0, 1.0
     for k in range(1, min(k_max, len(accept)) + 1):
         survive *= min(max(accept[k - 1], 0.0), 1.0)
         total += survive
-        rate = total / max(step_ms(k), 1e-9)
-        if rate > best_rate * (1 + 1e-9):
-            best, best_rate = k, rate
-    return best, best_rate
+        yield k, total / max(step_ms(k), 1e-9)
 
