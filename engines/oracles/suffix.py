@@ -3,8 +3,8 @@
 
 The run's own tree holds its prompt and output; the global tree holds what earlier runs of
 the same model wrote (suffix_memory.py: a file in the cache, shared by lanes and sessions,
-`memory` 0 opts a lane out). Each step both trees grow their best speculation for the
-context's end (suffix_index.py: a match of m tokens may draft up to
+`memory` 0 opts a lane out). A step that drafts has both trees grow their best speculation
+for the context's end (suffix_index.py: a match of m tokens may draft up to
 `max_spec_factor` * m + `max_spec_offset` tokens, each at least `min_token_prob` likely,
 the speculation a tree or a chain), and the higher score is sent, the run's own on a tie, as
 the reference does. Tokens from the run's own text carry their span (linked to the prompt
@@ -12,8 +12,9 @@ as prompt lookup's are); tokens from an earlier run are their own kind ("earlier
 carry that run's text around them.
 
 With auto K, K comes from the match length as for the other copying oracles (match_length,
-draft_limit), and the tree is cut where its expected tokens per ms peak (tree_price, as
-EAGLE's). The candidates are point masses (no draft distribution): lossless when sampling.
+read from the index without growing anything; draft_limit), and the tree is cut where its
+expected tokens per ms peak (tree_price, as EAGLE's). The candidates are point masses (no
+draft distribution): lossless when sampling.
 """
 
 from __future__ import annotations
