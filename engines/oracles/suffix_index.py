@@ -188,13 +188,10 @@ class SuffixIndex:
             break
         else:
             return 0, None
-        # A longer pattern's places are among these: filtered by the token before each, as
-        # _places filters them.
-        m, longest, sequences = n, min(len(context), self.max_depth - 1), self.sequences
+        # A longer pattern's places are among these, filtered by the token before each.
+        m, longest = n, min(len(context), self.max_depth - 1)
         while m < longest:
-            token = context[-m - 1]
-            longer = [p for p in places if (end := p & END_MASK) > m
-                      and sequences[p >> SEQ_SHIFT][end - m - 1] == token]
+            longer, _ = self._places(context, m + 1, places)
             if not longer:
                 break
             places, m = longer, m + 1
