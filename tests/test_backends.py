@@ -64,6 +64,31 @@ def test_tiny_streaming_never_splits_a_character(tiny_backend):
     check_streaming(tiny_backend)
 
 
+def test_cache_keyword_follows_the_models_signature():
+    from specviz.engines.backends.hf_cache import cache_keyword
+
+    class Renamed:
+        def forward(self, input_ids=None, cache=None, use_cache=None): ...
+
+    class Older:
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None): ...
+
+    assert cache_keyword(Renamed()) == "cache"
+    assert cache_keyword(Older()) == "past_key_values"
+
+
+def test_tiny_forwards_use_the_cache_name_the_model_takes(tiny_backend):
+    """No deprecation warning per run (transformers renamed `past_key_values` to `cache`)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        greedy_text(tiny_backend, n=4)
+        with tiny_backend.first_layers(1) as step:
+            step(tiny_backend.tokenize(" jumps", add_special=False))
+    assert not [w for w in caught if "past_key_values" in str(w.message)]
+
+
 def test_tiny_logit_rows(tiny_backend):
     tiny_backend.reset()
     ids = tiny_backend.tokenize("hello there", add_special=False)

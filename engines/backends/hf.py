@@ -22,6 +22,7 @@ from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torc
 from ..models import home_dir
 from . import small_rows
 from .base import HIDDEN_STATES, Backend
+from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
 
 # Names of end-of-turn tokens used by common chat models; they end generation like EOS.
@@ -60,6 +61,7 @@ class TransformersBackend(Backend):
         self._model, self._tok, self._gguf = _load(Path(model_path), self.device, self._dtype)
         self.small_rows = self._route_small_rows(torch)
         self._cache = None
+        self._cache_kw = cache_keyword(self._model)
         self._pieces = _piece_table(self._tok)
         self._special = frozenset(self._tok.all_special_ids) | _added_special_ids(self._tok)
         self._eos = _eos_ids(self._tok, self._model)
@@ -170,11 +172,10 @@ class TransformersBackend(Backend):
         with torch.inference_mode():
             out = self._model(
                 input_ids=ids,
-                past_key_values=self._cache,
                 use_cache=True,
                 logits_to_keep=n_rows,
+                **{self._cache_kw: self._cache},  # a DynamicCache grows in place
             )
-        self._cache = out.past_key_values
         self._hidden.took(self.n_past + len(tokens) - n_rows)
         self._features.took(self.n_past)
         return out.logits[0, -n_rows:].float().cpu().numpy()
@@ -202,10 +203,9 @@ class TransformersBackend(Backend):
                 input_ids=torch.tensor([tokens], dtype=torch.long, device=self.device),
                 position_ids=torch.tensor([[n_past + d for d in depths]], device=self.device),
                 attention_mask=mask[None, None].to(self.device),
-                past_key_values=self._cache,
                 use_cache=True,
+                **{self._cache_kw: self._cache},
             )
-        self._cache = out.past_key_values
         self._hidden.took(n_past)  # row i is node i, until keep_path picks the chain
         self._features.took(n_past)
         return out.logits[0].float().cpu().numpy()
@@ -267,8 +267,8 @@ class TransformersBackend(Backend):
             full, config.num_hidden_layers = config.num_hidden_layers, n_layers
             try:
                 with torch.inference_mode():
-                    out = self._model(input_ids=ids, past_key_values=cache, use_cache=True,
-                                      logits_to_keep=1)
+                    out = self._model(input_ids=ids, use_cache=True, logits_to_keep=1,
+                                      **{self._cache_kw: cache})
             finally:
                 config.num_hidden_layers = full
             fed += len(tokens)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..backends.hf import TransformersBackend
+from ..backends.hf_cache import cache_keyword
 from ..backends.hf_features import LayerInputHooks
 from ..errors import SpecvizError
 from ..medusa.heads import lm_head_of
@@ -134,12 +135,13 @@ def _answer_batch(target: TransformersBackend, prompts: list[list[int]], setting
     layer_rows = LayerInputHooks(model, layers, lambda joined: forwards.append(
         joined.half().cpu())) if layers else None
     cache, done, steps = DynamicCache(), torch.zeros(len(prompts), dtype=torch.bool), []
+    as_cache = {cache_keyword(model): cache}
     dev = target.device
     try:
         with torch.inference_mode():
             out = model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                        position_ids=position.to(dev), past_key_values=cache, use_cache=True,
-                        logits_to_keep=1)
+                        position_ids=position.to(dev), use_cache=True, logits_to_keep=1,
+                        **as_cache)
             for n in range(settings.max_new):
                 token = _pick(out.logits[:, -1].float().cpu(), settings.temperature, gen)
                 steps.append(token)
@@ -151,8 +153,8 @@ def _answer_batch(target: TransformersBackend, prompts: list[list[int]], setting
                 mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
                 position = position[:, -1:] + 1
                 out = model(input_ids=token[:, None].to(dev), attention_mask=mask.to(dev),
-                            position_ids=position.to(dev), past_key_values=cache,
-                            use_cache=True, logits_to_keep=1)
+                            position_ids=position.to(dev), use_cache=True,
+                            logits_to_keep=1, **as_cache)
     finally:
         hook.remove()
         if layer_rows:
