@@ -76,7 +76,7 @@ def test_hard_labels_from_a_draft_vocabulary_are_the_targets_choices(tiny_backen
                            torch.randn(19, 3 * h, generator=torch.Generator().manual_seed(1))
                            .half(), labels)
         batch = et.collate([et.window(answer, 19, 1, np.random.default_rng(0))])
-        return float(et.ttt_loss(head, frozen, batch, settings, torch.Generator(), to_draft))
+        return et.ttt_loss(head, frozen, batch, settings, torch.Generator(), to_draft).item()
 
     assert loss(None) == loss(text[1:])  # a written answer: its tokens are its choices
     assert loss(choices[1:]) != loss(None)
