@@ -450,6 +450,28 @@ def test_a_trees_exploration_is_priced_at_its_own_depth_not_its_nodes():
     assert AutoK(FakeLookahead(30), profile(GPU_MS)).worth_exploring(512)
 
 
+class FakeHeads(FakeDraft):
+    """Medusa's chain: one token per head, four heads."""
+
+    name = "medusa"
+
+    def tree_depth(self):
+        return 4
+
+
+def test_auto_k_prices_no_draft_longer_than_the_oracle_can_send():
+    """Positions past the last head are never judged, so they keep the prior's odds: priced,
+    they made a 31-token draft look worth its rows where batches are cheap, and the oracle
+    sends 4."""
+    policy = AutoK(FakeHeads(), profile(GPU_MS))
+    for _ in range(6):
+        k = policy.choose(list(range(512)))
+        policy.observe(step(k, k))  # every head's guess holds
+    assert policy.acceptance.judged >= 12
+    assert policy.choose(list(range(512))) == 4
+    assert AutoK(FakeDraft(), profile(GPU_MS)).choose(list(range(512))) == 2  # exploring
+
+
 def tree_step_event(k, nodes, n_accepted):
     base = step(k, n_accepted)
     tree = tuple(ev.TreeNode(i - 1, i, "x", "draft", ev.NODE_ACCEPTED if i < n_accepted

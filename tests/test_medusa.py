@@ -305,6 +305,12 @@ def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_
         oracle.close()
 
 
+def test_medusa_drafts_as_deep_as_its_heads_chain_or_tree(medusa):
+    assert medusa.n_heads > 1 and medusa.tree_depth() == medusa.n_heads  # the top chain
+    medusa.set_knob("budget", 1)
+    assert medusa.tree_depth() == 1  # a one-node tree
+
+
 def test_the_int8_knob_drafts_through_an_int8_lm_head_losslessly(tiny_backend, medusa):
     import torch
 

@@ -98,10 +98,9 @@ class AutoK:
             self.last_choice = (0, 0.0)
             return 0  # nothing to copy: a plain step
         n_ctx = len(context)
-        cap = self.hints.draft_limit(self._match) if self._match else None
-        limit = self.k_max if cap is None else min(self.k_max, cap)
+        limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
-            explore = min(EXPLORE_K, self.k_max) if self.worth_exploring(n_ctx) else 0
+            explore = min(EXPLORE_K, limit) if self.worth_exploring(n_ctx) else 0
             self.last_choice = (explore, 0.0)
             return explore
         if self._match is None:
@@ -117,6 +116,17 @@ class AutoK:
             self._shadow(context, limit)
         self.last_choice = (k, rate * 1000.0)
         return k
+
+    def _limit(self) -> int:
+        """The longest draft worth pricing: the profile's, the copy's cap, and the oracle's
+        own depth (Medusa's chain ends at its last head: the positions past it, never judged,
+        kept the prior's odds and made long drafts look worth their rows)."""
+        limit = self.k_max
+        if self._match:
+            cap = self.hints.draft_limit(self._match)
+            limit = limit if cap is None else min(limit, cap)
+        deepest = self.oracle.tree_depth()
+        return min(limit, deepest) if deepest else limit
 
     def _shadow(self, context: Sequence[int], limit: int) -> None:
         """Keep the copy this plain step does not send, to judge it as the run goes on. Only
@@ -142,8 +152,7 @@ class AutoK:
         drafting cost until they draft, so for them this bounds the verification only; a
         tree's depth is the oracle's (lookahead's n-grams, Medusa's heads). The oracle then
         never drafts, and costs what plain decoding costs."""
-        deepest = self.oracle.tree_depth()
-        depth = min(self.k_max, deepest) if deepest else self.k_max
+        depth = self._limit()
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         # Asked on every step until the odds are learnt (every step, where they never are):
         # the first K that pays settles it.

@@ -189,8 +189,8 @@ class Oracle(ABC):
         return 0
 
     def tree_depth(self) -> int:
-        """The most drafted tokens on one branch of its trees (what one step can accept
-        before the target's own token); 0: linear."""
+        """The most drafted tokens on one branch of its proposals (what one step can accept
+        before the target's own token); 0: as many as K asks for."""
         return self.tree_nodes()
 
     def close(self) -> None:

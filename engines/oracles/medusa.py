@@ -65,7 +65,8 @@ class MedusaOracle(Oracle):
         return self.settings.budget
 
     def tree_depth(self) -> int:
-        return min(self.settings.budget, self.n_heads)  # a head per position ahead
+        budget = self.settings.budget  # 0: the top chain
+        return min(budget, self.n_heads) if budget else self.n_heads  # a head per position
 
     def propose(self, context: Sequence[int], k: int) -> Proposal | TreeProposal:
         if self.settings.budget > 0:
