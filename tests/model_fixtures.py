@@ -25,3 +25,14 @@ def smollm2_path() -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
+
+
+def batches_round_alike(backend) -> bool:
+    """Whether a tree's batch gives each node the logits its path's own batch gives, bit for
+    bit (up to float32 rounding on transformers). True in float32 on the CPU for both backends
+    and for transformers on CUDA; not in half precision, nor for llama.cpp on a GPU, whose
+    kernels change with the batch's size (on an H200: tree rows up to 2.7 logits from their
+    path's batch on smollm2's Q4_1)."""
+    if getattr(backend, "dtype", None) in ("bfloat16", "float16"):
+        return False
+    return not (backend.name == "llama" and backend.device != "cpu")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from model_fixtures import batches_round_alike
 
 from specviz.engines.backends.base import tree_layout
 from specviz.engines.backends.llama import seq_groups
+from specviz.engines.bench.compare import batch_noise
 from specviz.engines.oracles.lookahead import LookaheadOracle
 
 PROMPT = "def add(a, b):\n    return"
@@ -38,7 +40,9 @@ def check_tree_logits(backend, atol: float) -> None:
     assert backend.n_past == len(context)  # nodes are not part of the context until kept
     want = brute_force_rows(backend, context, tokens, *tree_layout(PARENTS))
     np.testing.assert_allclose(got, want, rtol=0, atol=atol)
-    assert (got.argmax(1) == want.argmax(1)).all()
+    top_two = np.sort(want, axis=1)[:, -2:]
+    clear = top_two[:, 1] - top_two[:, 0] > 2 * atol  # a near-tie within the noise may flip
+    assert (got.argmax(1) == want.argmax(1))[clear].all()
 
 
 def check_keep_path(backend, path: list[int], atol: float) -> None:
@@ -139,12 +143,24 @@ def test_smollm2_hf_tree(smol_hf):
     check_lookahead_window(smol_hf, atol=1e-3)
 
 
+def llama_tolerance(backend) -> float:
+    """0 on the CPU, where llama.cpp's batches round alike. On a GPU its kernels change with
+    the batch's size, so there the batch noise measured on this very context, with room. A
+    wrong mask moves most rows 10-20 logits and the rest 3-6 (measured on the CPU: each node
+    also seeing the node before it, or missing its parent); the H200's noise was 1.5-3.0."""
+    if batches_round_alike(backend):
+        return 0.0
+    return 1.5 * batch_noise(backend, backend.tokenize(PROMPT) + tree_tokens(backend))
+
+
 @pytest.mark.model
 def test_smollm2_llama_tree_is_exact(smol_llama):
     """llama.cpp: a node's logits equal its path's own batched forward bit for bit, and a
     kept path (in place, or run again when it is not the batch's first chain) leaves the
-    cache as a plain forward would. Both measured exact on this model and build."""
-    check_tree_logits(smol_llama, atol=0.0)
+    cache as a plain forward would. Both measured exact on the CPU with this model and build;
+    on a GPU, within the batch noise."""
+    atol = llama_tolerance(smol_llama)
+    check_tree_logits(smol_llama, atol=atol)
     for path in ([0, 1], [0, 1, 3, 6], [0, 2, 5], [0, 7], [0]):
-        check_keep_path(smol_llama, path, atol=0.0)
-    check_lookahead_window(smol_llama, atol=0.0)
+        check_keep_path(smol_llama, path, atol=atol)
+    check_lookahead_window(smol_llama, atol=atol)
