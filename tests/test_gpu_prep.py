@@ -291,3 +291,23 @@ def test_the_slim_wheel_keeps_one_copy_of_what_is_opened_or_needed_and_installs(
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (site / "llama_cpp/lib/libggml-cuda.so.0").read_bytes() == cuda
+
+
+def test_a_test_pass_cut_at_its_cap_still_names_what_failed(tmp_path):
+    """pytest writes its junit report only at its end; the GPU's first pass was killed at its
+    cap and came back as 'F' marks alone. The verbose log's lines name them."""
+    import gpu_run
+
+    log = tmp_path / "tests.log"
+    log.write_text(
+        "bringing up nodes...\n"
+        "[gw0] [  1%] PASSED tests/test_backends.py::test_tiny_greedy_is_repeatable \n"
+        "[gw1] [  2%] FAILED tests/test_medusa.py::test_heads_train[cuda] \n"
+        "[gw2] [  3%] ERROR tests/test_eagle.py::test_head_loads \n"
+        "[gw3] [  4%] SKIPPED tests/test_gpu.py::test_bf16 \n"
+        "[gw0] [  5%] PASSED tests/test_session.py::test_every_oracle_is_lossless \n"
+    )
+    note = gpu_run.cut_counts(log)
+    assert note == ("cut short: 2 passed, 2 failed (test_heads_train[cuda], "
+                    "test_head_loads)")
+    assert gpu_run.cut_counts(tmp_path / "absent.log") == "cut short: 0 passed, 0 failed"

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,7 @@ STAGES = ("facts", "stage", "assemble", "install", "build-llama", "test", "figur
 TEST_FILES = ("test_backends.py", "test_session.py", "test_verify.py", "test_tree_verify.py",
               "test_tree_backends.py", "test_tree_session.py", "test_medusa.py",
               "test_eagle.py", "test_early_exit.py", "test_device_choice.py", "test_gpu.py")
+TEST_TIMEOUT_S = 90  # one test's limit there: the slowest takes 11 s on this repo's 2-core CI
 CUDA_ARCH = "90"  # the H100 and H200 (sm_90): one architecture builds several times faster
 
 
@@ -484,13 +486,18 @@ def do_test(run: Run) -> Outcome:
     elif not importable(run, "llama_cpp"):  # before build-llama: the transformers tests alone
         expr = f"({expr}) and not llama" if expr else "not llama"
     marks = ["-m", expr] if expr else []
-    workers = str(args.workers or (4 if run.device == "cuda" else 1))
+    workers = str(args.workers or (8 if run.device == "cuda" else 1))
+    # One line per finished test, so a pass cut at its cap still names what failed; and a
+    # per-test limit where pytest-timeout is there, so one hung test cannot spend the cap.
+    report = ["-v", "--tb=short", "-rfE"]
+    if importable(run, "pytest_timeout"):
+        report.append(f"--timeout={TEST_TIMEOUT_S}")
     notes, ok, seconds, skipped = [], True, 0.0, 0
     run.results.mkdir(parents=True, exist_ok=True)
     for dtype in dtypes:
         tag = f"{run.device}-{dtype}" + ("-" + "".join(c for c in expr if c.isalnum()))
         junit = run.results / f"tests-{tag}.xml"
-        cmd = [*run.python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers,
+        cmd = [*run.python(), "-m", "pytest", *report, "-p", "no:cacheprovider", "-n", workers,
                "-o", "addopts=", "--max-worker-restart=20", f"--junitxml={junit}", *marks,
                *files]
         # CI=true: a missing model fails instead of skipping, now that it was carried.
@@ -501,15 +508,31 @@ def do_test(run: Run) -> Outcome:
             notes.append(f"{dtype}: skipped, the call's time is spent")
             skipped += 1
             continue
-        code, took = run_capped(cmd, env, cap, log=run.results / f"tests-{tag}.log")
+        log = run.results / f"tests-{tag}.log"
+        code, took = run_capped(cmd, env, cap, log=log)
         seconds += took
-        counts = junit_counts(junit)
-        notes.append((f"{dtype}: {counts}" if code is not None else f"{dtype}: cut short")
-                     + (f" ({marks[1]})" if marks else ""))
+        counts = junit_counts(junit) if code is not None else cut_counts(log)
+        notes.append(f"{dtype}: {counts}" + (f" ({marks[1]})" if marks else ""))
         ok = ok and code == 0
         archive(run)
     status = "skipped" if skipped == len(dtypes) else "ok" if ok else "failed"
     return Outcome("test", status, seconds, "; ".join(notes))
+
+
+def cut_counts(log: Path) -> str:
+    """'cut short: N passed, F failed (names)' from a verbose pass's log: pytest writes its
+    junit report only at the end, and a pass killed at its cap never gets there."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    outcome = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED)\s+(tests/\S+::\S+)")
+    seen: dict[str, str] = {}
+    for status, test in outcome.findall(text):
+        seen[test] = status  # a test's last word: its setup's ERROR, or its outcome
+    failed = [t.split("::", 1)[1] for t, s in seen.items() if s in ("FAILED", "ERROR")]
+    passed = sum(1 for s in seen.values() if s == "PASSED")
+    note = f"cut short: {passed} passed, {len(failed)} failed"
+    if failed:
+        note += " (" + ", ".join(failed[:6]) + (", ..." if len(failed) > 6 else "") + ")"
+    return note
 
 
 def junit_counts(path: Path) -> str:
