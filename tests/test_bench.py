@@ -193,6 +193,9 @@ def test_repeat_takes_the_median_time_and_learns_each_turn_once(tiny_backend, qu
     for r in thrice:
         assert len(r.compute_ms_runs) == 3
         assert r.compute_ms == sorted(r.compute_ms_runs)[1]
+        # The first run's time, split: where a backend's run is slower than its profile.
+        assert sum(r.split_ms.values()) == pytest.approx(r.compute_ms_runs[0], abs=0.01)
+        assert r.split_ms["verify"] > 0
     assert [(r.tokens, r.steps, r.accepted) for r in thrice] == \
         [(r.tokens, r.steps, r.accepted) for r in once]
     # Every repeat starts from what the policy knew before the turn: three runs learn what

@@ -94,6 +94,9 @@ class Record:
     k_sum: int | None = None  # auto K: the Ks chosen, summed over the steps
     declined: dict[str, int] = field(default_factory=dict)  # declined steps per reason
     compute_ms_runs: list[float] = field(default_factory=list)  # every repeat's time
+    # Where the first run's time went: drafting, the target's verification, the rest (the
+    # loop's own work), so a backend slower in a run than in its profile shows where.
+    split_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,7 +248,9 @@ def _record(q: Question, turn: int, config: Config, summary: ev.SummaryEvent,
     t = summary.totals
     record = Record(q.question_id, q.category, turn, config.oracle, config.k, t.tokens, t.steps,
                     t.proposed, t.accepted, round(t.compute_ms, 3),
-                    by_detail=count_by_detail(steps), declined=ev.decline_reasons(steps))
+                    by_detail=count_by_detail(steps), declined=ev.decline_reasons(steps),
+                    split_ms={"draft": round(t.draft_ms, 3), "verify": round(t.verify_ms, 3),
+                              "other": round(t.other_ms, 3)})
     if config.k == AUTO_K:
         record.k_sum = sum(s.k for s in steps)
     if not is_plain(config.oracle) and not comparable:
