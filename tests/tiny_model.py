@@ -70,3 +70,18 @@ def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
     model = LlamaForCausalLM(config).eval()
     model.save_pretrained(folder)
     return folder
+
+
+def like(tensor, module):
+    """`tensor` on the device and in the dtype of `module`'s weights: a test's CPU tensor fed
+    to a model that may live on a GPU, in bfloat16 (SPECVIZ_TEST_DEVICE, SPECVIZ_DTYPE)."""
+    weight = next(module.parameters())
+    return tensor.to(weight.device, weight.dtype)
+
+
+def on_cpu_in_float32(backend) -> str | None:
+    """Why a test of CPU-only float32 arithmetic (int8 copies) cannot run on `backend`."""
+    if backend.device != "cpu" or backend.dtype != "float32":
+        return f"int8 copies are made of float32 weights on the CPU ({backend.device}, " \
+               f"{backend.dtype} here)"
+    return None
