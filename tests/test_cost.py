@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from specviz.engines import events as ev
 from specviz.engines.cost.auto_k import MIN_SEEN, Acceptance, AutoK, match_bucket
-from specviz.engines.cost.profile import Profile
+from specviz.engines.cost.profile import SETTLE, Profile
 from specviz.engines.cost.step_cost import (
     best_k,
     expected_tokens,
@@ -175,14 +175,16 @@ class FakeLookup(Oracle, AutoKHints):
         return Proposal(source=self.source)
 
 
-def step(k, n_accepted, position=512, live=None):
+def step(k, n_accepted, position=512, live=None, index=1):
+    """A step of a run under way (index 0 starts a run: its first steps pay for the prompt's
+    batch and teach no timing)."""
     verify_ms = (live or profile(CPU_MS)).cost_ms(k + 1, position)
     proposed = tuple(
         ev.ProposedToken(i, "x", "prompt", i < n_accepted,
                          reject_reason=None if i < n_accepted else
                          (ev.REJECT_MISMATCH if i == n_accepted else ev.REJECT_AFTER))
         for i in range(k))
-    return ev.StepEvent(0, "prompt-lookup", k, position, proposed,
+    return ev.StepEvent(index, "prompt-lookup", k, position, proposed,
                         ev.TargetToken(1, "y", ev.TARGET_CORRECTION, 0.9, 1.0),
                         "x", ev.Timing(0.01, verify_ms, 0.5),
                         ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
@@ -333,8 +335,51 @@ def test_auto_k_scales_single_tokens_and_batches_apart():
         policy.observe(step(0, 0, live=live))
     for _ in range(MIN_SEEN):
         policy.observe(step(1, 1, live=live))
+    for _ in range(SETTLE):  # the last batch is judged with the steps after it
+        policy.observe(step(0, 0, live=live))
     assert policy.step_ms(0, 512) == pytest.approx(0.8 * CPU_MS[0] + 0.5, rel=0.02)
     assert policy.step_ms(20, 512) == pytest.approx(1.3 * profiled.cost_ms(21, 512), rel=0.02)
+
+
+def timed_step(k, verify_ms, index=1):
+    """A step at K = k whose draft all held, its verification taking `verify_ms`."""
+    proposed = tuple(ev.ProposedToken(i, "x", "prompt", True) for i in range(k))
+    return ev.StepEvent(index, "prompt-lookup", k, 512, proposed,
+                        ev.TargetToken(1, "y", ev.TARGET_BONUS, 0.9, 1.0), "x",
+                        ev.Timing(0.01, verify_ms, 0.1), ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
+
+
+def test_the_steps_after_a_batch_pay_for_it_not_for_plain_steps():
+    """llama.cpp on an H200 (a trace's verification times): a settled one-token step 1.06 ms,
+    the two after a batch 2.8 and 2.1 (its graph built again, then captured), the batch of 8
+    3.6, and the two after the prompt 5.6. The profile prices a batch with its switch back
+    (1.06 and 6.4 here). Taught the trace, auto K keeps pricing a plain step at 1.06 and the
+    batch at 6.4. Learnt as they came (with the old profile too: 2.83 and 3.6), the slow
+    one-token steps priced a plain step at 1.75 ms and the batch at 2.1x it, where it costs 6x."""
+    profiled = Profile("m", "llama", "cuda", None, [512], [1, 9],
+                       [[1.06, 3.6 + 2.8 + 2.1 - 2 * 1.06]])
+    policy = AutoK(FakeLookup(), profiled)
+    policy.observe(timed_step(0, 5.6, index=0))  # the run's first steps, after the prompt
+    policy.observe(timed_step(0, 4.0))
+    for _ in range(6):
+        for _ in range(3):
+            policy.observe(timed_step(0, 1.06))
+        policy.observe(timed_step(8, 3.6))
+        policy.observe(timed_step(0, 2.8))
+        policy.observe(timed_step(0, 2.1))
+    plain = policy.step_ms(0, 512) - policy.overhead_ms
+    assert plain == pytest.approx(1.06, rel=0.01)
+    assert policy.step_ms(8, 512) - policy.overhead_ms == pytest.approx(6.38, rel=0.01)
+
+
+def test_batches_back_to_back_are_judged_without_a_switch_back():
+    """Drafts sent one after another pay no switch back between them: live they cost less
+    than the profile's price, which holds one, and auto K learns that."""
+    policy = AutoK(FakeLookup(), Profile("m", "llama", "cuda", None, [512], [1, 9],
+                                         [[1.0, 6.0]]))
+    for _ in range(10):
+        policy.observe(timed_step(8, 3.0))
+    assert policy.step_ms(8, 512) - policy.overhead_ms == pytest.approx(3.0, rel=0.01)
 
 
 def test_unseen_batches_are_priced_at_the_scale_single_tokens_set():

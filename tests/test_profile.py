@@ -39,10 +39,36 @@ def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend,
     seconds = prof.estimate_seconds(tiny_backend, batches=[1, 2, 4], contexts=[8, 16],
                                     repeats=2)
     assert timed == [1, 4]  # two forwards timed, nothing more
-    per_pass = 2 + 3 + 5  # batches 1, 2 and 4
+    # Batches 1, 2 and 4, and the one-token steps before each and after each batch.
+    per_pass = 2 + 3 + 5 + prof.SETTLE * 2 * (2 * 3 - 1)
     prefill = 5 * 8 / 4 + 5 * 16 / 4
     assert seconds == pytest.approx((prefill + 2 * 3 * per_pass) / 1000)
     assert tiny_backend.n_past == 0
+
+
+def test_a_batch_is_priced_with_the_switch_back_to_one_token_steps(tiny_backend, monkeypatch):
+    """A backend that pays for a change of batch shape (llama.cpp builds its graph again; on
+    CUDA it replays a captured graph only from the second call of a shape): one token costs
+    what it costs in a run of one-token steps, a batch its own forward and the dearer steps
+    after it. The old profile, timing every size after another, priced one token at 2.5 ms
+    here: a batch of 4 looked 1.6x one token, where in a loop it adds 3.1x."""
+    last = {"n": None, "same": 0}
+
+    def fake_forward(backend, tokens, ctx):
+        n = len(tokens)
+        last["same"] = last["same"] + 1 if n == last["n"] else 0
+        last["n"] = n
+        switch = {0: 1.5, 1: 0.5}.get(last["same"], 0.0)  # rebuilt, then captured, then replayed
+        return 1.0 + 0.5 * (n - 1) + switch
+
+    monkeypatch.setattr(prof, "time_forward", fake_forward)
+    p = prof.measure(tiny_backend, "tiny", batches=[2, 4], contexts=[8], repeats=3)
+    assert p.batches == [1, 2, 4]  # one token is always measured: it prices the switch back
+    one, two, four = p.ms[0]
+    assert one == pytest.approx(1.0)  # a settled one-token step
+    # Its own forward after a switch (1.5 more), then two one-token steps at 2.5 and 1.5.
+    assert two == pytest.approx(1.5 + 1.5 + 1.5 + 0.5)
+    assert four == pytest.approx(2.5 + 1.5 + 1.5 + 0.5)
 
 
 def test_profile_command_stores_then_reuses(capsys, tiny_model_dir, tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
-from .profile import Profile
+from .profile import SETTLE, Profile
 from .step_cost import best_k, first_k_reaching
 
 # Match-length buckets (lower bounds): acceptance is learnt per bucket.
@@ -80,10 +80,15 @@ class AutoK:
         self.acceptance = Acceptance(self.hints.evidence_decay)
         self.scale = 1.0  # live verification ms / profiled ms, over all steps
         self.steps_timed = 0
+        self.verifications_timed = 0  # those that scaled the profile (not a switch back)
         self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
         self.overhead_ms = 0.0
         self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
+        # A batch's verification, held until the one-token steps after it have paid for the
+        # switch back (the profile prices a batch with them): [rows, position, ms].
+        self._batch: list | None = None
+        self._switching = 0  # one-token steps still paying for a batch before them
         self._match: int | None = None  # match length when the last K was chosen
         # Copies a plain step did not send, judged as the run's tokens come: (position,
         # tokens, key, judged so far); see _shadow.
@@ -263,15 +268,7 @@ class AutoK:
         if event.tree is not None and event.k > 0:
             old_rows = self.rows_at.get(event.k, rows)
             self.rows_at[event.k] = old_rows + EMA * (rows - old_rows)
-        predicted = self.profile.cost_ms(rows, event.position)
-        if predicted > 0 and t.verify_ms > 0:
-            ratio = t.verify_ms / predicted
-            # The overall scale settles like each regime's (no start value lingers): it prices
-            # batches not yet seen, and a lagging one makes them look cheap or dear.
-            self.scale = settle(self.scale, ratio, self.steps_timed)
-            regime = cost_regime(rows)
-            old, seen = self.scale_at.get(regime, (ratio, 0))
-            self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
+        self._learn_verify(rows, event.position, t.verify_ms, event.step == 0)
         self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
         self.steps_timed += 1
         if event.tree is not None or priced_out(event):
@@ -280,6 +277,42 @@ class AutoK:
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+
+
+    def _learn_verify(self, rows: int, position: int, ms: float, first: bool) -> None:
+        """Scale the profile by this step's verification. The one-token steps right after a
+        batch (the prompt's too) pay for the switch back (on an H200 2.8 and 2.1 ms where a
+        settled one took 1.06): that is the batch's cost, as the profile prices it, not a
+        plain step's, or plain steps would look dear wherever drafts are sent."""
+        if first:
+            self._batch, self._switching = None, SETTLE
+        if rows == 1 and self._switching:
+            self._switching -= 1
+            if self._batch is not None:
+                self._batch[2] += ms - self._scale(1) * self.profile.cost_ms(1, position)
+                if not self._switching:
+                    self._add_verify(*self._batch)
+                    self._batch = None
+            return
+        if self._batch is not None:  # batches back to back: none paid for a switch back
+            self._add_verify(*self._batch)
+            self._batch = None
+        if rows > 1:
+            self._batch, self._switching = [rows, position, ms], SETTLE
+        else:
+            self._add_verify(rows, position, ms)
+
+    def _add_verify(self, rows: int, position: int, ms: float) -> None:
+        predicted = self.profile.cost_ms(rows, position)
+        if predicted > 0 and ms > 0:
+            ratio = ms / predicted
+            # The overall scale settles like each regime's (no start value lingers): it prices
+            # batches not yet seen, and a lagging one makes them look cheap or dear.
+            self.scale = settle(self.scale, ratio, self.verifications_timed)
+            self.verifications_timed += 1
+            regime = cost_regime(rows)
+            old, seen = self.scale_at.get(regime, (ratio, 0))
+            self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
 
 
 def priced_out(event: ev.StepEvent) -> bool:

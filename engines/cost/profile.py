@@ -32,7 +32,14 @@ from ..models import home_dir
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32)
 CONTEXTS = (128, 512, 1024)
 REPEATS = 5
-PROFILE_VERSION = 2  # 2: every batch size up to 9 (an older profile is measured again)
+# 2: every batch size up to 9; 3: each batch priced as a loop meets it, the switch back to
+# one-token steps included (an older profile is measured again).
+PROFILE_VERSION = 3
+# One-token forwards before every timing, and timed after every batch. llama.cpp builds its
+# graph again when the batch's shape changes, and on CUDA replays a captured graph only after
+# two calls of one shape: on an H200 a plain one-token step cost 1.25 ms and one after a batch
+# 2.8 ms, so a batch costs its own forward and the dearer steps after it.
+SETTLE = 2
 
 # Filler for the context: code-like text, since code editing is where lookup oracles shine.
 # The token ids do not change the cost of a forward pass; only how many there are does.
@@ -155,6 +162,7 @@ def measure(
             f"no context length fits: the model holds {backend.n_ctx} tokens, the largest batch "
             f"is {batches[-1]}"
         )
+    batches = sorted({1, *batches})  # a batch's switch back is priced in one-token steps
     filler = _filler_tokens(backend, usable[-1] + batches[-1])
     total, done = len(usable) * repeats * len(batches), 0
     table: list[list[float]] = []
@@ -166,11 +174,12 @@ def measure(
         times: dict[int, list[float]] = {b: [] for b in batches}
         for _ in range(repeats):
             for b in batches:
-                times[b].append(time_forward(backend, filler[ctx : ctx + b], ctx))
+                times[b].append(time_in_loop(backend, filler[ctx : ctx + b], ctx))
                 done += 1
                 if on_progress:
                     on_progress(done, total)
-        table.append([round(statistics.median(times[b]), 3) for b in batches])
+        costs = step_costs(times)
+        table.append([round(costs[b], 3) for b in batches])
     backend.reset()
     from ..trace import machine_info
 
@@ -224,7 +233,8 @@ def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,
     big = time_forward(backend, filler[start:], start)
     backend.reset()
     step = (big - one) / max(batches[-1] - 1, 1)
-    per_pass = sum(one + step * (b - 1) for b in batches)
+    settling = SETTLE * one * (2 * len(batches) - 1)  # before each timing, after each batch
+    per_pass = sum(one + step * (b - 1) for b in batches) + settling
     prefill = sum(big * c / batches[-1] for c in usable)
     return (prefill + len(usable) * (repeats + 1) * per_pass) / 1000.0
 
@@ -237,6 +247,27 @@ def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
     elapsed = (time.perf_counter() - t0) * 1000.0
     backend.truncate(ctx)
     return elapsed
+
+
+def time_in_loop(backend: Backend, tokens: list[int], ctx: int) -> float:
+    """Milliseconds of a forward of `tokens` met as a decoding loop meets it: after one-token
+    steps, and for a batch with the SETTLE one-token steps after it (`step_costs` takes off
+    what those would have cost anyway)."""
+    one = tokens[:1]
+    for _ in range(SETTLE):
+        time_forward(backend, one, ctx)
+    ms = time_forward(backend, tokens, ctx)
+    if len(tokens) > 1:
+        ms += sum(time_forward(backend, one, ctx) for _ in range(SETTLE))
+    return ms
+
+
+def step_costs(times: dict[int, list[float]]) -> dict[int, float]:
+    """Each size's median `time_in_loop`, less the settled one-token steps a batch's sample
+    holds: what a step of that size adds to a loop of one-token steps."""
+    one = statistics.median(times[1])
+    return {n: one if n == 1 else max(statistics.median(t) - SETTLE * one, 1e-3)
+            for n, t in times.items()}
 
 
 def _filler_tokens(backend: Backend, n: int) -> list[int]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import events as ev
 from ..backends.base import Backend
-from ..cost.profile import time_forward
+from ..cost.profile import step_costs, time_forward, time_in_loop
 from ..loop.session import RunSettings, Session
 from ..oracles import make_oracle
 
@@ -174,16 +174,18 @@ def acceptance_by_position(agreements: Sequence[Agreement], k_max: int) -> list[
 
 def time_forwards(backend: Backend, prefix: Sequence[int], largest: int,
                   repeats: int = 5) -> list[float]:
-    """Median milliseconds of a verification-like forward (every row's logits) of 1..largest
-    tokens after `prefix`; sizes interleaved so machine noise hits them all alike."""
+    """Milliseconds a verification-like step (every row's logits) of 1..largest tokens after
+    `prefix` costs in a decoding loop (the profile's way: `step_costs`); sizes interleaved so
+    machine noise hits them all alike."""
     backend.reset()
     backend.forward(list(prefix))
     filler = (list(prefix) * (largest // len(prefix) + 1))[:largest]
-    times: list[list[float]] = [[] for _ in range(largest)]
-    for r in range(repeats + 1):
-        for n in range(1, largest + 1):
-            ms = time_forward(backend, filler[:n], len(prefix))
-            if r:  # the first round pays for setting each shape up
-                times[n - 1].append(ms)
+    times: dict[int, list[float]] = {n: [] for n in range(1, largest + 1)}
+    for n in times:  # untimed: the first call of a shape pays for setting it up
+        time_forward(backend, filler[:n], len(prefix))
+    for _ in range(repeats):
+        for n in times:
+            times[n].append(time_in_loop(backend, filler[:n], len(prefix)))
     backend.reset()
-    return [float(np.median(t)) for t in times]
+    costs = step_costs(times)
+    return [costs[n] for n in times]
