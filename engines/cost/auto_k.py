@@ -278,7 +278,6 @@ class AutoK:
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
 
-
     def _learn_verify(self, rows: int, position: int, ms: float, first: bool) -> None:
         """Scale the profile by this step's verification. The one-token steps right after a
         batch (the prompt's too) pay for the switch back (on an H200 2.8 and 2.1 ms where a
