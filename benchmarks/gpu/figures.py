@@ -9,7 +9,9 @@ Only smollm2-135m travels, so:
   measures the machinery's cost on this device, not a realistic pair's speedup;
 - EAGLE and Medusa are left out: no head for smollm2 travels, and training one there
   (`specviz train-heads`) would take the minutes the measurements need;
-- early-exit runs on transformers only (llama.cpp cannot stop after a layer).
+- early-exit runs on transformers only (llama.cpp cannot stop after a layer);
+- larger targets are profiled as random-weight models of their shape (shapes.py): a batch's
+  cost does not depend on the weights' values.
 """
 
 from __future__ import annotations
@@ -50,12 +52,15 @@ class Sizes:
     spec_tokens: int
     shot_tokens: int
     profile: tuple[str, ...]  # extra `specviz profile` arguments
+    shapes: tuple[str, ...]  # shapes.py's shapes profiled with random weights, smallest first
 
 
 GPU = Sizes(code_limit=5, spec_limit=2, code_tokens=256, spec_tokens=128, shot_tokens=200,
-            profile=())
+            profile=(), shapes=("qwen2.5-1.5b", "llama3.1-8b"))
 QUICK = Sizes(code_limit=1, spec_limit=1, code_tokens=32, spec_tokens=16, shot_tokens=24,
-              profile=("--batches", "1,2,4,8", "--contexts", "128", "--repeats", "1"))
+              profile=("--batches", "1,2,4,8", "--contexts", "128", "--repeats", "1"),
+              shapes=("tiny",))
+TOKENIZER = "{home}/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # smollm2's, for shapes.py
 
 
 def specviz(*args: str) -> list[str]:
@@ -75,47 +80,55 @@ def bench(backend: str, device: str, prompts: str, limit: int, tokens: int, orac
                    "--json", out + ".json", "--markdown", out + ".md")
 
 
+def shape_steps(backend: str, shape: str, device: str, sizes: Sizes) -> list[Step]:
+    """Write a random-weight model of `shape` (not into the results: it is gigabytes), then
+    profile it."""
+    fmt, path = (("gguf", f"{{home}}/shapes/{shape}.gguf") if backend == "llama"
+                 else ("hf", f"{{home}}/shapes/{shape}-hf"))
+    write = [sys.executable, "benchmarks/gpu/shapes.py", fmt, "--shape", shape,
+             "--tokenizer-from", TOKENIZER, "--out", path, "--device", device]
+    profile = specviz("profile", "--target", path, "--backend", backend, "--device", device,
+                      "--json", *sizes.profile)
+    tag = f"{backend}-{shape}"
+    return [Step(f"write-{tag}", [write], cap_s=120, needs=("model",),
+                 note="random weights of a realistic shape"),
+            Step(f"profile-{tag}", [profile], cap_s=120,
+                 needs=("model", "llama") if backend == "llama" else ("model",),
+                 stdout_to=f"profile-{tag}.json", note="a realistic shape's forward times")]
+
+
 def steps(device: str, sizes: Sizes) -> list[Step]:
-    llama_device = device  # llama.cpp offloads every layer when asked for the GPU
+    """llama.cpp's figures first (seconds each there), then transformers' (minutes)."""
     s = sizes
-    out: list[Step] = []
-    for backend in ("llama", "transformers"):
-        out.append(Step(
-            f"profile-{backend}",
-            [specviz("profile", *model_args(backend, llama_device if backend == "llama"
-                                            else device), "--json", *s.profile)],
-            cap_s=90, needs=("model", "llama") if backend == "llama" else ("model",),
-            stdout_to=f"profile-{backend}.json",
-            note="forward time per batch size: K+1 tokens against one"))
-    for prompts, limit, tokens, tag in (("code_edit_dev", s.code_limit, s.code_tokens, "code"),
-                                        ("spec_bench_dev", s.spec_limit, s.spec_tokens, "spec")):
-        out.append(Step(f"bench-llama-{tag}",
-                        [bench("llama", llama_device, prompts, limit, tokens, SPECULATORS, tag)],
-                        cap_s=120, needs=("model", "llama")))
+    out = [profile_step("llama", device, s)]
+    out += [bench_step("llama", device, prompts, s) for prompts in ("spec", "code")]
     out.append(Step(
         "shot",
         [specviz("shot", "{results}/shot.png", "--prompt-file", SHOT_PROMPT, "--oracles",
                  "none,prompt-lookup,ngram", "--k", "auto", "--max-tokens",
-                 str(s.shot_tokens), "--size", "1600x1000", *model_args("llama", llama_device))],
+                 str(s.shot_tokens), "--size", "1600x1000", *model_args("llama", device))],
         cap_s=90, needs=("model", "llama", "qt"), env={"QT_QPA_PLATFORM": "offscreen"},
         note="three lanes, auto K, the window offscreen"))
     out.append(Step(
         "traces",
         [specviz("run", "--prompt-file", SHOT_PROMPT, "--oracle", oracle, "--k", "auto",
-                 "--max-tokens", str(s.shot_tokens), *model_args("llama", llama_device),
+                 "--max-tokens", str(s.shot_tokens), *model_args("llama", device),
                  "--trace", f"{{results}}/traces/{oracle}.jsonl", "--json")
          for oracle in ("none", "prompt-lookup", "ngram")],
         cap_s=60, needs=("model", "llama"),
-        note="the shot's lanes as traces: `specviz shot --replay` makes it anywhere"))
-    # transformers decodes a token in ~20 ms on a GPU (a Python call per layer), several
-    # times llama.cpp's: half the Spec-Bench questions keep its steps inside their caps.
-    for prompts, limit, tokens, tag in (("code_edit_dev", s.code_limit, s.code_tokens, "code"),
-                                        ("spec_bench_dev", max(1, s.spec_limit // 2),
-                                         s.spec_tokens, "spec")):
-        out.append(Step(f"bench-transformers-{tag}",
-                        [bench("transformers", device, prompts, limit, tokens, SPECULATORS,
-                               tag)],
-                        cap_s=150, needs=("model",)))
+        note="the window's lanes as traces: `specviz shot --replay` makes the shot anywhere"))
+    out.append(Step(
+        "bench-llama-selfdraft",
+        [bench("llama", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
+               "none,draft,tree", "selfdraft", ("--draft", TARGET))],
+        cap_s=90, needs=("model", "llama"), note="draft = target: the machinery's cost"))
+    out += shape_steps("llama", s.shapes[0], device, s)
+    out.append(profile_step("transformers", device, s))
+    out.append(bench_step("transformers", device, "code", s))
+    out += shape_steps("transformers", s.shapes[0], device, s)
+    for shape in s.shapes[1:]:
+        out += shape_steps("llama", shape, device, s)
+    out.append(bench_step("transformers", device, "spec", s))
     out.append(Step(
         "hf-generate",
         [[sys.executable, "benchmarks/peers_transformers.py", "--questions",
@@ -126,13 +139,33 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
         cap_s=120, needs=("model",),
         note="the same work through transformers' generate(): plain, prompt lookup, assisted"))
     out.append(Step(
-        "bench-llama-selfdraft",
-        [bench("llama", llama_device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
-               "none,draft,tree", "selfdraft", ("--draft", TARGET))],
-        cap_s=90, needs=("model", "llama"), note="draft = target: the machinery's cost"))
-    out.append(Step(
         "bench-transformers-extra",
         [bench("transformers", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
                "none,early-exit,draft,tree", "extra", ("--draft", TARGET))],
         cap_s=120, needs=("model",), note="early-exit; draft = target"))
+    for shape in s.shapes[1:]:
+        out += shape_steps("transformers", shape, device, s)
     return out
+
+
+def profile_step(backend: str, device: str, sizes: Sizes) -> Step:
+    return Step(f"profile-{backend}",
+                [specviz("profile", *model_args(backend, device), "--json", *sizes.profile)],
+                cap_s=90, needs=("model", "llama") if backend == "llama" else ("model",),
+                stdout_to=f"profile-{backend}.json",
+                note="forward time per batch size: K+1 tokens against one")
+
+
+def bench_step(backend: str, device: str, prompts: str, sizes: Sizes) -> Step:
+    """Code edits, or Spec-Bench prose; transformers decodes a token in ~20 ms on a GPU (a
+    Python call per layer), several times llama.cpp's: half the prose questions there."""
+    s = sizes
+    if prompts == "code":
+        work = ("code_edit_dev", s.code_limit, s.code_tokens)
+    else:
+        limit = s.spec_limit if backend == "llama" else max(1, s.spec_limit // 2)
+        work = ("spec_bench_dev", limit, s.spec_tokens)
+    return Step(f"bench-{backend}-{prompts}",
+                [bench(backend, device, *work, SPECULATORS, prompts)],
+                cap_s=120 if backend == "llama" else 150,
+                needs=("model", "llama") if backend == "llama" else ("model",))

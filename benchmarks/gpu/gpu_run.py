@@ -489,7 +489,7 @@ def do_test(run: Run) -> Outcome:
     workers = str(args.workers or (8 if run.device == "cuda" else 1))
     # One line per finished test, so a pass cut at its cap still names what failed; and a
     # per-test limit where pytest-timeout is there, so one hung test cannot spend the cap.
-    report = ["-v", "--tb=short", "-rfE"]
+    report = ["-v", "--tb=short", "-rfE", "--durations=12"]
     if importable(run, "pytest_timeout"):
         report.append(f"--timeout={TEST_TIMEOUT_S}")
     notes, ok, seconds, skipped = [], True, 0.0, 0
@@ -501,7 +501,12 @@ def do_test(run: Run) -> Outcome:
                "-o", "addopts=", "--max-worker-restart=20", f"--junitxml={junit}", *marks,
                *files]
         # CI=true: a missing model fails instead of skipping, now that it was carried.
+        # Each worker's torch and numpy get their share of the cores, not a thread per core
+        # each (8 workers x 16 threads there): the CPU-side tests (sampling statistics)
+        # would fight over them.
+        threads = str(max(1, (os.cpu_count() or 1) // int(workers)))
         env = run.env({"SPECVIZ_TEST_DEVICE": run.device, "SPECVIZ_DTYPE": dtype,
+                       "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
                        **({"CI": "true"} if model else {})})
         cap = min(args.cap or 420, run.remaining())
         if cap < 30:
@@ -601,7 +606,8 @@ def run_step(run: Run, step: figures.Step, cap: float) -> Outcome:
     print(f"\n== {step.name} (cap {cap:.0f} s)", flush=True)
     started, codes = time.monotonic(), []
     for i, command in enumerate(step.commands):
-        cmd = [c.replace("{results}", str(run.results)) for c in command]
+        cmd = [c.replace("{results}", str(run.results)).replace("{home}", str(run.home))
+               for c in command]
         left = cap - (time.monotonic() - started)
         if left <= 0:
             codes.append(None)
