@@ -18,7 +18,7 @@ Usage:
       --questions FILE.jsonl [--limit N] [--max-tokens N] --out plain.json
   python benchmarks/replay_auto_k.py replay plain.json --target qwen2.5-coder-1.5b \\
       --threads 2 [--oracle ngram] [--k 2,4,8,auto,table,hindsight] [--single-scale 0.82] \\
-      [--batch-scale 1] [--monotone] [--set NAME=VALUE ...]
+      [--batch-scale 1] [--monotone] [--set NAME=VALUE ...] [--profile GPU.json]
 
 Every oracle that copies replays, suffix decoding too (with its memory of the earlier records,
 as a bench keeps it; its trees as their likeliest chains, `--set tree=0`'s way, since a replay
@@ -270,6 +270,10 @@ def main() -> None:
                    help="what the table knows besides the match bucket: whether the copy's "
                         "first token holds, whether 4 or more do (both foreknowledge), or the "
                         "target's confidence in its last token (needs a record dumped with it)")
+    r.add_argument("--profile", help="price with this profile (`specviz profile --json`'s "
+                   "output) instead of the target's stored one")
+    r.add_argument("--other-ms", type=float, default=OTHER_MS,
+                   help="a step's work outside the forward pass (0.15 on the H200 with llama.cpp)")
     r.add_argument("--single-scale", type=float, default=0.82)
     r.add_argument("--batch-scale", type=float, default=1.0)
     r.add_argument("--monotone", action="store_true",
@@ -282,9 +286,16 @@ def main() -> None:
     if args.command == "dump":
         dump(args)
         return
-    profile = profiles.load(args.target, args.backend, args.device or "cpu", args.threads)
+    if args.profile:  # another machine's, e.g. a GPU's: what the steps would cost there
+        with open(args.profile) as f:
+            data = json.load(f)
+        profile = profiles.Profile.from_dict(data[0] if isinstance(data, list) else data)
+    else:
+        profile = profiles.load(args.target, args.backend, args.device or "cpu",
+                                args.threads)
     if profile is None:
         raise SystemExit(f"no stored profile for {args.target}: run `specviz profile` first")
+    globals()["OTHER_MS"] = args.other_ms  # read by the replay's step pricing
     if args.monotone:
         profile.ms = [list(itertools.accumulate(row, max)) for row in profile.ms]
     with open(args.record) as f:

@@ -71,6 +71,19 @@ def test_a_batch_is_priced_with_the_switch_back_to_one_token_steps(tiny_backend,
     assert four == pytest.approx(2.5 + 1.5 + 1.5 + 0.5)
 
 
+def test_slow_one_token_samples_cannot_price_batches_at_nothing():
+    """On the H200 transformers' one-token forward is launch-bound and noisy: the five timed
+    one-token samples at 1024 tokens had a median of 31 ms where the settling steps around
+    them took 18, and batches of 25 ms less two one-token steps came out at 0 ms. One token
+    is priced from every settled step, and no batch below it."""
+    times = {1: [31.0, 31.4, 29.0, 18.0, 31.2], 2: [56.0, 57.0, 55.0], 4: [50.0, 51.0, 49.0]}
+    settled = [18.0] * 20 + [30.0] * 3
+    costs = prof.step_costs(times, settled)
+    assert costs[1] == pytest.approx(18.0)
+    assert costs[2] == pytest.approx(56.0 - 2 * 18.0)
+    assert costs[4] == pytest.approx(18.0)  # 50 - 36 would be 14: less than one token
+
+
 def test_profile_command_stores_then_reuses(capsys, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
     argv = ["profile", "--target", str(tiny_model_dir), "--backend", "transformers",

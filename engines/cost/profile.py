@@ -172,13 +172,14 @@ def measure(
         for b in batches:  # untimed: first calls of a batch shape pay for setting it up
             time_forward(backend, filler[ctx : ctx + b], ctx)
         times: dict[int, list[float]] = {b: [] for b in batches}
+        settled: list[float] = []
         for _ in range(repeats):
             for b in batches:
-                times[b].append(time_in_loop(backend, filler[ctx : ctx + b], ctx))
+                times[b].append(time_in_loop(backend, filler[ctx : ctx + b], ctx, settled))
                 done += 1
                 if on_progress:
                     on_progress(done, total)
-        costs = step_costs(times)
+        costs = step_costs(times, settled)
         table.append([round(costs[b], 3) for b in batches])
     backend.reset()
     from ..trace import machine_info
@@ -249,24 +250,30 @@ def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
     return elapsed
 
 
-def time_in_loop(backend: Backend, tokens: list[int], ctx: int) -> float:
+def time_in_loop(backend: Backend, tokens: list[int], ctx: int,
+                 settled: list[float] | None = None) -> float:
     """Milliseconds of a forward of `tokens` met as a decoding loop meets it: after one-token
     steps, and for a batch with the SETTLE one-token steps after it (`step_costs` takes off
-    what those would have cost anyway)."""
+    what those would have cost anyway). The settling steps' own times go to `settled`."""
     one = tokens[:1]
     for _ in range(SETTLE):
-        time_forward(backend, one, ctx)
+        ms = time_forward(backend, one, ctx)
+        if settled is not None:
+            settled.append(ms)
     ms = time_forward(backend, tokens, ctx)
     if len(tokens) > 1:
         ms += sum(time_forward(backend, one, ctx) for _ in range(SETTLE))
     return ms
 
 
-def step_costs(times: dict[int, list[float]]) -> dict[int, float]:
+def step_costs(times: dict[int, list[float]], settled: Sequence[float] = ()) -> dict[int, float]:
     """Each size's median `time_in_loop`, less the settled one-token steps a batch's sample
-    holds: what a step of that size adds to a loop of one-token steps."""
-    one = statistics.median(times[1])
-    return {n: one if n == 1 else max(statistics.median(t) - SETTLE * one, 1e-3)
+    holds: what a step of that size adds to a loop of one-token steps. One token's price is
+    the median of every settled one-token step (a few slow samples on a launch-bound GPU
+    cannot move it), and no batch is priced below it (a batch runs at least one token's
+    forward)."""
+    one = statistics.median([*times[1], *settled])
+    return {n: one if n == 1 else max(statistics.median(t) - SETTLE * one, one)
             for n, t in times.items()}
 
 

@@ -181,11 +181,12 @@ def time_forwards(backend: Backend, prefix: Sequence[int], largest: int,
     backend.forward(list(prefix))
     filler = (list(prefix) * (largest // len(prefix) + 1))[:largest]
     times: dict[int, list[float]] = {n: [] for n in range(1, largest + 1)}
+    settled: list[float] = []
     for n in times:  # untimed: the first call of a shape pays for setting it up
         time_forward(backend, filler[:n], len(prefix))
     for _ in range(repeats):
         for n in times:
-            times[n].append(time_in_loop(backend, filler[:n], len(prefix)))
+            times[n].append(time_in_loop(backend, filler[:n], len(prefix), settled))
     backend.reset()
-    costs = step_costs(times)
+    costs = step_costs(times, settled)
     return [costs[n] for n in times]
