@@ -124,6 +124,7 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
         cap_s=90, needs=("model", "llama"), note="draft = target: the machinery's cost"))
     out += shape_steps("llama", s.shapes[0], device, s)
     out.append(profile_step("transformers", device, s))
+    out.append(why_slow_step(device, s))
     out.append(bench_step("transformers", device, "code", s))
     out += shape_steps("transformers", s.shapes[0], device, s)
     for shape in s.shapes[1:]:
@@ -169,3 +170,20 @@ def bench_step(backend: str, device: str, prompts: str, sizes: Sizes) -> Step:
                 [bench(backend, device, *work, SPECULATORS, prompts)],
                 cap_s=120 if backend == "llama" else 150,
                 needs=("model", "llama") if backend == "llama" else ("model",))
+
+
+def why_slow_step(device: str, sizes: Sizes) -> Step:
+    """On the H200 the bench's plain transformers steps took 35-63 ms where the profile's
+    forward and the generate() comparison's plain run took 18-19 ms: the same plain decoding
+    through `run` and through `bench`, each under cProfile, to see where the rest goes."""
+    profiled = [sys.executable, "-m", "cProfile", "-o"]
+    tokens = str(sizes.spec_tokens)
+    return Step("why-transformers-slow", [
+        [*profiled, "{results}/run-plain.prof", "-m", "specviz", "run", "--prompt-file",
+         SHOT_PROMPT, "--oracle", "none", "--max-tokens", tokens,
+         *model_args("transformers", device), "--json"],
+        [*profiled, "{results}/bench-plain.prof", "-m", "specviz", "bench",
+         *model_args("transformers", device), "--questions",
+         str(PROMPTS / "code_edit_dev.jsonl"), "--limit", "1", "--max-tokens", tokens,
+         "--oracles", "none", "--json", "{results}/bench-plain.json"]],
+        cap_s=90, needs=("model",), note="plain decoding through run and bench, profiled")
