@@ -52,6 +52,7 @@ DECLINE_K_ZERO = "k-0"  # the lane's K was set to 0
 DECLINE_END = "end"  # no room: the run's last token, or the context is full
 DECLINE_END_TOKEN = "end-token"  # the guess began with an end-of-text token
 DECLINE_SERVER = "server"  # a serving engine drafted nothing in this step (its own reasons)
+DECLINE_IDLE = "idle"  # auto K skipped the oracle's lookup: dear, and finding nothing lately
 DECLINE_WORDS = {
     DECLINE_NO_MATCH: "no match",
     DECLINE_AUTO_K: "auto K chose 0",
@@ -60,6 +61,7 @@ DECLINE_WORDS = {
     DECLINE_END: "no room left",
     DECLINE_END_TOKEN: "an end token guessed",
     DECLINE_SERVER: "the server drafted nothing",
+    DECLINE_IDLE: "not looked up (lookups found nothing lately)",
 }
 
 

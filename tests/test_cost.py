@@ -549,3 +549,61 @@ def test_auto_k_learns_from_a_tree_the_oracle_priced_out():
     assert policy.acceptance.counts == {1: [0.0, 1.0]}  # a first guess refused
     assert policy.draft_ms_per_token == pytest.approx(2.0)  # 6 ms for 3 depths
     assert policy.rows(3) == 17  # nothing sent says nothing of a tree's width
+
+
+class TimedLookup(FakeLookup):
+    """A lookup that takes `ms` on the policy's clock, counting the times it is asked."""
+
+    def __init__(self, ms):
+        super().__init__()
+        self.now, self.ms, self.asked = 0.0, ms, 0
+
+    def clock(self):
+        return self.now
+
+    def match_length(self, context):
+        self.asked += 1
+        self.now += self.ms / 1000.0
+        return self.match
+
+
+def plain_run(policy, oracle, steps, start=512, verify_ms=None):
+    """`steps` plain steps from a context of `start` tokens, each verified in `verify_ms` (the
+    CPU profile's time by default); the decline reason of each."""
+    reasons = []
+    for i in range(steps):
+        k = policy.choose(list(range(start + i)))
+        assert k == 0
+        reasons.append(policy.zero_reason)
+        event = plain_step(start + i, 7)
+        if verify_ms is not None:
+            event = dataclasses.replace(event, timing=ev.Timing(0.0, verify_ms, 0.1))
+        policy.observe(event)
+    return reasons
+
+
+def test_a_dear_lookup_finding_nothing_is_asked_every_fourth_step():
+    """llama.cpp on an H200: a 1.2 ms step, the n-gram cache's lookup 0.06 ms. After 8 plain
+    steps the lookup is asked every 4th step; a sent draft, or a new run, asks every step."""
+    oracle = TimedLookup(0.06)
+    policy = AutoK(oracle, Profile("m", "llama", "cuda", None, [512], [1, 9], [[1.2, 9.0]]),
+                   clock=oracle.clock)
+    reasons = plain_run(policy, oracle, 24, verify_ms=1.2)
+    assert oracle.asked == 8 + 4  # steps 8, 12, 16, 20 asked; the other 12 skipped
+    assert reasons[:9] == [ev.DECLINE_NO_MATCH] * 9
+    assert reasons[9:12] == [ev.DECLINE_IDLE] * 3 and reasons[12] == ev.DECLINE_NO_MATCH
+    assert ev.DECLINE_WORDS[ev.DECLINE_IDLE]
+    asked = oracle.asked
+    plain_run(policy, oracle, 4, start=100, verify_ms=1.2)  # a new run (shorter): looks again
+    assert oracle.asked == asked + 4
+    policy.observe(step(2, 2, position=104, live=profile(GPU_MS)))  # a draft: every step again
+    plain_run(policy, oracle, 8, start=107, verify_ms=1.2)
+    assert oracle.asked == asked + 4 + 8
+
+
+def test_a_lookup_cheap_against_the_step_is_always_asked():
+    """On a 2-core CPU a step takes 30 ms: the same 0.06 ms lookup is 0.2% of it."""
+    oracle = TimedLookup(0.06)
+    policy = AutoK(oracle, profile(CPU_MS), clock=oracle.clock)
+    reasons = plain_run(policy, oracle, 30)
+    assert oracle.asked == 30 and set(reasons) == {ev.DECLINE_NO_MATCH}

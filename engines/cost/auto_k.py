@@ -11,7 +11,8 @@ and dropped: docs/auto-k.md.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
@@ -30,6 +31,14 @@ EXPLORE_K, EXPLORE_JUDGED = 2, 12
 OPTIMISTIC_ACCEPT, EXPLORE_GAIN = 0.9, 0.05
 EMA = 0.1  # weight of the newest step in the running timing estimates
 MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
+# A lookup asked on every step of a stretch where nothing is sent is what a declining copying
+# oracle costs: on an H200, llama.cpp decodes smollm2 in 1.2 ms a step and the n-gram cache's
+# lookup took 0.06 ms (4% of a prose run). After IDLE_STEPS plain steps in a row, a lookup
+# costing over LOOKUP_SHARE of a plain step is asked on every LOOKUP_EVERY-th step only: a
+# copy is then found up to LOOKUP_EVERY - 1 steps late. On a 2-core CPU a lookup is about 1%
+# of a step and is always asked.
+LOOKUP_SHARE, IDLE_STEPS, LOOKUP_EVERY = 0.03, 8, 4
+RUN_STEP_MAX = 33  # the most tokens one step adds: a context that grew more is a new run
 
 
 class Acceptance:
@@ -71,8 +80,10 @@ class AutoK:
         profile: Profile,
         draft_profile: Profile | None = None,
         k_max: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.oracle = oracle
+        self.clock = clock
         self.hints = hints_of(oracle)  # the oracle's, or the defaults
         self.profile = profile
         self.draft_profile = draft_profile
@@ -94,15 +105,30 @@ class AutoK:
         # tokens, key, judged so far); see _shadow.
         self._shadows: list[tuple[int, Sequence[int], int, int]] = []
         self.last_choice: tuple[int, float] = (0, 0.0)  # (K, expected tokens/s)
+        self.lookup_ms: float | None = None  # the oracle's match lookup, a running mean
+        self._idle = 0  # steps in a row that sent nothing
+        self._looked = True  # whether the last choice asked the oracle
+        self._context_len = 0
 
     # ------------------------------------------------------------ before a step
 
     def choose(self, context: Sequence[int]) -> int:
+        n_ctx = len(context)
+        new_run = not self._context_len < n_ctx <= self._context_len + RUN_STEP_MAX
+        if new_run:
+            self._idle = 0  # its first steps look: a prompt is often copied
+        self._context_len = n_ctx
+        self._looked = self._worth_looking(n_ctx)
+        if not self._looked:
+            self.last_choice = (0, 0.0)
+            return 0
+        started = self.clock()
         self._match = self.hints.match_length(context)
+        if not new_run:  # a run's first lookup reads its prompt, more than a step's work
+            self._learn_lookup((self.clock() - started) * 1000.0)
         if self._match == 0:
             self.last_choice = (0, 0.0)
             return 0  # nothing to copy: a plain step
-        n_ctx = len(context)
         limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
             explore = min(EXPLORE_K, limit) if self.worth_exploring(n_ctx) else 0
@@ -121,6 +147,18 @@ class AutoK:
             self._shadow(context, limit)
         self.last_choice = (k, rate * 1000.0)
         return k
+
+    def _worth_looking(self, n_ctx: int) -> bool:
+        """Whether to ask the oracle this step: always, but in a stretch of plain steps where
+        a lookup costs a noticeable share of a step, only every LOOKUP_EVERY-th step."""
+        idle = self._idle - IDLE_STEPS
+        if idle < 0 or idle % LOOKUP_EVERY == 0 or self.lookup_ms is None:
+            return True
+        return self.lookup_ms < LOOKUP_SHARE * self.step_ms(0, n_ctx)
+
+    def _learn_lookup(self, ms: float) -> None:
+        old = self.lookup_ms
+        self.lookup_ms = ms if old is None else old + EMA * (ms - old)
 
     def _limit(self) -> int:
         """The longest draft worth pricing: the profile's, the copy's cap, and the oracle's
@@ -210,12 +248,15 @@ class AutoK:
 
     @property
     def zero_reason(self) -> str:
-        """Why the last K chosen was 0: nothing to copy, or no draft length paid."""
+        """Why the last K chosen was 0: not looked for, nothing to copy, or no draft length
+        paid."""
+        if not self._looked:
+            return ev.DECLINE_IDLE
         return ev.DECLINE_NO_MATCH if self._match == 0 else ev.DECLINE_AUTO_K
 
     # ------------------------------------------------------------ learnt state
 
-    _FIXED = ("oracle", "hints", "profile", "draft_profile", "k_max")  # set up, not learnt
+    _FIXED = ("oracle", "hints", "profile", "draft_profile", "k_max", "clock")  # not learnt
 
     def snapshot(self) -> dict:
         return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._FIXED})
@@ -228,8 +269,10 @@ class AutoK:
     def observe(self, event: ev.StepEvent) -> None:
         if event.proposed or event.tree:  # a sent draft is judged itself, on the same tokens
             self._shadows = []
+            self._idle = 0
         else:
             self._judge_shadows(event)
+            self._idle += 1
         for i, tok in enumerate(event.proposed, start=1):
             if not tok.accepted and tok.reject_reason == ev.REJECT_AFTER:
                 break  # never judged
