@@ -105,12 +105,27 @@ def test_the_oracle_drafts_as_the_head_was_trained(tiny_backend, tmp_path):
         with torch.no_grad():
             outs = [out for _k, out in et.rollout(head, frozen, feats[None], tokens, rows, 2,
                                                   own)]
-        depth1 = frozen.logits(head, outs[0][0, -1]).topk(4).indices.tolist()
-        assert [t for t, p in zip(tree.tokens, tree.parents) if p == -1] == depth1
-        depth2 = frozen.logits(head, outs[1][0, -1]).topk(4).indices.tolist()
-        assert [t for t, p in zip(tree.tokens, tree.parents) if p == 0] == depth2
+        ranked_alike([t for t, p in zip(tree.tokens, tree.parents) if p == -1],
+                     frozen.logits(head, outs[0][0, -1]), tiny_backend.dtype)
+        ranked_alike([t for t, p in zip(tree.tokens, tree.parents) if p == 0],
+                     frozen.logits(head, outs[1][0, -1]), tiny_backend.dtype)
     finally:
         oracle.close()
+
+
+def ranked_alike(got: list[int], reference, dtype: str) -> None:
+    """The oracle's candidates against the float32 reference's top ones: the same, in the
+    same order; in half precision each may instead be a token the reference scores within
+    1/64 of its logits' range of the one it ranks there (the head's few layers round to 8
+    bits each: on an H200 two siblings of a bfloat16 head came in the other order)."""
+    reference = reference.detach()
+    want = reference.topk(len(got)).indices.tolist()
+    if dtype == "float32":
+        assert got == want
+        return
+    tolerance = float(reference.max() - reference.min()) / 64
+    gaps = [abs(float(reference[g] - reference[w])) for g, w in zip(got, want)]
+    assert len(set(got)) == len(got) and max(gaps) <= tolerance, (got, want, gaps, tolerance)
 
 
 @pytest.fixture(scope="module")
