@@ -175,15 +175,16 @@ def bench_step(backend: str, device: str, prompts: str, sizes: Sizes) -> Step:
 def why_slow_step(device: str, sizes: Sizes) -> Step:
     """On the H200 the bench's plain transformers steps took 35-63 ms where the profile's
     forward and the generate() comparison's plain run took 18-19 ms: the same plain decoding
-    through `run` and through `bench`, each under cProfile, to see where the rest goes."""
-    profiled = [sys.executable, "-m", "cProfile", "-o"]
+    through `run` and through `bench`, each under cProfile with the collector's pauses
+    counted (why_slow.py), to see where the rest goes."""
+    why = [sys.executable, "benchmarks/gpu/why_slow.py"]
     tokens = str(sizes.spec_tokens)
     return Step("why-transformers-slow", [
-        [*profiled, "{results}/run-plain.prof", "-m", "specviz", "run", "--prompt-file",
-         SHOT_PROMPT, "--oracle", "none", "--max-tokens", tokens,
-         *model_args("transformers", device), "--json"],
-        [*profiled, "{results}/bench-plain.prof", "-m", "specviz", "bench",
+        [*why, "{results}/run-plain", "-m", "specviz", "run", "--prompt-file", SHOT_PROMPT,
+         "--oracle", "none", "--max-tokens", tokens, *model_args("transformers", device),
+         "--json"],
+        [*why, "{results}/bench-plain", "-m", "specviz", "bench",
          *model_args("transformers", device), "--questions",
-         str(PROMPTS / "code_edit_dev.jsonl"), "--limit", "1", "--max-tokens", tokens,
-         "--oracles", "none", "--json", "{results}/bench-plain.json"]],
-        cap_s=90, needs=("model",), note="plain decoding through run and bench, profiled")
+         str(PROMPTS / "code_edit_dev.jsonl"), "--limit", "2", "--max-tokens", tokens,
+         "--oracles", "none,ngram", "--k", "auto", "--json", "{results}/bench-plain.json"]],
+        cap_s=120, needs=("model",), note="plain decoding through run and bench, profiled")
