@@ -311,3 +311,46 @@ def test_a_test_pass_cut_at_its_cap_still_names_what_failed(tmp_path):
     assert note == ("cut short: 2 passed, 2 failed (test_heads_train[cuda], "
                     "test_head_loads)")
     assert gpu_run.cut_counts(tmp_path / "absent.log") == "cut short: 0 passed, 0 failed"
+
+
+def test_trained_heads_travel_without_their_training_data_and_land_beside_the_model(
+        tmp_path, monkeypatch):
+    """pack.py --heads carries the EAGLE head and Medusa heads (weights and settings, not the
+    cached answers they were trained on); gpu_run unpacks them where the oracles look, once."""
+    import types
+
+    import gpu_run
+    import pack
+
+    model = tmp_path / "here" / "m.Q4_1.gguf"
+    model.parent.mkdir()
+    model.write_bytes(b"GGUF")
+    for kind, names in pack.HEAD_FILES.items():
+        folder = model.parent / f"m.Q4_1.{kind}"
+        folder.mkdir()
+        for name in (*names, "answers-0123.safetensors"):
+            (folder / name).write_text(f"{kind}/{name}")
+    built = tmp_path / "built"
+    built.mkdir()
+    tar_path = pack.heads_tar(model, built)
+    with tarfile.open(tar_path) as tar:
+        assert sorted(tar.getnames()) == ["m.Q4_1.eagle/config.json",
+                                          "m.Q4_1.eagle/model.safetensors",
+                                          "m.Q4_1.medusa/heads.safetensors",
+                                          "m.Q4_1.medusa/medusa.json"]
+    run = types.SimpleNamespace(home=tmp_path / "home")
+    (run.home / "models").mkdir(parents=True)
+    monkeypatch.setattr(gpu_run, "assembled", lambda _run, kind: [tar_path] * (kind == "heads"))
+    assert len(gpu_run.unpack_heads(run)) == 1
+    eagle = run.home / "models" / "m.Q4_1.eagle" / "model.safetensors"
+    assert eagle.read_text() == "eagle/model.safetensors"
+    assert gpu_run.unpack_heads(run) == []  # once
+
+
+def test_packing_heads_that_were_never_trained_is_one_line(tmp_path):
+    import pack
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with pytest.raises(SystemExit, match=r"no eagle head for m\.gguf here"):
+        pack.heads_tar(model, tmp_path)

@@ -85,7 +85,7 @@ class Item:
     """One whole file that travels, as it is rebuilt there."""
 
     name: str  # the assembled file's name
-    kind: str  # model | sdist | wheel | pyside | deb | prebuilt
+    kind: str  # model | sdist | wheel | pyside | deb | prebuilt | heads
     size: int  # of what travels (after `codec`)
     sha256: str
     codec: str | None = None  # "xz": what travels is compressed; unpacked after assembly

@@ -7,8 +7,8 @@ Every step writes into the results folder, which gpu_run.py archives after each 
 Only smollm2-135m travels, so:
 - `draft` and `tree` draft with smollm2 itself ("self-draft"): every guess is accepted, which
   measures the machinery's cost on this device, not a realistic pair's speedup;
-- EAGLE and Medusa are left out: no head for smollm2 travels, and training one there
-  (`specviz train-heads`) would take the minutes the measurements need;
+- EAGLE and Medusa run with the heads trained here (`pack.py --heads`: a third call), where
+  they travelled;
 - early-exit runs on transformers only (llama.cpp cannot stop after a layer);
 - larger targets are profiled as random-weight models of their shape (shapes.py): a batch's
   cost does not depend on the weights' values.
@@ -25,8 +25,6 @@ PROMPTS = Path("benchmarks/prompts")
 SHOT_PROMPT = "assets/prompts/code-edit-scale.txt"
 SPECULATORS = "none,prompt-lookup,ngram,suffix"
 LEFT_OUT = {
-    "eagle": "no EAGLE head for smollm2 travels; training one there was not budgeted",
-    "medusa": "no Medusa heads for smollm2 travel",
     "early-exit on llama": "llama.cpp cannot exit after a layer (transformers only)",
 }
 
@@ -129,6 +127,12 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     out += shape_steps("transformers", s.shapes[0], device, s)
     for shape in s.shapes[1:]:
         out += shape_steps("llama", shape, device, s)
+    out.append(Step(
+        "bench-transformers-heads",
+        [bench("transformers", device, "code_edit_dev", s.code_limit, s.code_tokens,
+               "none,eagle,medusa", "heads")],
+        cap_s=150, needs=("model", "heads"),
+        note="EAGLE and Medusa with the heads trained on the CPU here"))
     out.append(bench_step("transformers", device, "spec", s))
     out.append(Step(
         "hf-generate",

@@ -199,6 +199,8 @@ def do_assemble(run: Run) -> Outcome:
             print(r.line)
     if len(waiting) > 3:
         print(f"MISSING ... and {len(waiting) - 3} more files, as the line below says")
+    for line in unpack_heads(run):
+        print(line)
     bad = [r for r in results if r.line.startswith("BAD")]
     missing = [r for r in results if r.path is None and r not in bad]
     status = "failed" if bad else "partial" if missing else "ok"
@@ -208,6 +210,26 @@ def do_assemble(run: Run) -> Outcome:
     if waiting:
         note += "; waiting for " + ", ".join(f"call{c}" for c in waiting)
     return Outcome("assemble", status, 0, note + (f"; {len(bad)} BAD" if bad else ""))
+
+
+def unpack_heads(run: Run) -> list[str]:
+    """The trained heads' tar unpacked beside the model, where the oracles look for them;
+    once per tar (a marker holds its SHA-256)."""
+    lines = []
+    for tar_path in assembled(run, "heads"):
+        marker = heads_marker(run, tar_path)
+        digest = carry.sha256_file(tar_path)
+        if marker.is_file() and marker.read_text() == digest:
+            continue
+        with tarfile.open(tar_path) as tar:
+            tar.extractall(marker.parent, filter="data")
+        marker.write_text(digest)
+        lines.append(f"ok      {tar_path.name} unpacked beside the model")
+    return lines
+
+
+def heads_marker(run: Run, tar_path: Path) -> Path:
+    return run.home / "models" / (tar_path.name + ".unpacked")
 
 
 def assembled(run: Run, kind: str) -> list[Path]:
@@ -564,7 +586,8 @@ def do_figures(run: Run) -> Outcome:
     sizes = figures.QUICK if args.quick else figures.GPU
     have = {"model": bool(assembled(run, "model")),
             "llama": importable(run, "llama_cpp"),
-            "qt": importable(run, "PySide6")}
+            "qt": importable(run, "PySide6"),
+            "heads": any(heads_marker(run, t).is_file() for t in assembled(run, "heads"))}
     budget_end = time.monotonic() + min(args.budget, run.remaining())
     run.results.mkdir(parents=True, exist_ok=True)
     (run.results / "logs").mkdir(exist_ok=True)

@@ -12,6 +12,8 @@ What travels (each whole file's SHA-256 in .gpu/callN/manifest.json, with its pa
   or, with --prebuilt, a CUDA wheel built here (cuda_wheel.py) or on an earlier GPU call;
 - wheels of every package specviz (and llama-cpp-python) needs that the device image lacks,
   at the versions installed here, pure-Python ones where a package has them;
+- with --heads, the model's EAGLE head and Medusa heads (their weights and settings, not their
+  training data), as one tar unpacked beside the model there: a third call;
 - PySide6-Essentials cut down to what `specviz shot` loads (QtCore, QtGui, QtWidgets,
   QtNetwork, the offscreen platform), and the Debian packages of the system libraries Qt may
   miss there (unpacked there only where missing).
@@ -81,6 +83,8 @@ def main() -> None:
                         "parts came back in (gpu_run.py build-llama --return-wheel): carried "
                         "instead of the sdist")
     p.add_argument("--no-shot", action="store_true", help="leave out PySide6 and the debs")
+    p.add_argument("--heads", action="store_true",
+                   help="carry the model's EAGLE head and Medusa heads (specviz train-heads)")
     p.add_argument("--check", action="store_true",
                    help="check the packed calls against the working tree as it is now")
     args = p.parse_args()
@@ -131,6 +135,8 @@ def pack(args) -> None:
     model = model_file(args.model)
     # xz takes 7% off a Q4 GGUF: the difference between two calls and three.
     add(xz_copy(model, built), "model", f"registry:{args.model}", plain=model)
+    if args.heads:
+        add(heads_tar(model, built), "heads", "unpacked beside the model")
     if not args.no_shot:
         packed, plain, made["pyside"] = pyside_trimmed(cache, built)
         add(packed, "pyside", "trimmed to what the shot loads", plain=plain)
@@ -298,6 +304,28 @@ def xz_copy(path: Path, built: Path) -> Path:
             shutil.copyfileobj(src, dst, MiB)
         packed.with_suffix(".partial").replace(packed)
     return packed
+
+
+HEAD_FILES = {"eagle": ("config.json", "model.safetensors"),
+              "medusa": ("medusa.json", "heads.safetensors")}
+
+
+def heads_tar(model: Path, built: Path) -> Path:
+    """built/<model>.heads.tar: the trained heads' side folders as they sit beside the model,
+    weights and settings only (the training's cached answers stay here)."""
+    tar_path = built / f"{model.stem}.heads.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for kind, names in HEAD_FILES.items():
+            folder = model.parent / f"{model.stem}.{kind}"
+            for name in names:
+                if not (folder / name).is_file():
+                    raise SystemExit(f"no {kind} head for {model.name} here: specviz "
+                                     f"train-heads --kind {kind} --target ... first")
+                info = tar.gettarinfo(folder / name, f"{folder.name}/{name}")
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with open(folder / name, "rb") as f:
+                    tar.addfile(info, f)
+    return tar_path
 
 
 def pyside_trimmed(cache: Path, built: Path) -> tuple[Path, Path, dict]:
