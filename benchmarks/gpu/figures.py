@@ -107,14 +107,7 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
                  str(s.shot_tokens), "--size", "1600x1000", *model_args("llama", device))],
         cap_s=90, needs=("model", "llama", "qt"), env={"QT_QPA_PLATFORM": "offscreen"},
         note="three lanes, auto K, the window offscreen"))
-    out.append(Step(
-        "traces",
-        [specviz("run", "--prompt-file", SHOT_PROMPT, "--oracle", oracle, "--k", "auto",
-                 "--max-tokens", str(s.shot_tokens), *model_args("llama", device),
-                 "--trace", f"{{results}}/traces/{oracle}.jsonl", "--json")
-         for oracle in ("none", "prompt-lookup", "ngram")],
-        cap_s=60, needs=("model", "llama"),
-        note="the window's lanes as traces: `specviz shot --replay` makes the shot anywhere"))
+    out.append(traces_step("llama", device, s))
     out.append(Step(
         "bench-llama-selfdraft",
         [bench("llama", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
@@ -124,6 +117,7 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     out.append(profile_step("transformers", device, s))
     out.append(why_slow_step(device, s))
     out.append(bench_step("transformers", device, "code", s))
+    out.append(traces_step("transformers", device, s))
     out += shape_steps("transformers", s.shapes[0], device, s)
     for shape in s.shapes[1:]:
         out += shape_steps("llama", shape, device, s)
@@ -151,6 +145,21 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     for shape in s.shapes[1:]:
         out += shape_steps("transformers", shape, device, s)
     return out
+
+
+def traces_step(backend: str, device: str, sizes: Sizes) -> Step:
+    """The window's three lanes as traces (`specviz shot --replay` makes the shot anywhere):
+    on transformers, where a batch costs what a token does, auto K drafting long."""
+    folder = "traces" if backend == "llama" else f"traces-{backend}"
+    return Step(
+        "traces" if backend == "llama" else f"traces-{backend}",
+        [specviz("run", "--prompt-file", SHOT_PROMPT, "--oracle", oracle, "--k", "auto",
+                 "--max-tokens", str(sizes.shot_tokens), *model_args(backend, device),
+                 "--trace", f"{{results}}/{folder}/{oracle}.jsonl", "--json")
+         for oracle in ("none", "prompt-lookup", "ngram")],
+        cap_s=60 if backend == "llama" else 90,
+        needs=("model", "llama") if backend == "llama" else ("model",),
+        note="the window's lanes as traces, for `specviz shot --replay`")
 
 
 def profile_step(backend: str, device: str, sizes: Sizes) -> Step:

@@ -591,7 +591,8 @@ def do_figures(run: Run) -> Outcome:
     budget_end = time.monotonic() + min(args.budget, run.remaining())
     run.results.mkdir(parents=True, exist_ok=True)
     (run.results / "logs").mkdir(exist_ok=True)
-    (run.results / "traces").mkdir(exist_ok=True)
+    for folder in ("traces", "traces-transformers"):
+        (run.results / folder).mkdir(exist_ok=True)
     rows, done = [], 0
     only = set(args.only.split(",")) if args.only else None
     state = run.results / "figures-done.json"  # steps done in an earlier call on this machine
