@@ -96,7 +96,8 @@ def shape_steps(backend: str, shape: str, device: str, sizes: Sizes) -> list[Ste
 
 
 def steps(device: str, sizes: Sizes) -> list[Step]:
-    """llama.cpp's figures first (seconds each there), then transformers' (minutes)."""
+    """llama.cpp's figures first (seconds each there), then transformers' (minutes); what two
+    H200 sessions measured already (the shapes' profiles, generate()) last."""
     s = sizes
     out = [profile_step("llama", device, s)]
     out += [bench_step("llama", device, prompts, s) for prompts in ("spec", "code")]
@@ -113,14 +114,10 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
         [bench("llama", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
                "none,draft,tree", "selfdraft", ("--draft", TARGET))],
         cap_s=90, needs=("model", "llama"), note="draft = target: the machinery's cost"))
-    out += shape_steps("llama", s.shapes[0], device, s)
     out.append(profile_step("transformers", device, s))
     out.append(why_slow_step(device, s))
     out.append(bench_step("transformers", device, "code", s))
     out.append(traces_step("transformers", device, s))
-    out += shape_steps("transformers", s.shapes[0], device, s)
-    for shape in s.shapes[1:]:
-        out += shape_steps("llama", shape, device, s)
     out.append(Step(
         "bench-transformers-heads",
         [bench("transformers", device, "code_edit_dev", s.code_limit, s.code_tokens,
@@ -128,6 +125,14 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
         cap_s=150, needs=("model", "heads"),
         note="EAGLE and Medusa with the heads trained on the CPU here"))
     out.append(bench_step("transformers", device, "spec", s))
+    out.append(Step(
+        "bench-transformers-extra",
+        [bench("transformers", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
+               "none,early-exit,draft,tree", "extra", ("--draft", TARGET))],
+        cap_s=120, needs=("model",), note="early-exit; draft = target"))
+    for shape in s.shapes:
+        out += shape_steps("llama", shape, device, s)
+        out += shape_steps("transformers", shape, device, s)
     out.append(Step(
         "hf-generate",
         [[sys.executable, "benchmarks/peers_transformers.py", "--questions",
@@ -137,13 +142,6 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
           "--markdown", "{results}/hf-generate.md", "--json", "{results}/hf-generate.json"]],
         cap_s=120, needs=("model",),
         note="the same work through transformers' generate(): plain, prompt lookup, assisted"))
-    out.append(Step(
-        "bench-transformers-extra",
-        [bench("transformers", device, "code_edit_dev", min(s.code_limit, 2), s.code_tokens,
-               "none,early-exit,draft,tree", "extra", ("--draft", TARGET))],
-        cap_s=120, needs=("model",), note="early-exit; draft = target"))
-    for shape in s.shapes[1:]:
-        out += shape_steps("transformers", shape, device, s)
     return out
 
 
