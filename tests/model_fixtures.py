@@ -36,3 +36,25 @@ def batches_round_alike(backend) -> bool:
     if getattr(backend, "dtype", None) in ("bfloat16", "float16"):
         return False
     return not (backend.name == "llama" and backend.device != "cpu")
+
+
+def assert_lossless(backend, prompt_ids, steps, plain_steps, what: str = "") -> None:
+    """Speculation's output against plain decoding's: identical where the backend's batches
+    round alike; elsewhere identical, or parted at a near-tie below the batch noise measured
+    on that context (half precision on a CPU, whose kernels change with the rows' count;
+    llama.cpp on a GPU), reported and never hidden."""
+    from specviz.engines.bench.compare import check_against_plain
+
+    result = check_against_plain(backend, prompt_ids, steps, plain_steps)
+    if batches_round_alike(backend):
+        assert result.identical, (what, result.note)
+    else:
+        assert result.identical or result.margin < result.tie_threshold, (what, result.note)
+
+
+def prompt_ids_of(backend, prompt: str, chat: bool = False) -> list[int]:
+    """The ids a session starts from for `prompt`."""
+    from specviz.engines.loop.session import RunSettings, Session
+    from specviz.engines.oracles import make_oracle
+
+    return list(Session(backend, make_oracle("none"), RunSettings(prompt, chat=chat)).prompt_ids)

@@ -12,11 +12,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from model_fixtures import assert_lossless, batches_round_alike, prompt_ids_of
 from tiny_model import like, on_cpu_in_float32
 
 from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines.bench.compare import compare
+from specviz.engines.bench.compare import NEAR_TIE, batch_noise, compare
 from specviz.engines.corpus import read_prompts
 from specviz.engines.errors import SpecvizError
 from specviz.engines.loop.session import RunSettings, Session
@@ -138,15 +139,31 @@ def test_batched_answers_are_plain_greedy_decoding(tiny_backend):
     for prompt in prompts:
         plain = Session(tiny_backend, make_oracle("none"),
                         RunSettings(prompt, chat=False, k=0, max_tokens=12))
-        plain.run_to_end()
+        steps = [e for e in plain if isinstance(e, ev.StepEvent)]
         answer = together[tuple(plain.prompt_ids)]
-        assert answer.tokens == plain.context[len(plain.prompt_ids):]
+        alike_or_near_tie(tiny_backend, plain.prompt_ids, answer.tokens, steps)
     alone = ta.generate_answers(tiny_backend, prompts, dataclasses.replace(settings,
                                                                           prompt_batch=1))
+    if not batches_round_alike(tiny_backend):
+        return  # half precision: padded batches round apart; their tokens checked above
     for b in alone:
         a = together[tuple(b.prompt)]
         assert a.tokens == b.tokens
         assert torch.allclose(a.hidden, b.hidden, atol=1e-4)
+
+
+def alike_or_near_tie(backend, prompt_ids, tokens, plain_steps) -> None:
+    """An answer written in a padded batch against plain decoding's: the same tokens, or (in
+    half precision, where a batch's rows round apart) the same up to a token where plain
+    decoding's top two lay within the batch noise measured on that context."""
+    want = [t for s in plain_steps for t in s.emitted_ids]
+    first = next((i for i, (a, b) in enumerate(zip(tokens, want)) if a != b), None)
+    if first is None:
+        assert tokens == want[:len(tokens)] and len(tokens) == len(want)
+        return
+    assert not batches_round_alike(backend), (tokens, want)
+    noise = batch_noise(backend, [*prompt_ids, *want[:first + 1]])
+    assert plain_steps[first].target.margin < max(NEAR_TIE, noise), (first, noise)
 
 
 def test_prompts_are_batched_with_prompts_of_their_length(tiny_backend, monkeypatch):
@@ -287,8 +304,9 @@ def medusa(tiny_backend, learned):
 def test_medusa_is_lossless_and_accepts_what_it_learned(tiny_backend, medusa):
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
     steps, summary = run(tiny_backend, medusa)
-    assert compare(steps, plain_steps).identical
-    assert summary.text == plain.text
+    assert_lossless(tiny_backend, prompt_ids_of(tiny_backend, PROMPT), steps, plain_steps)
+    if compare(steps, plain_steps).identical:
+        assert summary.text == plain.text
     assert summary.totals.proposed > 0
     assert summary.totals.mean_accepted_tokens > 1.5  # the heads learned this answer
     assert {t.source for s in steps for t in s.proposed} == {"medusa"}
@@ -302,7 +320,7 @@ def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_
     try:
         plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
         steps, _ = run(tiny_backend, oracle, k=8)
-        assert compare(steps, plain_steps).identical
+        assert_lossless(tiny_backend, prompt_ids_of(tiny_backend, PROMPT), steps, plain_steps)
         assert max(len(s.proposed) for s in steps) == 3  # one token per head, at most
     finally:
         oracle.close()
@@ -461,9 +479,13 @@ def test_medusa_tree_verification_is_lossless_and_accepts_at_least_the_chain(tin
     _chain_steps, chain = run(tiny_backend, medusa)
     medusa.set_knob("budget", 12)
     steps, summary = run(tiny_backend, medusa)
-    assert compare(steps, plain_steps).identical and summary.text == plain.text
-    assert all(s.tree is not None and len(s.tree) <= 12 for s in steps[1:])
-    assert {n.detail for s in steps[1:] for n in s.tree} <= {"head 1", "head 2", "head 3"}
+    assert_lossless(tiny_backend, prompt_ids_of(tiny_backend, PROMPT), steps, plain_steps)
+    if compare(steps, plain_steps).identical:
+        assert summary.text == plain.text
+    assert all(s.tree is not None and len(s.tree) <= 12 for s in steps[1:]
+               if s.declined != ev.DECLINE_END)  # the run's last token leaves no room
+    assert {n.detail for s in steps[1:] for n in s.tree or ()} <= {"head 1", "head 2",
+                                                                    "head 3"}
     # The tree holds the chain, so it accepts at least as much per step.
     assert summary.totals.mean_accepted_tokens >= chain.totals.mean_accepted_tokens
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 
 import pytest
+from model_fixtures import assert_lossless, batches_round_alike, prompt_ids_of
 
 from specviz.engines import events as ev
-from specviz.engines.bench.compare import check_against_plain, compare
+from specviz.engines.bench.compare import batch_noise, check_against_plain, compare
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
 from specviz.engines.sampling import SamplingParams
@@ -39,28 +41,49 @@ def oracles(target, draft):
 def test_every_oracle_is_lossless_on_the_tiny_model(tiny_backend, tiny_draft_backend):
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
     assert plain.totals.mean_accepted_tokens == 1.0
+    prompt_ids = prompt_ids_of(tiny_backend, PROMPT)
     for oracle in oracles(tiny_backend, tiny_draft_backend):
         steps, summary = run(tiny_backend, oracle)
-        assert compare(steps, plain_steps).identical, oracle.name
-        assert summary.text == plain.text, oracle.name
-        assert summary.totals.tokens == plain.totals.tokens
+        assert_lossless(tiny_backend, prompt_ids, steps, plain_steps, oracle.name)
+        if compare(steps, plain_steps).identical:
+            assert summary.text == plain.text, oracle.name
+            assert summary.totals.tokens == plain.totals.tokens
+
+
+def noise_of_run(backend, steps) -> float:
+    """The batched-against-single logit noise on the context a run of PROMPT made."""
+    return batch_noise(backend, [*prompt_ids_of(backend, PROMPT),
+                                 *(t for s in steps for t in s.emitted_ids)])
 
 
 def test_draft_equal_to_target_is_always_accepted(tiny_backend, tiny_draft_backend):
+    """Bit for bit where batches round as single rows do; in half precision on a CPU (rows
+    rounded apart) a guess may be refused only where the target's top two lie within twice
+    the measured noise, as far as a single row's choice can stray from the batch's."""
     oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
     steps, summary = run(tiny_backend, oracle, k=5)
     assert summary.totals.proposed > 0
-    assert summary.totals.acceptance_rate == 1.0
-    assert all(s.target.kind == ev.TARGET_BONUS for s in steps[:-1])
+    refused = [s for s in steps if any(not t.accepted for t in s.proposed)]
+    if batches_round_alike(tiny_backend):
+        assert summary.totals.acceptance_rate == 1.0
+        assert all(s.target.kind == ev.TARGET_BONUS for s in steps[:-1])
+    elif refused:
+        noise = noise_of_run(tiny_backend, steps)
+        assert all(s.target.margin < 2 * noise for s in refused), noise
 
 
 def test_sampled_draft_run_reports_probabilities(tiny_backend, tiny_draft_backend):
     oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
-    steps, summary = run(tiny_backend, oracle, params=SamplingParams(0.8, seed=3))
+    temperature = 0.8
+    steps, summary = run(tiny_backend, oracle, params=SamplingParams(temperature, seed=3))
     judged = [t for s in steps for t in s.proposed if t.reject_reason != ev.REJECT_AFTER]
     assert judged and all(t.p_draft is not None and t.accept_prob is not None for t in judged)
-    # Same model and same processing for p and q: every acceptance probability is ~1.
-    assert min(t.accept_prob for t in judged) > 0.99
+    # Same model and same processing for p and q: every acceptance probability is ~1; where
+    # rows round apart, p/q is within what logits off by the measured noise allow.
+    floor = 0.99
+    if not batches_round_alike(tiny_backend):
+        floor = min(floor, math.exp(-2 * noise_of_run(tiny_backend, steps) / temperature))
+    assert min(t.accept_prob for t in judged) >= floor
     first = run(tiny_backend, make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend),
                 params=SamplingParams(0.8, seed=3))[1]
     assert first.text == summary.text  # a fixed seed replays the same sampled run
