@@ -278,7 +278,10 @@ def link_specviz(run: Run) -> None:
 
 
 def do_install(run: Run) -> Outcome:
-    wheels = [*assembled(run, "wheel"), *assembled(run, "pyside"), *assembled(run, "prebuilt"),
+    # The prebuilt CUDA wheel cannot load without CUDA's libraries: a rehearsal on the CPU
+    # keeps the llama.cpp it built itself (cuda_wheel.py checked the CUDA one here already).
+    prebuilt = assembled(run, "prebuilt") if run.device != "cpu" else []
+    wheels = [*assembled(run, "wheel"), *assembled(run, "pyside"), *prebuilt,
               *sorted(run.wheelhouse.glob("llama_cpp_python-*.whl"))]
     if not wheels:
         return Outcome("install", "skipped", 0, "no wheels assembled yet")
