@@ -74,8 +74,10 @@ def dump(args: argparse.Namespace) -> None:
 class Pricer:
     """Milliseconds of a verification of n rows, the profile scaled like a live run."""
 
-    def __init__(self, profile: Profile, single: float, batch: float) -> None:
+    def __init__(self, profile: Profile, single: float, batch: float,
+                 other: float = OTHER_MS) -> None:
         self.profile, self.single, self.batch = profile, single, batch
+        self.other = other  # each step's work outside the forward pass
 
     def __call__(self, rows: int, context: int) -> float:
         return self.profile.cost_ms(rows, context) * (self.single if rows == 1 else self.batch)
@@ -112,7 +114,8 @@ def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profil
             # The target's own token (-1 where the accepted draft ends the record).
             emitted = truth[held] if held < len(truth) else -1
             verify_ms = price(len(draft) + 1, len(context))
-            policy.observe(step_event(step_k, draft, held, emitted, len(context), verify_ms))
+            policy.observe(step_event(step_k, draft, held, emitted, len(context), verify_ms,
+                                      price.other))
         return step_k, len(draft), held
 
     return run(records, oracle, price, step)
@@ -129,7 +132,7 @@ def hindsight(records: list[dict], oracle_name: str, price: Pricer,
     def step(context: list[int], truth: list[int], confidence: float) -> tuple[int, int, int]:
         held = accepted_prefix(list(oracle.propose(context, k_max).tokens), truth)
         step_ms = [price(k + 1, len(context)) for k in range(held + 1)]
-        k = max(range(held + 1), key=lambda k: (k + 1) / (step_ms[k] + OTHER_MS))
+        k = max(range(held + 1), key=lambda k: (k + 1) / (step_ms[k] + price.other))
         return k, k, k
 
     return run(records, oracle, price, step)
@@ -207,11 +210,12 @@ def run(records: list[dict], oracle, price: Pricer, step: Step) -> tuple[dict[st
             context = prompt + out[:done]
             last = confidence[done - 1] if done else 1.0
             step_k, drafted, held = step(context, out[done:], last)
-            spent[group][1] += price(drafted + 1, len(context)) + OTHER_MS
+            spent[group][1] += price(drafted + 1, len(context)) + price.other
             done += held + 1
             ks, steps = ks + step_k, steps + 1
         oracle.finish(prompt + out)  # what suffix decoding remembers for the next records
-        spent[group][0] += sum(price(1, len(prompt) + i) + OTHER_MS for i in range(len(out)))
+        spent[group][0] += sum(price(1, len(prompt) + i) + price.other
+                               for i in range(len(out)))
     speedup = {g: p / t for g, (p, t) in spent.items()}
     speedup["Overall"] = sum(p for p, _ in spent.values()) / sum(t for _, t in spent.values())
     return speedup, ks / max(steps, 1)
@@ -225,7 +229,7 @@ def accepted_prefix(draft: list[int], truth: list[int]) -> int:
 
 
 def step_event(k: int, draft: list[int], held: int, emitted: int, position: int,
-               verify_ms: float) -> ev.StepEvent:
+               verify_ms: float, other_ms: float = OTHER_MS) -> ev.StepEvent:
     """The parts of a step event that AutoK learns from: judgments and timings."""
     def judged(i: int, token: int) -> ev.ProposedToken:
         reason = None if i < held else ev.REJECT_MISMATCH if i == held else ev.REJECT_AFTER
@@ -233,7 +237,7 @@ def step_event(k: int, draft: list[int], held: int, emitted: int, position: int,
 
     proposed = tuple(judged(i, t) for i, t in enumerate(draft))
     target = ev.TargetToken(emitted, "", ev.TARGET_CORRECTION, 1.0, 1.0)
-    timing = ev.Timing(0.0, verify_ms, OTHER_MS)
+    timing = ev.Timing(0.0, verify_ms, other_ms)
     return ev.StepEvent(1, "replay", k, position, proposed, target, "", timing,
                         ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0))
 
@@ -295,12 +299,11 @@ def main() -> None:
                                 args.threads)
     if profile is None:
         raise SystemExit(f"no stored profile for {args.target}: run `specviz profile` first")
-    globals()["OTHER_MS"] = args.other_ms  # read by the replay's step pricing
     if args.monotone:
         profile.ms = [list(itertools.accumulate(row, max)) for row in profile.ms]
     with open(args.record) as f:
         records = json.load(f)
-    price = Pricer(profile, args.single_scale, args.batch_scale)
+    price = Pricer(profile, args.single_scale, args.batch_scale, args.other_ms)
     settings = {name: float(value) if "." in value else int(value)
                 for name, value in (kv.split("=", 1) for kv in args.set)}
     rows = []

@@ -338,7 +338,10 @@ def test_trained_heads_travel_without_their_training_data_and_land_beside_the_mo
                                           "m.Q4_1.eagle/model.safetensors",
                                           "m.Q4_1.medusa/heads.safetensors",
                                           "m.Q4_1.medusa/medusa.json"]
-    run = types.SimpleNamespace(home=tmp_path / "home")
+    item = carry.Item(tar_path.name, "heads", tar_path.stat().st_size,
+                      carry.sha256_file(tar_path))
+    run = types.SimpleNamespace(home=tmp_path / "home",
+                                manifest=lambda: carry.Manifest([item], [], {}))
     (run.home / "models").mkdir(parents=True)
     monkeypatch.setattr(gpu_run, "assembled", lambda _run, kind: [tar_path] * (kind == "heads"))
     assert len(gpu_run.unpack_heads(run)) == 1

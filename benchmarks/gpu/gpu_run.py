@@ -215,10 +215,11 @@ def do_assemble(run: Run) -> Outcome:
 def unpack_heads(run: Run) -> list[str]:
     """The trained heads' tar unpacked beside the model, where the oracles look for them;
     once per tar (a marker holds its SHA-256)."""
-    lines = []
+    lines, manifest = [], run.manifest()
+    digests = {i.final_name: i.sha256 for i in manifest.items} if manifest else {}
     for tar_path in assembled(run, "heads"):
         marker = heads_marker(run, tar_path)
-        digest = carry.sha256_file(tar_path)
+        digest = digests[tar_path.name]  # assemble checked the file against it
         if marker.is_file() and marker.read_text() == digest:
             continue
         with tarfile.open(tar_path) as tar:
