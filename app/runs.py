@@ -39,22 +39,25 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
     a label, and whether there is one: (None, why, False) when there is none (the curves are
     then not drawn: free batches would promise what a CPU cannot keep)."""
+    from ..engines.backends.cpu_dtype import remembered_for
     from ..engines.cost import profile as prof
     from ..engines.errors import SpecvizError
     from ..engines.machine.device_choice import DeviceFacts, model_dtype
 
     device = model.device or ("cpu" if model.backend == "llama" else None) or "cpu"
+    threads = model.threads or gui_threads()
+    measured = remembered_for(model.target, threads) if model.backend == "transformers" else None
     try:
-        dtype = model_dtype(model.backend, device, model.dtype, DeviceFacts.about(device))
+        dtype = model_dtype(model.backend, device, model.dtype, DeviceFacts.about(device),
+                            measured)
     except SpecvizError as exc:  # a SPECVIZ_DTYPE it does not know: said, the window opens
         return None, str(exc), False
-    stored = prof.load(model.target, model.backend, device, model.threads or gui_threads(),
-                       dtype)
+    stored = prof.load(model.target, model.backend, device, threads, dtype)
     if stored is None:
         return None, "no profile of this machine yet", False
     costs = [stored.relative(n, context) for n in range(1, 34)]
-    threads = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
-    return costs, f"{stored.backend}/{stored.device}, {threads}, context {context}", True
+    used = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
+    return costs, f"{stored.backend}/{stored.device}, {used}, context {context}", True
 
 
 def gui_threads() -> int:

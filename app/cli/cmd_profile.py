@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from ...engines.backends import load_backend
 from ...engines.backends.base import Backend
+from ...engines.backends.cpu_dtype import remembered_for
 from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
 from ...engines.machine.device_choice import DeviceFacts, model_dtype
@@ -60,7 +61,8 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
     """
     device = backend.device if backend else _device_name(args)
     dtype = backend.dtype if backend else model_dtype(
-        args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device))
+        args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device),
+        remembered_for(model, args.threads) if args.backend == "transformers" else None)
     if not getattr(args, "refresh", False):
         stored = prof.load(model, args.backend, device, args.threads, dtype)
         if stored and set(batches) <= set(stored.batches) and set(contexts) <= set(stored.contexts):

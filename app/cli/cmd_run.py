@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ...engines import events as ev
+from ...engines.backends.cpu_dtype import trial_line
 from ...engines.bench.compare import check_against_plain
 from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
@@ -70,6 +71,9 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
     notice = lane.notice()
     if notice:
         _say(notice)
+    trial = getattr(target, "dtype_trial", None)
+    if trial:
+        _say(trial_line(trial))
     summary = session.summary
     result = _result(args, target, summary)
     if not is_plain(args.oracle):
@@ -203,6 +207,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
         "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
         "lossy": bool(getattr(args, "typical_acceptance", False) and args.temperature > 0),
+        **({"dtype_trial": target.dtype_trial} if getattr(target, "dtype_trial", None) else {}),
     }
 
 

@@ -30,8 +30,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
     g.add_argument("--dtype", choices=("auto", *DTYPES), default="auto",
                    help="what the transformers backend computes in (default auto: bfloat16 "
-                        "where the device multiplies it natively, a CPU with AVX-512 BF16 or "
-                        "AMX included, else float32 on a CPU)")
+                        "where the device multiplies it natively; on a CPU with AVX-512 BF16 "
+                        "or AMX the faster of the two, raced once a model; else float32)")
     g.add_argument("--no-fetch", action="store_true",
                    help="stop at a registry model that is not downloaded instead of fetching "
                         "it (also SPECVIZ_NO_FETCH=1)")

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import BackendError
 from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torch_devices
 from ..models import home_dir
-from . import small_rows
+from . import cpu_dtype, small_rows
 from .base import HIDDEN_STATES, Backend
 from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
@@ -57,8 +57,12 @@ class TransformersBackend(Backend):
             torch.set_num_threads(threads)
         self.device = pick_device(device)
         self.model_path = str(model_path)
-        self._dtype = _pick_dtype(torch, self.device, dtype)
+        self.dtype_trial: dict | None = None  # bfloat16 against float32, where raced here
+        wanted = _pick_dtype(torch, self.device, dtype, model_path)
+        self._dtype = torch.float32 if wanted == RACE else wanted
         self._model, self._tok, self._gguf = _load(Path(model_path), self.device, self._dtype)
+        if wanted == RACE:
+            self._race_dtypes(torch)
         self.small_rows = self._route_small_rows(torch)
         self._cache = None
         self._cache_kw = cache_keyword(self._model)
@@ -74,12 +78,28 @@ class TransformersBackend(Backend):
         """What its products compute in ("float32", "bfloat16", "float16")."""
         return str(self._dtype).removeprefix("torch.")
 
+    def _race_dtypes(self, torch) -> None:
+        """bfloat16 against float32 on this CPU, for this model's shape (cpu_dtype.py), once;
+        the model, loaded in float32, converted where bfloat16 won."""
+        rows = small_rows.plan(self._model, torch.get_num_threads(), _small_rows_store())
+        try:
+            self.dtype_trial = cpu_dtype.measure(self._model.config, rows)
+        except Exception:  # a shape transformers cannot build from its config (remote code,
+            # say) is no reason to fail the load: the flags' rule then, not remembered
+            won = "bfloat16"
+        else:
+            won = self.dtype_trial["dtype"]
+            cpu_dtype.remember(cpu_dtype.store_path(), self.model_path,
+                               torch.get_num_threads(), self.dtype_trial)
+        if won == "bfloat16":
+            self._dtype = torch.bfloat16
+            self._model.to(torch.bfloat16)
+
     def _route_small_rows(self, torch) -> frozenset[int]:
         """On a CPU, the row counts whose products go the faster way here (small_rows.py)."""
         if self.device != "cpu":
             return frozenset()
-        store = home_dir("cache") / "profiles" / "small-rows.json"
-        rows = small_rows.plan(self._model, torch.get_num_threads(), store)
+        rows = small_rows.plan(self._model, torch.get_num_threads(), _small_rows_store())
         small_rows.route(self._model, rows)
         return rows
 
@@ -360,8 +380,22 @@ class _HiddenRows:
 # ---------------------------------------------------------------- loading
 
 
-def _pick_dtype(torch, device: str, dtype: str | None):
-    return getattr(torch, model_dtype("transformers", device, dtype, DeviceFacts.read()))
+RACE = "race"  # bfloat16 against float32, measured at load (cpu_dtype.py)
+
+
+def _pick_dtype(torch, device: str, dtype: str | None, model_path: str | Path):
+    """The torch dtype to load in, or RACE where the CPU's choice is to be measured."""
+    threads = torch.get_num_threads()
+    measured = cpu_dtype.remembered(cpu_dtype.store_path(), model_path, threads)
+    facts = DeviceFacts.read()
+    chosen = model_dtype("transformers", device, dtype, facts, measured)
+    if measured is None and cpu_dtype.racing(device, dtype, facts.cpu_bf16):
+        return RACE
+    return getattr(torch, chosen)
+
+
+def _small_rows_store() -> Path:
+    return home_dir("cache") / "profiles" / "small-rows.json"
 
 
 def _load(path: Path, device: str, dtype):

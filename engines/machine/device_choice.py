@@ -65,12 +65,14 @@ def torch_device(requested: str | None, facts: DeviceFacts) -> str:
     return requested
 
 
-def torch_dtype(device: str, requested: str | None, facts: DeviceFacts) -> str:
+def torch_dtype(device: str, requested: str | None, facts: DeviceFacts,
+                measured: str | None = None) -> str:
     """The dtype a model runs in: as asked; bfloat16 where the device multiplies it natively
-    (a CUDA card of compute capability 8+, a CPU with AVX-512 BF16 or AMX: half the weights
-    to read a token; float16's range overflows in some models' activations), float16 on older
-    cards and MPS, float32 on other CPUs (their half-precision products are emulated, slower
-    than float32)."""
+    (a CUDA card of compute capability 8+: half the weights to read a token; float16's range
+    overflows in some models' activations), float16 on older cards and MPS. On a CPU with
+    AVX-512 BF16 or AMX, what racing the two measured here (`measured`: the backend's
+    cpu_dtype.py; bfloat16 until then); float32 on other CPUs (their half-precision products
+    are emulated, slower than float32)."""
     if requested not in (None, "", "auto"):
         if requested not in DTYPES:
             raise BackendError(f"unknown dtype {requested!r}; one of auto, {', '.join(DTYPES)}")
@@ -79,18 +81,19 @@ def torch_dtype(device: str, requested: str | None, facts: DeviceFacts) -> str:
         return "bfloat16" if facts.cuda_bf16 else "float16"
     if device == "mps":
         return "float16"
-    return "bfloat16" if facts.cpu_bf16 else "float32"
+    return (measured or "bfloat16") if facts.cpu_bf16 else "float32"
 
 
-def model_dtype(kind: str, device: str, asked: str | None, facts: DeviceFacts) -> str | None:
+def model_dtype(kind: str, device: str, asked: str | None, facts: DeviceFacts,
+                measured: str | None = None) -> str | None:
     """What a `kind` backend's products compute in on `device`: None for llama.cpp (the
     file's own types); for transformers as asked (None or auto: SPECVIZ_DTYPE, else
-    `torch_dtype`'s rule)."""
+    `torch_dtype`'s rule, with the CPU's `measured` choice)."""
     if kind != "transformers":
         return None
     if asked in (None, "", "auto"):
         asked = os.environ.get("SPECVIZ_DTYPE")
-    return torch_dtype(device, asked, facts)
+    return torch_dtype(device, asked, facts, measured)
 
 
 def llama_offload(requested: str | None, n_gpu_layers: int | None,

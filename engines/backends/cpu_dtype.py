@@ -1,0 +1,181 @@
+"""Whether bfloat16 pays on this CPU for this model: measured once, then remembered.
+
+A processor with AVX-512 BF16 or AMX multiplies bfloat16 natively, and a token then reads half
+the bytes; but a one-token step on 2 cores is not all products. On one AVX-512 BF16 EPYC
+bfloat16 made smollm2-135m 1.13x and Qwen2.5-Coder-0.5B 1.37x faster; on another with the
+same flags smollm2 ran at 0.85-0.93x in bfloat16 and the 0.5B at 1.06x (its one-row
+products took as long as float32's routed ones, and the layers' upcasts to float32 came on
+top). The flags cannot tell these apart, so where they allow bfloat16 the two dtypes race on
+a random-weight copy of the model's shape (a product's time does not depend on the weights),
+run one and five layers deep to price a layer and the rest (embeddings, LM head) apart, each
+a one-token step at a short context as decoding takes them. bfloat16 is kept only where a
+token costs at most MARGIN of float32's: its batched and one-token passes also round further
+apart (near-ties flip more), which a few percent do not pay for.
+
+The choice is remembered per processor, torch release, thread count and model file, so the
+window can name the dtype (and find its cost profile) without loading torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..machine.json_file import read_dict, write_dict
+
+MARGIN = 0.9  # bfloat16 where a token costs at most this share of float32's
+DEPTHS = (1, 5)  # layers of the two copies raced
+CONTEXT = 64  # tokens cached before the timed steps
+STEPS = 16  # timed one-token steps a copy and round (their median counts)
+ROUNDS = 3  # the dtypes alternate; the median round counts (others were disturbed)
+STORE_NAME = "cpu-dtype.json"
+
+
+def pick(f32_ms: float, bf16_ms: float, margin: float = MARGIN) -> str:
+    """The dtype for a token costing `f32_ms` in float32 and `bf16_ms` in bfloat16."""
+    return "bfloat16" if bf16_ms <= margin * f32_ms else "float32"
+
+
+def trial_line(trial: dict) -> str:
+    """One line saying what the race found."""
+    return (f"{trial['dtype']} on this CPU: a token measured at {trial['float32_ms']:.1f} ms "
+            f"in float32 and {trial['bfloat16_ms']:.1f} ms in bfloat16 (raced once on this "
+            "model's shape, remembered; --dtype overrides)")
+
+
+def full_depth_ms(ms_at: dict[int, float], layers: int) -> float:
+    """A token's cost at `layers` layers from its cost at two depths (linear in the depth)."""
+    (d1, t1), (d2, t2) = sorted(ms_at.items())
+    per_layer = max(0.0, (t2 - t1) / (d2 - d1))
+    return max(0.0, t1 - d1 * per_layer) + layers * per_layer
+
+
+def key(cpu_fingerprint: str, torch_version: str, threads: int, model_path: str | Path) -> str:
+    text = f"{cpu_fingerprint}|torch {torch_version}|t{threads}|{Path(model_path).resolve()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def racing(device: str, asked: str | None, cpu_bf16: bool) -> bool:
+    """Whether the dtype is to be raced: on a CPU that multiplies bfloat16, none asked
+    (neither --dtype nor SPECVIZ_DTYPE)."""
+    if asked in (None, "", "auto"):
+        asked = os.environ.get("SPECVIZ_DTYPE")
+    return device == "cpu" and cpu_bf16 and asked in (None, "", "auto")
+
+
+def store_path() -> Path:
+    from ..models import home_dir
+
+    return home_dir("cache") / "profiles" / STORE_NAME
+
+
+def remembered_for(target: str, threads: int | None) -> str | None:
+    """`remembered` for a model named as the command line or the window names it (a path, a
+    registry or Hub name), on `threads` threads (None: torch's default, one a core)."""
+    from ..errors import SpecvizError
+    from ..models.store import resolve
+
+    try:
+        path = resolve(target)
+    except SpecvizError:
+        return None  # not here yet: nothing measured
+    return remembered(store_path(), path, threads or _cores())
+
+
+def remembered(store: Path, model_path: str | Path, threads: int) -> str | None:
+    """The dtype measured earlier for this model here, or None (never measured). Reads no
+    torch: the window asks it."""
+    return read_dict(store).get(key(*_machine(), threads, model_path), {}).get("dtype")
+
+
+def remember(store: Path, model_path: str | Path, threads: int, result: dict) -> None:
+    try:
+        write_dict(store, {**read_dict(store), key(*_machine(), threads, model_path): result})
+    except OSError:
+        pass  # measured again next time
+
+
+def measure(config, rows: frozenset[int] = frozenset()) -> dict:
+    """Race float32 (its small-row products routed as `rows` says, as the backend does) and
+    bfloat16 on random-weight copies of `config`'s shape; the milliseconds a token would take
+    at the model's full depth in each, and the dtype picked."""
+    import torch
+
+    from . import small_rows
+
+    f32 = _copy_of_shape(config, max(DEPTHS))
+    models = {"float32": f32, "bfloat16": copy.deepcopy(f32).to(torch.bfloat16)}
+    small_rows.route(f32, rows)  # after the copy: bfloat16 routes none
+    at: dict[str, list[dict[int, float]]] = {"float32": [], "bfloat16": []}
+    layers = int(config.num_hidden_layers)
+    for _ in range(ROUNDS):
+        for dtype, model in models.items():
+            timed = {}
+            for depth in DEPTHS:
+                model.config.num_hidden_layers = depth  # the forward runs that many layers
+                timed[depth] = step_ms(model, config.vocab_size)
+            at[dtype].append(timed)
+    # Each round's estimate, then their median: the two depths' times of one round go
+    # together (the fastest of each, from different rounds, made a layer's cost jump).
+    ms = {dtype: statistics.median(full_depth_ms(timed, layers) for timed in rounds)
+          for dtype, rounds in at.items()}
+    return {"dtype": pick(ms["float32"], ms["bfloat16"]),
+            "float32_ms": round(ms["float32"], 3), "bfloat16_ms": round(ms["bfloat16"], 3)}
+
+
+def step_ms(model, vocab: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median milliseconds of a one-token step after CONTEXT cached tokens."""
+    import torch
+    from transformers import DynamicCache
+
+    from .hf_cache import cache_keyword
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, CONTEXT + STEPS + 1), generator=gen)
+    cache = {cache_keyword(model): DynamicCache()}
+    times = []
+    with torch.inference_mode():
+        model(input_ids=ids[:, :CONTEXT], use_cache=True, logits_to_keep=1, **cache)
+        for i in range(CONTEXT, CONTEXT + STEPS + 1):
+            started = clock()
+            model(input_ids=ids[:, i:i + 1], use_cache=True, **cache)
+            times.append(clock() - started)
+    return 1000.0 * statistics.median(times[1:])  # the first sets the kernels up
+
+
+def _copy_of_shape(config, depth: int):
+    """A float32 model of `config`'s shape, `depth` layers deep, with random weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    shallow = copy.deepcopy(config)
+    shallow.num_hidden_layers = depth
+    for name in ("layer_types",):  # per-layer lists (sliding or full attention) cut to match
+        kinds = getattr(shallow, name, None)
+        if isinstance(kinds, list):
+            setattr(shallow, name, kinds[:depth])
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(shallow, dtype=torch.float32).eval()
+
+
+def _cores() -> int:
+    from ..machine.hardware import read_cpu
+
+    return read_cpu().cores or os.cpu_count() or 1
+
+
+def _machine() -> tuple[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..machine.hardware import read_cpu
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "none"
+    return read_cpu().fingerprint, torch_version

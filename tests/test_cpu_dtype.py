@@ -1,0 +1,83 @@
+"""On a CPU that multiplies bfloat16, `--dtype auto` races bfloat16 against float32 once per
+model and keeps the faster by a margin (cpu_dtype.py): the flags alone picked bfloat16 where
+it made smollm2-135m 0.85-0.93x as fast. The rules get the timings injected; the race itself
+runs on the tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.engines.backends import cpu_dtype
+from specviz.engines.backends.hf import TransformersBackend
+from specviz.engines.machine import device_choice
+from specviz.engines.machine.device_choice import DeviceFacts, model_dtype
+
+NATIVE = DeviceFacts(cpu_bf16=True)
+
+
+def test_bfloat16_is_kept_only_where_it_wins_by_the_margin():
+    assert cpu_dtype.pick(32.9, 34.8) == "float32"  # smollm2 on an AVX-512 BF16 EPYC
+    assert cpu_dtype.pick(85.0, 80.0) == "float32"  # 6% is not worth bfloat16's rounding
+    assert cpu_dtype.pick(62.0, 45.3) == "bfloat16"  # the 0.5B on another: 1.37x
+    assert cpu_dtype.pick(10.0, 9.0) == "bfloat16"  # at the margin
+
+
+def test_a_tokens_cost_at_full_depth_from_two_depths():
+    assert cpu_dtype.full_depth_ms({1: 5.0, 5: 9.0}, 30) == pytest.approx(34.0)  # 4 + 30 x 1
+    assert cpu_dtype.full_depth_ms({5: 9.0, 1: 5.0}, 1) == pytest.approx(5.0)
+    # noise that makes the deeper copy look cheaper prices a layer at nothing, not below
+    assert cpu_dtype.full_depth_ms({1: 5.0, 5: 4.0}, 30) == pytest.approx(5.0)
+
+
+def test_only_an_unasked_dtype_on_a_native_cpu_is_raced(monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    assert cpu_dtype.racing("cpu", None, True)
+    assert cpu_dtype.racing("cpu", "auto", True)
+    assert not cpu_dtype.racing("cpu", None, False)  # emulated bfloat16: float32 by rule
+    assert not cpu_dtype.racing("cpu", "bfloat16", True)
+    assert not cpu_dtype.racing("cuda", None, True)
+    monkeypatch.setenv("SPECVIZ_DTYPE", "float32")
+    assert not cpu_dtype.racing("cpu", None, True)
+
+
+def test_the_measured_choice_is_the_cpu_rule_and_asked_wins(monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    assert model_dtype("transformers", "cpu", None, NATIVE) == "bfloat16"  # not raced yet
+    assert model_dtype("transformers", "cpu", None, NATIVE, "float32") == "float32"
+    assert model_dtype("transformers", "cpu", "bfloat16", NATIVE, "float32") == "bfloat16"
+    assert model_dtype("transformers", "cpu", None, DeviceFacts(), "bfloat16") == "float32"
+    cuda = DeviceFacts(cuda=True, cuda_bf16=True)
+    assert model_dtype("transformers", "cuda", None, cuda, "float32") == "bfloat16"
+
+
+def test_a_choice_is_remembered_per_model_and_thread_count(tmp_path):
+    store = tmp_path / "cpu-dtype.json"
+    model = tmp_path / "model.gguf"
+    assert cpu_dtype.remembered(store, model, 2) is None
+    cpu_dtype.remember(store, model, 2, {"dtype": "float32", "float32_ms": 1.0,
+                                         "bfloat16_ms": 2.0})
+    assert cpu_dtype.remembered(store, model, 2) == "float32"
+    assert cpu_dtype.remembered(store, model, 4) is None
+    assert cpu_dtype.remembered(store, tmp_path / "other.gguf", 2) is None
+    store.write_text("{not json")
+    assert cpu_dtype.remembered(store, model, 2) is None  # a broken store: raced again
+
+
+def test_the_backend_races_once_and_loads_the_winner_after(tiny_model_dir, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(device_choice.DeviceFacts, "read", classmethod(lambda cls: NATIVE))
+    first = TransformersBackend(tiny_model_dir, device="cpu")
+    trial = first.dtype_trial
+    assert trial and trial["dtype"] in ("float32", "bfloat16")
+    assert first.dtype == trial["dtype"]
+    assert trial["float32_ms"] > 0 and trial["bfloat16_ms"] > 0
+    assert str(first.model.dtype).removeprefix("torch.") == trial["dtype"]
+    threads = torch.get_num_threads()
+    assert cpu_dtype.remembered_for(str(tiny_model_dir), threads) == trial["dtype"]
+    again = TransformersBackend(tiny_model_dir, device="cpu")
+    assert again.dtype_trial is None and again.dtype == trial["dtype"]
+    asked = TransformersBackend(tiny_model_dir, device="cpu", dtype="float32")
+    assert asked.dtype_trial is None and asked.dtype == "float32"
