@@ -254,7 +254,7 @@ def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny
     assert all(0 <= e.k <= 31 for e in auto.view.events)
     assert auto.message.text().startswith("ended")
     # The lane measured the profile it needed; the curves are now priced with it.
-    assert "transformers/cpu" in window.graphs.cost_curve.plot.getPlotItem().titleLabel.text
+    assert "transformers/cpu" in window.graphs.cost_curve.plot.getAxis("bottom").labelText
 
 
 def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny_model_dir):
@@ -321,7 +321,7 @@ def test_profile_this_machine_and_a_picked_draft_is_checked(window, app_env, qtb
         curve.profile_button.click()
     assert seen and seen[-1][2] == seen[-1][3]  # progress to the end
     assert curve.profile_button.isHidden()
-    assert "transformers/cpu" in curve.plot.getPlotItem().titleLabel.text
+    assert "transformers/cpu" in curve.plot.getAxis("bottom").labelText
     lane = next(iter(window.board.lanes.values()))
     with qtbot.waitSignal(window.checks.tasks.finished, timeout=120_000):
         lane.draft.picked.emit(str(tiny_model_dir))

@@ -132,8 +132,11 @@ class CostCurve(QWidget):
         self._relative = list(relative) if relative else None
         self._profiled = profiled or relative is not None
         where = label or ("batches free" if relative is None else "profiled batch costs")
-        title = f"Theoretical speedup by K ({where})"  # dots: where lanes run
-        self.plot.setTitle(title if self._profiled else "Speedup by K: no profile yet")
+        # What prices the curves goes under K: in the title it was cut off at a third of a
+        # 1400-pixel window (the dots are where lanes run).
+        self.plot.setTitle("Theoretical speedup by K" if self._profiled
+                           else "Speedup by K: no profile yet")
+        self.plot.setLabel("bottom", f"K ({where})" if self._profiled else "K")
         note = batch_note(self._relative)
         self.plot.setToolTip(f"{TOOLTIP}\n{note}" if note else TOOLTIP)
         self.profile_button.setVisible(not self._profiled)
