@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import BackendError
 from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torch_devices
 from ..models import home_dir
-from . import cpu_dtype, small_rows
+from . import cpu_dtype, hf_gguf, small_rows
 from .base import HIDDEN_STATES, Backend
 from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
@@ -417,7 +417,11 @@ def _load(path: Path, device: str, dtype):
         raise BackendError(f"{path} is not a Hugging Face model folder (no config.json)")
     t0 = time.perf_counter()
     try:
-        tok = AutoTokenizer.from_pretrained(folder, **kwargs)
+        if gguf:
+            tok, kwargs["config"] = hf_gguf.tokenizer_and_config(
+                folder, gguf, home_dir("cache") / hf_gguf.FOLDER)
+        else:
+            tok = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BackendError(f"transformers could not load {path}: {_first_line(exc)}") from None

@@ -1,0 +1,41 @@
+"""A GGUF's tokenizer and config are read from the file once and kept: a second load of the
+model tokenizes, ends turns and computes as the first (hf_gguf.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specviz.engines.backends import hf_gguf
+from specviz.engines.backends.hf import TransformersBackend
+
+TEXTS = ["Hello world", "def f(x):\n    return x  # ünïcode ✓", "  spaces\t\ttabs\n\n",
+         "<|im_start|>user\nhi<|im_end|>"]
+
+
+def test_a_second_load_reads_the_kept_tokenizer_and_config_and_computes_the_same(
+        smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    first = TransformersBackend(smollm2_path, device="cpu", dtype="float32")
+    kept = list((tmp_path / hf_gguf.FOLDER).iterdir())
+    assert len(kept) == 1 and (kept[0] / hf_gguf.CONFIG).is_file()
+    second = TransformersBackend(smollm2_path, device="cpu", dtype="float32")
+    for text in TEXTS:
+        for special in (True, False):
+            assert first.tokenize(text, special) == second.tokenize(text, special)
+    assert (first.eos_ids, first.bos_id, first.chat_template, first.n_ctx, first.n_vocab) == (
+        second.eos_ids, second.bos_id, second.chat_template, second.n_ctx, second.n_vocab)
+    assert [first.is_special(i) for i in range(200)] == [second.is_special(i) for i in range(200)]
+    ids = first.tokenize(TEXTS[1])
+    assert np.array_equal(first.forward(ids, logits="all"), second.forward(ids, logits="all"))
+
+
+def test_a_damaged_kept_folder_is_read_from_the_file_again(smollm2_path, tmp_path):
+    store = tmp_path / hf_gguf.FOLDER
+    tok, config = hf_gguf.tokenizer_and_config(smollm2_path.parent, smollm2_path.name, store)
+    (kept,) = store.iterdir()
+    (kept / hf_gguf.CONFIG).write_text("{broken")
+    again, config_again = hf_gguf.tokenizer_and_config(smollm2_path.parent, smollm2_path.name,
+                                                       store)
+    assert again(TEXTS[0]).input_ids == tok(TEXTS[0]).input_ids
+    assert config_again.to_diff_dict() == config.to_diff_dict()
+    assert (kept / hf_gguf.CONFIG).read_text().startswith("{\n")  # kept whole again
