@@ -39,6 +39,7 @@ from specviz.engines import events as ev
 from specviz.engines.bench import spec_bench as bench
 from specviz.engines.cost.auto_k import MATCH_BUCKETS, AutoK, match_bucket
 from specviz.engines.cost.profile import Profile
+from specviz.engines.errors import SpecvizError
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.sampling import GREEDY
@@ -251,6 +252,23 @@ def print_table(rows: list[tuple[str, dict[str, float], float]]) -> None:
         print(f"| {label} | {cells} | {mean_k:.2f} |")
 
 
+
+def read_json(path: str, what: str):
+    """The file's JSON, or a one-line exit naming what it should have been."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cannot read {path} as {what}: {exc}") from None
+
+
+def read_profile(path: str) -> Profile:
+    data = read_json(path, "a profile (`specviz profile --json`)")
+    try:
+        return Profile.from_dict(data[0] if isinstance(data, list) else data)
+    except (SpecvizError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise SystemExit(f"{path} is not a profile (`specviz profile --json`): {exc}") from None
+
 def main() -> None:
     from specviz.app.cli import options
     from specviz.engines.cost import profile as profiles
@@ -291,9 +309,7 @@ def main() -> None:
         dump(args)
         return
     if args.profile:  # another machine's, e.g. a GPU's: what the steps would cost there
-        with open(args.profile) as f:
-            data = json.load(f)
-        profile = profiles.Profile.from_dict(data[0] if isinstance(data, list) else data)
+        profile = read_profile(args.profile)
     else:
         profile = profiles.load(args.target, args.backend, args.device or "cpu",
                                 args.threads)
@@ -301,8 +317,7 @@ def main() -> None:
         raise SystemExit(f"no stored profile for {args.target}: run `specviz profile` first")
     if args.monotone:
         profile.ms = [list(itertools.accumulate(row, max)) for row in profile.ms]
-    with open(args.record) as f:
-        records = json.load(f)
+    records = read_json(args.record, "a record of `dump`")
     price = Pricer(profile, args.single_scale, args.batch_scale, args.other_ms)
     settings = {name: float(value) if "." in value else int(value)
                 for name, value in (kv.split("=", 1) for kv in args.set)}

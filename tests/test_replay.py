@@ -104,3 +104,15 @@ def test_a_table_that_knows_more_than_the_match_does_better():
     assert table["holds4"]["Overall"] > table["match"]["Overall"]
     assert table["confidence"]["Overall"] > table["match"]["Overall"]
     assert table["holds4"]["Overall"] <= ceiling["Overall"] + 1e-9
+
+
+def test_a_broken_profile_or_record_is_one_line(tmp_path):
+    broken, other = tmp_path / "broken.json", tmp_path / "other.json"
+    broken.write_text("{broken")
+    other.write_text('{"a": 1}')
+    with pytest.raises(SystemExit, match=r"cannot read .* as a profile"):
+        replay_auto_k.read_profile(str(broken))
+    with pytest.raises(SystemExit, match="is not a profile"):
+        replay_auto_k.read_profile(str(other))
+    with pytest.raises(SystemExit, match="as a record"):
+        replay_auto_k.read_json(str(tmp_path / "missing.json"), "a record of `dump`")
