@@ -75,7 +75,7 @@ class CostCurve(QWidget):
         self.plot.setXRange(0, K_VIEW, padding=0.02)
         self.plot.getPlotItem().getViewBox().setLimits(xMin=-0.5, xMax=K_LIMIT + 0.5)
         self.plot.addItem(pg.InfiniteLine(pos=1.0, angle=0, label="break-even",
-                                          labelOpts={"position": 0.92}))
+                                          labelOpts={"position": 0.8}))
         self.plot.setToolTip(TOOLTIP)
         self._relative: list[float] | None = None
         self._profiled = True  # False: no profile yet, nothing is drawn
