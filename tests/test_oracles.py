@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -141,6 +142,29 @@ def test_a_corpus_keeps_only_each_n_grams_likeliest_continuation_and_answers_the
     assert (CorpusNGrams(1, max_n, corpus).best(context, min_count, min_share)
             == counted.best(context, min_count, min_share))
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=120), st.integers(1, 119),
+       st.integers(1, 4))
+def test_each_n_grams_kept_likeliest_continuation_is_what_counting_them_all_gives(
+        tokens, split, max_n):
+    """The cache keeps each n-gram's top continuation as tokens come; counted afresh with a
+    Counter, the highest count, the first seen among equals, must be the same, whichever
+    way the tokens were added (all at once, or one by one as a run grows)."""
+    cache = NGramCache(1, max_n)
+    cut = min(split, len(tokens))
+    cache.add(tokens[:cut])
+    for end in range(cut + 1, len(tokens) + 1):
+        cache.add(tokens[:end], end - 1)
+    counts: dict[tuple, Counter] = {}
+    for nxt in range(1, len(tokens)):
+        for n in range(1, min(max_n, nxt) + 1):
+            counts.setdefault(tuple(tokens[nxt - n:nxt]), Counter())[tokens[nxt]] += 1
+    assert set(cache.grams()) == set(counts)
+    for gram, counter in counts.items():
+        token, count = counter.most_common(1)[0]
+        assert cache._top(gram) == (token, count, sum(counter.values()))
 
 def test_a_corpus_gives_the_garbage_collector_nothing_to_walk():
     """A full collection walks every tracked object: a 60k-token corpus as Counters took
