@@ -30,6 +30,13 @@ def test_a_tokens_cost_at_full_depth_from_two_depths():
     assert cpu_dtype.full_depth_ms({1: 5.0, 5: 4.0}, 30) == pytest.approx(5.0)
 
 
+
+def test_a_large_models_copy_is_kept_shallow():
+    assert cpu_dtype.depths(None) == cpu_dtype.DEPTHS
+    assert cpu_dtype.depths(3_540_000) == (1, 5)  # a smollm2-135m layer
+    assert cpu_dtype.depths(46_800_000) == (1, 5)  # Qwen2.5-1.5B's
+    assert cpu_dtype.depths(202_000_000) == (1, 2)  # a Llama-7B layer: two, not five
+
 def test_only_an_unasked_dtype_on_a_native_cpu_is_raced(monkeypatch):
     monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
     assert cpu_dtype.racing("cpu", None, True)

@@ -30,6 +30,7 @@ from ..machine.json_file import read_dict, write_dict
 
 MARGIN = 0.9  # bfloat16 where a token costs at most this share of float32's
 DEPTHS = (1, 5)  # layers of the two copies raced
+LAYER_PARAMS = 250_000_000  # at most this many layers' weights in the copy (1 GB in float32)
 CONTEXT = 64  # tokens cached before the timed steps
 STEPS = 16  # timed one-token steps a copy and round (their median counts)
 ROUNDS = 3  # the dtypes alternate; the median round counts (others were disturbed)
@@ -100,7 +101,16 @@ def remember(store: Path, model_path: str | Path, threads: int, result: dict) ->
         pass  # measured again next time
 
 
-def measure(config, rows: frozenset[int] = frozenset()) -> dict:
+def depths(layer_params: int | None) -> tuple[int, int]:
+    """The two depths raced: DEPTHS, the deeper one cut to LAYER_PARAMS of layers' weights (a
+    7B's five layers would copy 1B parameters); never below two layers."""
+    shallow, deep = DEPTHS
+    if layer_params:
+        deep = max(shallow + 1, min(deep, LAYER_PARAMS // layer_params))
+    return shallow, deep
+
+
+def measure(config, rows: frozenset[int] = frozenset(), layer_params: int | None = None) -> dict:
     """Race float32 (its small-row products routed as `rows` says, as the backend does) and
     bfloat16 on random-weight copies of `config`'s shape; the milliseconds a token would take
     at the model's full depth in each, and the dtype picked."""
@@ -108,7 +118,8 @@ def measure(config, rows: frozenset[int] = frozenset()) -> dict:
 
     from . import small_rows
 
-    f32 = _copy_of_shape(config, max(DEPTHS))
+    raced = depths(layer_params)
+    f32 = _copy_of_shape(config, max(raced))
     models = {"float32": f32, "bfloat16": copy.deepcopy(f32).to(torch.bfloat16)}
     small_rows.route(f32, rows)  # after the copy: bfloat16 routes none
     at: dict[str, list[dict[int, float]]] = {"float32": [], "bfloat16": []}
@@ -116,7 +127,7 @@ def measure(config, rows: frozenset[int] = frozenset()) -> dict:
     for _ in range(ROUNDS):
         for dtype, model in models.items():
             timed = {}
-            for depth in DEPTHS:
+            for depth in raced:
                 model.config.num_hidden_layers = depth  # the forward runs that many layers
                 timed[depth] = step_ms(model, config.vocab_size)
             at[dtype].append(timed)

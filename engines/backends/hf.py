@@ -83,7 +83,8 @@ class TransformersBackend(Backend):
         the model, loaded in float32, converted where bfloat16 won."""
         rows = small_rows.plan(self._model, torch.get_num_threads(), _small_rows_store())
         try:
-            self.dtype_trial = cpu_dtype.measure(self._model.config, rows)
+            self.dtype_trial = cpu_dtype.measure(self._model.config, rows,
+                                                 _one_layers_params(self._model))
         except Exception:  # a shape transformers cannot build from its config (remote code,
             # say) is no reason to fail the load: the flags' rule then, not remembered
             won = "bfloat16"
@@ -392,6 +393,12 @@ def _pick_dtype(torch, device: str, dtype: str | None, model_path: str | Path):
     if measured is None and cpu_dtype.racing(device, dtype, facts.cpu_bf16):
         return RACE
     return getattr(torch, chosen)
+
+
+def _one_layers_params(model) -> int | None:
+    """Parameters of the model's first decoder layer (None: no `layers` list found)."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    return sum(p.numel() for p in layers[0].parameters()) if layers else None
 
 
 def _small_rows_store() -> Path:
