@@ -43,6 +43,38 @@ def prob_of(logits: np.ndarray, token: int) -> float:
     return float(np.exp(logits[token] - m) / np.exp(logits - m, dtype=np.float32).sum())
 
 
+class RowStats:
+    """A verification's logits, with each row's argmax and softmax normalizer computed once.
+
+    A greedy verification asks a row for its argmax, its probability of one or more tokens
+    (siblings of a tree share a row; a refused row is asked for the proposed token and for
+    the target's own) and its margin; each probability was a softmax of the whole row, an
+    exponential of every logit: 123 us a row for a 151,936-token vocabulary on a 2-core
+    EPYC, more than a fast GPU's step spends elsewhere. The same arithmetic as `prob_of` and
+    `margin`, so the same figures."""
+
+    def __init__(self, logits: np.ndarray) -> None:
+        self.logits = logits
+        self._best: dict[int, int] = {}
+        self._norm: dict[int, tuple] = {}
+
+    def best(self, i: int) -> int:
+        if i not in self._best:
+            self._best[i] = int(np.argmax(self.logits[i]))
+        return self._best[i]
+
+    def prob(self, i: int, token: int) -> float:
+        row = self.logits[i]
+        if i not in self._norm:
+            top = row[self.best(i)]  # np.max's value
+            self._norm[i] = (top, np.exp(row - top, dtype=np.float32).sum())
+        top, norm = self._norm[i]
+        return float(np.exp(row[token] - top) / norm)
+
+    def margin(self, i: int) -> float:
+        return margin(self.logits[i], self.best(i))
+
+
 def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     """The sampling distribution for one row of logits (float64, sums to 1)."""
     if params.greedy:
@@ -71,9 +103,10 @@ def sample(p: np.ndarray, rng: np.random.Generator) -> int:
                    len(p) - 1))
 
 
-def margin(logits: np.ndarray) -> float:
-    """Top-1 minus top-2 logit: how close the greedy choice was to a tie."""
-    best = int(np.argmax(logits))
+def margin(logits: np.ndarray, best: int | None = None) -> float:
+    """Top-1 minus top-2 logit: how close the greedy choice was to a tie (`best`: the
+    argmax, where known)."""
+    best = int(np.argmax(logits)) if best is None else best
     top = logits[best]
     logits[best] = -np.inf  # two linear scans beat a partition; restored below
     second = np.max(logits)

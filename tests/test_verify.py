@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 
 from specviz.engines import events as ev
 from specviz.engines.loop.verify import verify
-from specviz.engines.sampling import SamplingParams, distribution, sample
+from specviz.engines.sampling import RowStats, SamplingParams, distribution, margin, prob_of, sample
 
 
 def test_greedy_accepts_the_matching_prefix_and_corrects():
@@ -90,3 +90,21 @@ def test_bad_sampling_settings_are_refused():
         SamplingParams(1.0, top_p=0.0)
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(-1.0)
+
+
+def test_a_rows_figures_computed_once_are_the_figures_computed_each_time():
+    """A greedy verification keeps each row's argmax and softmax normalizer (RowStats): the
+    probabilities and margins it reports are prob_of's and margin's, bit for bit."""
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((4, 5000)) * 4).astype(np.float32)
+    rows = RowStats(logits)
+    for i in range(4):
+        for token in (0, int(np.argmax(logits[i])), 4999, 17):
+            assert rows.prob(i, token) == prob_of(logits[i].copy(), token)
+        assert rows.margin(i) == margin(logits[i].copy())
+        assert rows.best(i) == int(np.argmax(logits[i]))
+    proposal = [int(np.argmax(logits[0])), 3, 4]
+    v = verify(proposal, None, logits, GREEDY, np.random.default_rng(0))
+    assert [j.p_target for j in v.judgements] == [prob_of(logits[i], t)
+                                                  for i, t in enumerate(proposal)]
+    assert v.p_token == prob_of(logits[1], v.token) and v.margin == margin(logits[1])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import events as ev
-from ..sampling import SamplingParams, distribution, margin, prob_of, sample
+from ..sampling import RowStats, SamplingParams, distribution, sample
 from .verify import Judgement, residual
 
 
@@ -62,13 +62,14 @@ def verify_tree(
     if len(logits) != len(tokens) + 1 or len(parents) != len(tokens):
         raise ValueError(f"need {len(tokens) + 1} logit rows and a parent per node")
     kids = children_of(parents)
+    rows = RowStats(logits)  # siblings share a row: its softmax once
     judged: dict[int, Judgement] = {}
     path: list[int] = []
     node = -1
     while True:
         row = logits[node + 1]
         if params.greedy:
-            nxt, token = _greedy_children(tokens, kids[node], row, judged)
+            nxt, token = _greedy_children(tokens, kids[node], rows, node + 1, judged)
         else:
             q = [None if q_rows is None else q_rows[c] for c in kids[node]]
             nxt, token = _sampled_children(tokens, kids[node], q, row, params, rng, judged)
@@ -76,20 +77,22 @@ def verify_tree(
             break
         path.append(nxt)
         node = nxt
-    row = logits[node + 1]
-    p_token = prob_of(row, token) if params.greedy else float(distribution(row, params)[token])
+    at = node + 1
+    p_token = (rows.prob(at, token) if params.greedy
+               else float(distribution(logits[at], params)[token]))
     kind = _kind(tokens, kids[node])
-    judgements = tuple(judged.get(i) or _unreached(tokens, parents, i, logits, params)
+    judgements = tuple(judged.get(i) or _unreached(tokens, parents, i, rows, params)
                        for i in range(len(tokens)))
-    return TreeVerdict(judgements, tuple(path), token, kind, p_token, margin(row))
+    return TreeVerdict(judgements, tuple(path), token, kind, p_token, rows.margin(at))
 
 
-def _greedy_children(tokens, children, row, judged) -> tuple[int | None, int]:
-    best = int(np.argmax(row))
+def _greedy_children(tokens, children, rows: RowStats, at: int,
+                     judged) -> tuple[int | None, int]:
+    best = rows.best(at)
     chosen = None
     for c in children:
         ok = chosen is None and tokens[c] == best
-        judged[c] = Judgement(ok, prob_of(row, tokens[c]), None if ok else ev.REJECT_MISMATCH)
+        judged[c] = Judgement(ok, rows.prob(at, tokens[c]), None if ok else ev.REJECT_MISMATCH)
         chosen = c if ok else chosen
     return chosen, best
 
@@ -110,10 +113,10 @@ def _sampled_children(tokens, children, q_rows, row, params, rng, judged):
     return None, sample(p, rng)
 
 
-def _unreached(tokens, parents, i, logits, params) -> Judgement:
-    row = logits[parents[i] + 1]
-    p = prob_of(row, tokens[i]) if params.greedy else \
-        float(distribution(row, params)[tokens[i]])
+def _unreached(tokens, parents, i, rows: RowStats, params) -> Judgement:
+    at = parents[i] + 1
+    p = rows.prob(at, tokens[i]) if params.greedy else \
+        float(distribution(rows.logits[at], params)[tokens[i]])
     return Judgement(False, p, ev.REJECT_UNREACHED)
 
 

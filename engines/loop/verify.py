@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import events as ev
-from ..sampling import SamplingParams, distribution, margin, prob_of, sample
+from ..sampling import RowStats, SamplingParams, distribution, margin, sample
 
 
 @dataclass(frozen=True)
@@ -57,22 +57,20 @@ def verify(
 
 
 def _greedy(proposal: Sequence[int], logits: np.ndarray) -> Verdict:
+    rows = RowStats(logits)
     judgements: list[Judgement] = []
     for i, tok in enumerate(proposal):
-        row = logits[i]
-        best = int(np.argmax(row))
-        p = prob_of(row, tok)
+        p = rows.prob(i, tok)
         if judgements and not judgements[-1].accepted:
             judgements.append(Judgement(False, p, ev.REJECT_AFTER))
-        elif tok == best:
+        elif tok == rows.best(i):
             judgements.append(Judgement(True, p))
         else:
             judgements.append(Judgement(False, p, ev.REJECT_MISMATCH))
     n = _n_accepted(judgements)
-    row = logits[n]
-    token = int(np.argmax(row))
-    return Verdict(tuple(judgements), n, token, _kind(proposal, n), prob_of(row, token),
-                   margin(row))
+    token = rows.best(n)
+    return Verdict(tuple(judgements), n, token, _kind(proposal, n), rows.prob(n, token),
+                   rows.margin(n))
 
 
 def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
