@@ -56,8 +56,11 @@ def full_depth_ms(ms_at: dict[int, float], layers: int) -> float:
     return max(0.0, t1 - d1 * per_layer) + layers * per_layer
 
 
-def key(cpu_fingerprint: str, torch_version: str, threads: int, model_path: str | Path) -> str:
-    text = f"{cpu_fingerprint}|torch {torch_version}|t{threads}|{Path(model_path).resolve()}"
+def key(cpu_fingerprint: str, torch_version: str, threads: int | None,
+        model_path: str | Path) -> str:
+    """Threads as asked (None: torch's default), as the backend and the window ask them."""
+    text = (f"{cpu_fingerprint}|torch {torch_version}|t{threads or 'auto'}|"
+            f"{Path(model_path).resolve()}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -77,7 +80,7 @@ def store_path() -> Path:
 
 def remembered_for(target: str, threads: int | None) -> str | None:
     """`remembered` for a model named as the command line or the window names it (a path, a
-    registry or Hub name), on `threads` threads (None: torch's default, one a core)."""
+    registry or Hub name), on `threads` threads as asked."""
     from ..errors import SpecvizError
     from ..models.store import resolve
 
@@ -85,16 +88,16 @@ def remembered_for(target: str, threads: int | None) -> str | None:
         path = resolve(target)
     except SpecvizError:
         return None  # not here yet: nothing measured
-    return remembered(store_path(), path, threads or _cores())
+    return remembered(store_path(), path, threads)
 
 
-def remembered(store: Path, model_path: str | Path, threads: int) -> str | None:
+def remembered(store: Path, model_path: str | Path, threads: int | None) -> str | None:
     """The dtype measured earlier for this model here, or None (never measured). Reads no
     torch: the window asks it."""
     return read_dict(store).get(key(*_machine(), threads, model_path), {}).get("dtype")
 
 
-def remember(store: Path, model_path: str | Path, threads: int, result: dict) -> None:
+def remember(store: Path, model_path: str | Path, threads: int | None, result: dict) -> None:
     try:
         write_dict(store, {**read_dict(store), key(*_machine(), threads, model_path): result})
     except OSError:
@@ -172,12 +175,6 @@ def _copy_of_shape(config, depth: int):
             setattr(shallow, name, kinds[:depth])
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(shallow, dtype=torch.float32).eval()
-
-
-def _cores() -> int:
-    from ..machine.hardware import read_cpu
-
-    return read_cpu().cores or os.cpu_count() or 1
 
 
 def _machine() -> tuple[str, str]:

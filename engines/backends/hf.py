@@ -58,7 +58,8 @@ class TransformersBackend(Backend):
         self.device = pick_device(device)
         self.model_path = str(model_path)
         self.dtype_trial: dict | None = None  # bfloat16 against float32, where raced here
-        wanted = _pick_dtype(torch, self.device, dtype, model_path)
+        self._threads = threads  # as asked: the dtype's race is remembered by them
+        wanted = _pick_dtype(self.device, dtype, model_path, threads)
         self._dtype = torch.float32 if wanted == RACE else wanted
         self._model, self._tok, self._gguf = _load(Path(model_path), self.device, self._dtype)
         if wanted == RACE:
@@ -90,8 +91,8 @@ class TransformersBackend(Backend):
             won = "bfloat16"
         else:
             won = self.dtype_trial["dtype"]
-            cpu_dtype.remember(cpu_dtype.store_path(), self.model_path,
-                               torch.get_num_threads(), self.dtype_trial)
+            cpu_dtype.remember(cpu_dtype.store_path(), self.model_path, self._threads,
+                               self.dtype_trial)
         if won == "bfloat16":
             self._dtype = torch.bfloat16
             self._model.to(torch.bfloat16)
@@ -384,9 +385,10 @@ class _HiddenRows:
 RACE = "race"  # bfloat16 against float32, measured at load (cpu_dtype.py)
 
 
-def _pick_dtype(torch, device: str, dtype: str | None, model_path: str | Path):
+def _pick_dtype(device: str, dtype: str | None, model_path: str | Path, threads: int | None):
     """The torch dtype to load in, or RACE where the CPU's choice is to be measured."""
-    threads = torch.get_num_threads()
+    import torch
+
     measured = cpu_dtype.remembered(cpu_dtype.store_path(), model_path, threads)
     facts = DeviceFacts.read()
     chosen = model_dtype("transformers", device, dtype, facts, measured)
