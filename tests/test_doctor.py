@@ -66,3 +66,24 @@ def test_doctor_prints_this_machine_as_json_and_as_a_table(capsys):
     assert main(["doctor", "--no-probe"]) == 0
     table = capsys.readouterr().out
     assert table.startswith("CPU ") and "weight buffers" in table and "torch" in table
+
+
+def test_the_dtype_raced_for_each_model_here_is_listed():
+    raced = {**TORCH_CPU, "dtype_races": [
+        {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "dtype": "float32", "float32_ms": 32.8,
+         "bfloat16_ms": 38.7}]}
+    table = doctor.render({**machine(torch=raced), "advice": []})
+    assert "transformers dtype" in table
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf: float32 (32.8 ms in float32, 38.7 in bfloat16)" \
+        in table
+    assert "transformers dtype" not in doctor.render({**machine(), "advice": []})
+
+
+def test_a_race_is_remembered_with_what_doctor_names(tmp_path):
+    from specviz.engines.backends import cpu_dtype
+
+    store = tmp_path / "cpu-dtype.json"
+    cpu_dtype.remember(store, tmp_path / "m.gguf", None,
+                       {"dtype": "bfloat16", "float32_ms": 60.0, "bfloat16_ms": 44.0})
+    (race,) = cpu_dtype.raced_here(store)
+    assert race["model"] == "m.gguf" and race["dtype"] == "bfloat16"

@@ -98,10 +98,26 @@ def remembered(store: Path, model_path: str | Path, threads: int | None) -> str 
 
 
 def remember(store: Path, model_path: str | Path, threads: int | None, result: dict) -> None:
+    cpu, torch_version = _machine()
+    entry = {**result, "model": Path(model_path).name, "threads": threads, "cpu": cpu,
+             "torch": torch_version}
     try:
-        write_dict(store, {**read_dict(store), key(*_machine(), threads, model_path): result})
+        write_dict(store, {**read_dict(store), key(cpu, torch_version, threads, model_path): entry})
     except OSError:
         pass  # measured again next time
+
+
+def raced_here(store: Path) -> list[dict]:
+    """The races run on this processor with this torch (`specviz doctor` lists them)."""
+    cpu, torch_version = _machine()
+    return [e for e in read_dict(store).values()
+            if isinstance(e, dict) and e.get("cpu") == cpu and e.get("torch") == torch_version]
+
+
+def races_line(races: list[dict]) -> str:
+    """`specviz doctor`'s line: each model's dtype and the race's figures."""
+    return "; ".join(f"{r.get('model', '?')}: {r.get('dtype')} ({r.get('float32_ms', 0):.1f} ms "
+                     f"in float32, {r.get('bfloat16_ms', 0):.1f} in bfloat16)" for r in races)
 
 
 def depths(layer_params: int | None) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from ..backends import probe
+from ..backends import cpu_dtype, probe
 from ..machine.hardware import CpuFacts, read_cpu
 
 PROBE_MODEL = "smollm2-135m"
@@ -92,7 +92,8 @@ def torch_facts() -> dict:
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
     return {"installed": True, "version": torch.__version__, "cuda": cuda,
             "cuda_build": torch.version.cuda, "mps": mps,
-            "transformers": probe.package_version("transformers")}
+            "transformers": probe.package_version("transformers"),
+            "dtype_races": cpu_dtype.raced_here(cpu_dtype.store_path())}
 
 
 def model_facts() -> list[dict]:
@@ -106,7 +107,9 @@ def profile_facts() -> list[str]:
     from ..cost.profile import profiles_dir
 
     folder = profiles_dir()
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    # a cost profile's name holds its backend, device and threads; beside them lie the
+    # small-row and dtype choices, which are not profiles
+    return sorted(p.stem for p in folder.glob("*--*.json")) if folder.is_dir() else []
 
 
 def probe_backends(facts: dict, say: Callable[[str], None]) -> list[dict]:
@@ -227,8 +230,11 @@ def _torch_rows(torch: dict) -> list[tuple[str, str]]:
     if not torch.get("installed"):
         return [("torch", "not installed")]
     devices = ["cpu"] + [f"cuda ({n})" for n in torch["cuda"]] + (["mps"] if torch["mps"] else [])
-    return [("torch", f"{torch['version']}, transformers {torch['transformers']}, devices: "
+    rows = [("torch", f"{torch['version']}, transformers {torch['transformers']}, devices: "
                       f"{', '.join(devices)}")]
+    if torch.get("dtype_races"):  # bfloat16 against float32, raced on a CPU that has both
+        rows.append(("transformers dtype", cpu_dtype.races_line(torch["dtype_races"])))
+    return rows
 
 
 def _probe_line(r: dict) -> str:
