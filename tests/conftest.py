@@ -27,6 +27,26 @@ from tiny_model import build_tiny_model
 TEST_DEVICE = os.environ.get("SPECVIZ_TEST_DEVICE") or "cpu"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _a_home_of_the_tests_own(tmp_path_factory):
+    """Cost profiles, dtype races, suffix memories and traces go to a home of the tests' own
+    (a run with `--k auto` measured the tiny model's profile into the user's cache); the
+    models stay where they are, linked, so smollm2-135m is fetched once as before."""
+    from specviz.engines.models import home_dir
+
+    models = home_dir("cache") / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    home = tmp_path_factory.mktemp("home")
+    (home / "models").symlink_to(models, target_is_directory=True)
+    before = os.environ.get("SPECVIZ_HOME")
+    os.environ["SPECVIZ_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("SPECVIZ_HOME", None)
+    else:
+        os.environ["SPECVIZ_HOME"] = before
+
+
 def pytest_collection_modifyitems(items):
     """A test that uses the real smollm2 (its fixture, directly or through another) carries the
     `model` mark, so `-m "not model"` leaves out every one of them; one on llama.cpp's smollm2
