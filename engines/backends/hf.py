@@ -389,12 +389,13 @@ def _pick_dtype(device: str, dtype: str | None, model_path: str | Path, threads:
     """The torch dtype to load in, or RACE where the CPU's choice is to be measured."""
     import torch
 
-    measured = cpu_dtype.remembered(cpu_dtype.store_path(), model_path, threads)
     facts = DeviceFacts.read()
-    chosen = model_dtype("transformers", device, dtype, facts, measured)
-    if measured is None and cpu_dtype.racing(device, dtype, facts.cpu_bf16):
+    racing = cpu_dtype.racing(device, dtype, facts.cpu_bf16)
+    measured = cpu_dtype.remembered(cpu_dtype.store_path(), model_path, threads) \
+        if racing else None  # a GPU, or a dtype asked: nothing raced to read
+    if racing and measured is None:
         return RACE
-    return getattr(torch, chosen)
+    return getattr(torch, model_dtype("transformers", device, dtype, facts, measured))
 
 
 def _one_layers_params(model) -> int | None:
