@@ -6,6 +6,7 @@ import html
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt import QElidingLabel
 
 from ..engines import events as ev
 from ..engines.host.run_spec import LaneSpec
@@ -119,7 +121,11 @@ class LaneWidget(QFrame):
         self._replay_oracle: str | None = None
         self._given = config  # what config() keeps of the settings without a control here
         self.colour = colour
-        self.title = QLabel()
+        # The title gives way to the lane's text: a replayed trace's file name would otherwise
+        # set the lane's smallest width, and three such lanes push the window past the screen.
+        self.swatch = QLabel()
+        self.title = QElidingLabel()
+        self.title.setFont(QFont(self.title.font().family(), -1, QFont.Weight.Bold))
         self.oracle = QComboBox()
         self.oracle.addItems([*ORACLES, SERVER])
         self.draft = ModelCombo(recent_models)
@@ -161,6 +167,7 @@ class LaneWidget(QFrame):
         controls.addWidget(self.k, 1, 0, 1, 2)
         controls.setColumnStretch(1, 1)
         top = QHBoxLayout()
+        top.addWidget(self.swatch)
         top.addWidget(self.title, 1)
         top.addWidget(self.remove)
         box = QVBoxLayout(self)
@@ -221,7 +228,7 @@ class LaneWidget(QFrame):
         oracle = self._replay_oracle = header.get("oracle", "?")
         k = "" if is_plain(oracle) or "k" not in settings else (
             ", K auto" if settings.get("auto_k") else f", K={settings['k']}")
-        self._replay_title = f"{name}: {oracle}{k}"
+        self._replay_title = f"{oracle}{k} · {name}"
         self.prompt_text = header.get("prompt_text", "")
         self.user_prompt = header.get("prompt", "")
         self.legend.set_kinds(legend_kinds(oracle))
@@ -268,8 +275,10 @@ class LaneWidget(QFrame):
     def set_text_size(self, points: int) -> None:
         """The size of the lane's lines: title, figures, message and legend (presenting)."""
         self._text_pt = points
-        for widget in (self.title, self.figures):
+        for widget in (self.figures, self.swatch):
             widget.setStyleSheet(f"font-size: {points}pt;")
+        self.title.setStyleSheet(f"font-size: {points}pt; font-weight: bold;")
+        self.title.setText(self.title.text())  # elided again in the new size
         self.legend.set_point_size(points)
         self._style_message()
 
@@ -342,7 +351,9 @@ class LaneWidget(QFrame):
 
     def _update_title(self) -> None:
         name = self._replay_title or self.oracle_name()
-        self.title.setText(f"<b style='color:{self.colour}'>■</b> <b>{name}</b>")
+        self.swatch.setText(f"<b style='color:{self.colour}'>■</b>")
+        self.title.setText(name)
+        self.title.setToolTip(name)
 
 
 def _has_exit_layer(oracle: str) -> bool:

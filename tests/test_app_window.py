@@ -532,3 +532,20 @@ def test_a_replayed_auto_k_lane_says_so_in_its_title(window, tmp_path):
     replay_fully(window, [TRACE, path])
     titles = [lane.title.text() for lane in window.board.lanes.values()]
     assert "K=4" in titles[0] and "K auto" in titles[1], titles
+
+
+def test_long_trace_names_do_not_widen_the_window(window, tmp_path):
+    """A replayed trace's file name is the lane's title: three long ones pushed a 1400-pixel
+    window to 1819 pixels, past a laptop's screen. The title gives way (elided, the whole
+    name in its tip)."""
+    import shutil
+
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"20261126-232048.331-lane{i}-a-long-name-for-a-talk-{i}.jsonl"
+        shutil.copy(TRACE, path)
+        paths.append(path)
+    replay_fully(window, paths)
+    lanes = list(window.board.lanes.values())
+    assert all(lane.title.toolTip().endswith(p.name) for lane, p in zip(lanes, paths))
+    assert window.minimumSizeHint().width() <= 1400, window.minimumSizeHint()

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from superqt import QElidingLabel
 
 from ..engines.cost.step_cost import break_even_acceptance, theoretical_speedup
 from .palette import DARK, Theme
@@ -113,7 +114,7 @@ class CostCurve(QWidget):
         self.from_lane.addItem("α of a lane…", None)
         self.from_lane.setToolTip("Take a lane's live acceptance as α")
         self.from_lane.activated.connect(self._take_lane)
-        self.verdict = QLabel()
+        self.verdict = QElidingLabel()  # ends in "…" where cut; the whole verdict in its tip
         self.verdict.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         for box in (self.alpha_box, self.draft_box):
             box.valueChanged.connect(self._draw_what_if)
