@@ -13,9 +13,10 @@ TEXTS = ["Hello world", "def f(x):\n    return x  # ünïcode ✓", "  spaces\t\
 
 
 def test_a_second_load_reads_the_kept_tokenizer_and_config_and_computes_the_same(
-        smollm2_path, tmp_path, monkeypatch):
+        smollm2_path, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
     first = TransformersBackend(smollm2_path, device="cpu", dtype="float32")
+    assert "GGUF tensors" not in capfd.readouterr().err  # transformers' own bar, silenced
     kept = list((tmp_path / hf_gguf.FOLDER).iterdir())
     assert len(kept) == 1 and (kept[0] / hf_gguf.CONFIG).is_file()
     second = TransformersBackend(smollm2_path, device="cpu", dtype="float32")

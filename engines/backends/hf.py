@@ -413,6 +413,7 @@ def _load(path: Path, device: str, dtype):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress reporting; keep the terminal clean
+    hf_gguf.quiet_conversion()
 
     if not path.exists():
         raise BackendError(f"model not found: {path}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from functools import partial
 from pathlib import Path
 
 FOLDER = "gguf-meta"  # under the cache folder
@@ -53,3 +54,18 @@ def _key(path: Path) -> str:
     stat = path.stat()
     text = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version('transformers')}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def quiet_conversion() -> None:
+    """Silence the bar transformers draws while converting a GGUF's tensors ("Converting and
+    de-quantizing GGUF tensors"): it is plain tqdm, out of reach of transformers'
+    `disable_progress_bar`, and drew a bar into `specviz run`'s output on every load. The
+    backend reports its load itself."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as conversion
+    except ImportError:  # another transformers layout: its bar stays
+        return
+    bar = getattr(conversion, "tqdm", None)
+    if bar is not None and not getattr(bar, "specviz_quiet", False):
+        conversion.tqdm = partial(bar, disable=True)
+        conversion.tqdm.specviz_quiet = True
