@@ -71,11 +71,14 @@ def test_doctor_prints_this_machine_as_json_and_as_a_table(capsys):
 def test_the_dtype_raced_for_each_model_here_is_listed():
     raced = {**TORCH_CPU, "dtype_races": [
         {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "dtype": "float32", "float32_ms": 32.8,
-         "bfloat16_ms": 38.7}]}
+         "bfloat16_ms": 38.7, "threads": None},
+        {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "dtype": "bfloat16", "float32_ms": 60.1,
+         "bfloat16_ms": 41.0, "threads": 2}]}
     table = doctor.render({**machine(torch=raced), "advice": []})
     assert "transformers dtype" in table
-    assert "SmolLM2-135M-Instruct.Q4_1.gguf: float32 (32.8 ms in float32, 38.7 in bfloat16)" \
-        in table
+    assert ("SmolLM2-135M-Instruct.Q4_1.gguf on the default threads: float32 (32.8 ms in "
+            "float32, 38.7 in bfloat16); SmolLM2-135M-Instruct.Q4_1.gguf on 2 threads: bfloat16 "
+            "(60.1 ms in float32, 41.0 in bfloat16)") in table
     assert "transformers dtype" not in doctor.render({**machine(), "advice": []})
 
 

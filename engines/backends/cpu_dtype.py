@@ -115,9 +115,15 @@ def raced_here(store: Path) -> list[dict]:
 
 
 def races_line(races: list[dict]) -> str:
-    """`specviz doctor`'s line: each model's dtype and the race's figures."""
-    return "; ".join(f"{r.get('model', '?')}: {r.get('dtype')} ({r.get('float32_ms', 0):.1f} ms "
-                     f"in float32, {r.get('bfloat16_ms', 0):.1f} in bfloat16)" for r in races)
+    """`specviz doctor`'s line: each model's dtype and the race's figures, and the threads
+    each race ran on (one model raced on the default and on two threads is two races)."""
+    return "; ".join(f"{r.get('model', '?')}{_threads(r.get('threads'))}: {r.get('dtype')} "
+                     f"({r.get('float32_ms', 0):.1f} ms in float32, "
+                     f"{r.get('bfloat16_ms', 0):.1f} in bfloat16)" for r in races)
+
+
+def _threads(threads) -> str:
+    return f" on {threads} threads" if threads else " on the default threads"
 
 
 def depths(layer_params: int | None) -> tuple[int, int]:
