@@ -26,15 +26,21 @@ def main() -> int:
         raise SystemExit(__doc__.strip().splitlines()[-3].strip())
     prefix, module, args = sys.argv[1], sys.argv[3], sys.argv[4:]
     pauses = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}  # generation: [collections, seconds]
+    full: list[tuple[float, float, int]] = []  # each full walk: (at s, took s, objects then)
     started: list[float] = []
+    began = time.perf_counter()
 
     def timed(phase: str, info: dict) -> None:
         if phase == "start":
             started.append(time.perf_counter())
         elif started:
             count = pauses[info["generation"]]
+            start = started.pop()
             count[0] += 1
-            count[1] += time.perf_counter() - started.pop()
+            count[1] += time.perf_counter() - start
+            if info["generation"] == 2:  # when: a load's walks are not a step's
+                full.append((round(start - began, 2), round(time.perf_counter() - start, 4),
+                             len(gc.get_objects())))
 
     gc.callbacks.append(timed)
     sys.argv = [module, *args]
@@ -52,7 +58,8 @@ def main() -> int:
         with open(prefix + "-gc.json", "w") as f:
             json.dump({"wall_s": round(wall, 3), "objects_tracked": len(gc.get_objects()),
                        "by_generation": {g: {"collections": n, "seconds": round(s, 4)}
-                                         for g, (n, s) in pauses.items()}}, f, indent=1)
+                                         for g, (n, s) in pauses.items()},
+                       "full_walks": full}, f, indent=1)
     return code
 
 
