@@ -4,10 +4,10 @@ Python's garbage collector kept on the GUI thread."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import sys
 
+from ..engines import heap
 from ..engines.errors import SpecvizError
 
 
@@ -71,5 +71,4 @@ def freeze_heap() -> None:
     A full collection scans every tracked object: about 200 ms on the GUI thread with torch
     and the window loaded, a visible stall. What exists once the window is up lives as long
     as the app, so it is frozen and later collections only scan what came after."""
-    gc.collect()
-    gc.freeze()
+    heap.collect_and_freeze()

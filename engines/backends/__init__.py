@@ -40,9 +40,11 @@ def load_backend(
             )
         return LlamaBackend(model_path, n_ctx=n_ctx, threads=threads, device=device)
     if kind == "transformers":
+        from .. import heap
         from .hf import TransformersBackend
 
-        return TransformersBackend(model_path, device=device, threads=threads, dtype=dtype)
+        with heap.loading():  # about a million objects made: the collector waits (heap.py)
+            return TransformersBackend(model_path, device=device, threads=threads, dtype=dtype)
     raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import heap
 from ..backends import load_backend
 from ..backends.base import Backend
 
@@ -70,6 +71,7 @@ class ModelPool:
                 self._idle.setdefault(key, []).append(backend)
                 return
         backend.close()
+        heap.thaw()
 
     def keep_only(self, keys: Iterable[ModelKey]) -> None:
         """Free the idle backends of every model not in `keys` (the settings changed)."""
@@ -79,6 +81,8 @@ class ModelPool:
             self._idle = {k: group for k, group in self._idle.items() if k in wanted}
         for backend in dropped:
             backend.close()
+        if dropped:
+            heap.thaw()
 
     def close(self) -> None:
         """Free every idle backend; lent ones are closed when they come back."""
