@@ -357,3 +357,20 @@ def test_packing_heads_that_were_never_trained_is_one_line(tmp_path):
     model.write_bytes(b"GGUF")
     with pytest.raises(SystemExit, match=r"no eagle head for m\.gguf here"):
         pack.heads_tar(model, tmp_path)
+
+
+def test_the_sdist_is_trimmed_into_a_folder_not_made_yet(tmp_path):
+    """On a fresh machine .gpu/files did not exist and cuda_wheel.py stopped at the trim."""
+    import pack
+
+    src = tmp_path / "pkg-1.0.tar.gz"
+    with tarfile.open(src, "w:gz") as tar:
+        for name in ("pkg-1.0/keep.c", "pkg-1.0/vendor/docs/big.md"):
+            data = name.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / "not" / "made" / "pkg.tar.xz"
+    pack.trim_tar(src, out, ("vendor/docs/",))
+    with tarfile.open(out, "r:xz") as tar:
+        assert tar.getnames() == ["pkg-1.0/keep.c"]

@@ -179,6 +179,7 @@ def llama_sdist(cache: Path, built: Path) -> tuple[Path, dict]:
 def trim_tar(src: Path, out: Path, drop: tuple[str, ...]) -> None:
     """Copy a source archive without the members under `drop` (paths below its top folder)."""
     partial = out.with_suffix(".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine: no .gpu/files yet
     with tarfile.open(src, "r:gz") as tin, tarfile.open(partial, "w:xz", preset=6) as tout:
         for member in tin:
             inner = member.name.split("/", 1)[1] if "/" in member.name else ""
