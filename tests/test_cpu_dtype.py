@@ -87,3 +87,29 @@ def test_the_backend_races_once_and_loads_the_winner_after(tiny_model_dir, tmp_p
     assert again.dtype_trial is None and again.dtype == trial["dtype"]
     asked = TransformersBackend(tiny_model_dir, device="cpu", dtype="float32")
     assert asked.dtype_trial is None and asked.dtype == "float32"
+
+
+def test_a_run_says_the_race_its_probe_ran(tmp_path, monkeypatch):
+    """A command's first use of a model races in the probe's child process; the run then
+    finds the choice remembered and raced nothing itself, yet it says the race (and its JSON
+    carries it). A race from before the command is not said again."""
+    import argparse
+    import time
+    from types import SimpleNamespace
+
+    from specviz.app.cli.cmd_run import _dtype_trial
+
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    model = tmp_path / "m.gguf"
+    target = SimpleNamespace(name="transformers", model_path=model, dtype_trial=None)
+    began = time.time() - 1
+    cpu_dtype.remember(cpu_dtype.store_path(), model, None,
+                       {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0})
+    said = _dtype_trial(argparse.Namespace(threads=None, began=began), target)
+    assert said and said["dtype"] == "float32" and said["bfloat16_ms"] == 35.0
+    assert "35.0 ms in bfloat16" in cpu_dtype.trial_line(said)
+    assert _dtype_trial(argparse.Namespace(threads=2, began=began), target) is None
+    later = argparse.Namespace(threads=None, began=time.time() + 1)
+    assert _dtype_trial(later, target) is None
+    llama = SimpleNamespace(name="llama", model_path=model, dtype_trial=None)
+    assert _dtype_trial(argparse.Namespace(threads=None, began=began), llama) is None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ...engines import events as ev
-from ...engines.backends.cpu_dtype import trial_line
+from ...engines.backends.cpu_dtype import raced_since, store_path, trial_line
 from ...engines.bench.compare import check_against_plain
 from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
@@ -51,6 +52,7 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.began = time.time()  # a dtype raced since then (in the probe's child too) is said
     request = options.run_request(args, read_prompt(args))
     if args.server:
         return run_server(args, request)
@@ -71,7 +73,7 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
     notice = lane.notice()
     if notice:
         _say(notice)
-    trial = getattr(target, "dtype_trial", None)
+    trial = _dtype_trial(args, target)
     if trial:
         _say(trial_line(trial))
     summary = session.summary
@@ -207,8 +209,17 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
         "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
         "lossy": bool(getattr(args, "typical_acceptance", False) and args.temperature > 0),
-        **({"dtype_trial": target.dtype_trial} if getattr(target, "dtype_trial", None) else {}),
+        **({"dtype_trial": trial} if (trial := _dtype_trial(args, target)) else {}),
     }
+
+
+def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
+    """The dtype race this command ran: in this process, or in the first-use probe's child,
+    which races before the run loads the model and finds the choice remembered."""
+    trial = getattr(target, "dtype_trial", None)
+    if trial or target.name != "transformers" or not hasattr(args, "began"):
+        return trial
+    return raced_since(store_path(), target.model_path, args.threads, args.began)
 
 
 def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:

@@ -100,11 +100,20 @@ def remembered(store: Path, model_path: str | Path, threads: int | None) -> str 
 def remember(store: Path, model_path: str | Path, threads: int | None, result: dict) -> None:
     cpu, torch_version = _machine()
     entry = {**result, "model": Path(model_path).name, "threads": threads, "cpu": cpu,
-             "torch": torch_version}
+             "torch": torch_version, "at": round(time.time(), 1)}
     try:
         write_dict(store, {**read_dict(store), key(cpu, torch_version, threads, model_path): entry})
     except OSError:
         pass  # measured again next time
+
+
+def raced_since(store: Path, model_path: str | Path, threads: int | None,
+                since: float) -> dict | None:
+    """The race remembered for this model and threads if it ran at or after `since` (a
+    command's first use of a model races in the probe's child process, not where the command
+    could say it)."""
+    entry = read_dict(store).get(key(*_machine(), threads, model_path))
+    return entry if isinstance(entry, dict) and entry.get("at", 0) >= since else None
 
 
 def raced_here(store: Path) -> list[dict]:
