@@ -6,7 +6,6 @@ import html
 from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -125,7 +124,10 @@ class LaneWidget(QFrame):
         # set the lane's smallest width, and three such lanes push the window past the screen.
         self.swatch = QLabel()
         self.title = QElidingLabel()
-        self.title.setFont(QFont(self.title.font().family(), -1, QFont.Weight.Bold))
+        self.title.setTextFormat(Qt.TextFormat.PlainText)  # a file name, never markup
+        bold = self.title.font()
+        bold.setBold(True)
+        self.title.setFont(bold)
         self.oracle = QComboBox()
         self.oracle.addItems([*ORACLES, SERVER])
         self.draft = ModelCombo(recent_models)

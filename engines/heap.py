@@ -16,30 +16,35 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _lock = threading.Lock()
-_loads = 0  # loads under way (the window's engine may load two models at once)
-_was_enabled = True  # the window's process collects on its GUI thread only (qt_app.py)
+_loads = 0  # loads under way: nested or on two threads, the collector resumes after the last
+_was_enabled = True  # restored as found: pyqtgraph's collector keeps it off in a Qt process
 
 
 @contextmanager
 def loading() -> Iterator[None]:
     """Around a model's load: automatic collection paused (restored as it was), then one
-    collection and everything alive frozen."""
+    collection and, after a load that succeeded, everything alive frozen. A failed load's
+    half-built model (held by its traceback's cycle) is collected, not frozen."""
     global _loads, _was_enabled
     with _lock:
         if _loads == 0:
             _was_enabled = gc.isenabled()
             gc.disable()
         _loads += 1
+    loaded = False
     try:
         yield
+        loaded = True
     finally:
         with _lock:
             _loads -= 1
             last = _loads == 0
             if last and _was_enabled:
                 gc.enable()
-        if last:
+        if last and loaded:
             collect_and_freeze()
+        elif last:
+            gc.collect()
 
 
 def collect_and_freeze() -> None:
@@ -49,6 +54,8 @@ def collect_and_freeze() -> None:
 
 
 def thaw() -> None:
-    """A model was dropped: what was frozen is walked again, so the model's cycles, if it has
-    any, can be freed (the next load freezes what is left)."""
+    """A model was dropped: what was frozen is walked once, so that the dropped model's
+    cycles, if it has any, are freed, and what is still alive is frozen again (the model
+    kept for the next run, torch, the window)."""
     gc.unfreeze()
+    collect_and_freeze()

@@ -92,7 +92,8 @@ def test_the_backend_races_once_and_loads_the_winner_after(tiny_model_dir, tmp_p
 def test_a_run_says_the_race_its_probe_ran(tmp_path, monkeypatch):
     """A command's first use of a model races in the probe's child process; the run then
     finds the choice remembered and raced nothing itself, yet it says the race (and its JSON
-    carries it). A race from before the command is not said again."""
+    carries it, as a race in the run's own process reads). Not a race from before the
+    command, nor one whose dtype the run does not compute in (a dtype asked)."""
     import argparse
     import time
     from types import SimpleNamespace
@@ -100,16 +101,28 @@ def test_a_run_says_the_race_its_probe_ran(tmp_path, monkeypatch):
     from specviz.app.cli.cmd_run import _dtype_trial
 
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
     model = tmp_path / "m.gguf"
-    target = SimpleNamespace(name="transformers", model_path=model, dtype_trial=None)
+
+    def target(dtype="float32", name="transformers"):
+        return SimpleNamespace(name=name, model_path=model, dtype_trial=None, device="cpu",
+                               dtype=dtype)
+
     began = time.time() - 1
+
+    def asked(threads=None, dtype="auto", began=began):
+        return argparse.Namespace(threads=threads, dtype=dtype, began=began)
+
     cpu_dtype.remember(cpu_dtype.store_path(), model, None,
                        {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0})
-    said = _dtype_trial(argparse.Namespace(threads=None, began=began), target)
-    assert said and said["dtype"] == "float32" and said["bfloat16_ms"] == 35.0
+    said = _dtype_trial(asked(), target())
+    assert said == {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0}
     assert "35.0 ms in bfloat16" in cpu_dtype.trial_line(said)
-    assert _dtype_trial(argparse.Namespace(threads=2, began=began), target) is None
-    later = argparse.Namespace(threads=None, began=time.time() + 1)
-    assert _dtype_trial(later, target) is None
-    llama = SimpleNamespace(name="llama", model_path=model, dtype_trial=None)
-    assert _dtype_trial(argparse.Namespace(threads=None, began=began), llama) is None
+    assert _dtype_trial(asked(threads=2), target()) is None
+    assert _dtype_trial(asked(began=time.time() + 1), target()) is None
+    assert _dtype_trial(asked(dtype="bfloat16"), target("bfloat16")) is None
+    assert _dtype_trial(asked(), target("bfloat16")) is None  # not what this run computes in
+    monkeypatch.setenv("SPECVIZ_DTYPE", "float32")
+    assert _dtype_trial(asked(), target()) is None
+    monkeypatch.delenv("SPECVIZ_DTYPE")
+    assert _dtype_trial(asked(), target(name="llama")) is None

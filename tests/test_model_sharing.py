@@ -115,28 +115,54 @@ class _Cycle:
 
 def test_a_load_collects_once_then_freezes_and_leaves_the_collector_as_it_was(tiny_model_dir):
     """A load runs with automatic collection paused (a transformers load walked the growing
-    heap 18 times, 3.6 s of 12); its garbage is collected once, what lives on is frozen, and
-    dropping the model thaws it. The window's process, which collects on its GUI thread only,
-    keeps automatic collection off."""
+    heap 18 times, 3.6 s of 12); its garbage is collected once and what lives on is frozen.
+    Dropping a model thaws: what died since in cycles is freed, the rest frozen again. A
+    process that collects on its GUI thread only keeps automatic collection off."""
     import gc
     import weakref
 
     from specviz.engines import heap
 
-    for enabled in (True, False):
-        (gc.enable if enabled else gc.disable)()
-        pool = ModelPool()
-        try:
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            gc.unfreeze()
+            pool = ModelPool()
             with heap.loading():
                 assert not gc.isenabled()
-                garbage = weakref.ref(_Cycle())  # a cycle made and dropped during the load
+                garbage = weakref.ref(_Cycle())  # made and dropped during the load
             assert garbage() is None and gc.isenabled() is enabled
+
+            gc.unfreeze()
+            kept = _Cycle()  # alive when the model loads: frozen with it
             backend = pool.acquire("transformers", tiny_model_dir, "cpu", 1)
             assert gc.get_freeze_count() > 0 and gc.isenabled() is enabled
+            dead, kept = weakref.ref(kept), None
+            assert dead() is not None  # frozen: no collection reaches it
+            gc.collect()
+            assert dead() is not None
             pool.release(backend)
-            pool.keep_only([])
-            assert gc.get_freeze_count() == 0
-        finally:
+            pool.keep_only([])  # the model dropped: thawed, collected, frozen again
+            assert dead() is None and gc.get_freeze_count() > 0
             pool.close()
-            gc.unfreeze()
-            gc.enable()
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
+def test_a_failed_load_is_collected_not_frozen():
+    import gc
+    import weakref
+
+    from specviz.engines import heap
+
+    gc.unfreeze()
+    half = None
+    try:
+        with heap.loading():
+            half = weakref.ref(_Cycle())
+            raise RuntimeError("a corrupt file")
+    except RuntimeError:
+        pass
+    assert half() is None and gc.get_freeze_count() == 0

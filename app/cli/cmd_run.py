@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ...engines import events as ev
-from ...engines.backends.cpu_dtype import raced_since, store_path, trial_line
+from ...engines.backends.cpu_dtype import raced_since, racing, store_path, trial_line
 from ...engines.bench.compare import check_against_plain
 from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
@@ -219,7 +219,12 @@ def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
     trial = getattr(target, "dtype_trial", None)
     if trial or target.name != "transformers" or not hasattr(args, "began"):
         return trial
-    return raced_since(store_path(), target.model_path, args.threads, args.began)
+    if target.device != "cpu" or not racing("cpu", options.dtype_asked(args), True):
+        return None  # a dtype asked: the probe's race is not what this run computes in
+    entry = raced_since(store_path(), target.model_path, args.threads, args.began)
+    if not entry or entry.get("dtype") != target.dtype:
+        return None
+    return {name: entry[name] for name in ("dtype", "float32_ms", "bfloat16_ms")}
 
 
 def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:

@@ -204,10 +204,11 @@ def k_or_auto(text: str) -> int | str:
 def model_choice(args: argparse.Namespace) -> ModelChoice:
     settle_backend(args)
     return ModelChoice(args.target, args.backend, args.device, args.threads,
-                       getattr(args, "n_ctx", 4096), _dtype(args))
+                       getattr(args, "n_ctx", 4096), dtype_asked(args))
 
 
-def _dtype(args: argparse.Namespace) -> str | None:
+def dtype_asked(args: argparse.Namespace) -> str | None:
+    """The transformers dtype the command line asks (None: auto)."""
     dtype = getattr(args, "dtype", "auto")
     return None if dtype in (None, "auto") else dtype
 
@@ -246,4 +247,4 @@ def _path_text(path: Path | None) -> str | None:
 def load_target(args: argparse.Namespace) -> Backend:
     settle_backend(args)
     return load_backend(args.backend, resolve(args.target), device=args.device,
-                        threads=args.threads, n_ctx=args.n_ctx, dtype=_dtype(args))
+                        threads=args.threads, n_ctx=args.n_ctx, dtype=dtype_asked(args))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from functools import partial
 from pathlib import Path
 
 FOLDER = "gguf-meta"  # under the cache folder
@@ -66,6 +65,14 @@ def quiet_conversion() -> None:
     except ImportError:  # another transformers layout: its bar stays
         return
     bar = getattr(conversion, "tqdm", None)
-    if bar is not None and not getattr(bar, "specviz_quiet", False):
-        conversion.tqdm = partial(bar, disable=True)
-        conversion.tqdm.specviz_quiet = True
+    if isinstance(bar, type) and not issubclass(bar, _Silent):
+        conversion.tqdm = type("SilentTqdm", (_Silent, bar), {})
+
+
+class _Silent:
+    """Mixed into transformers' tqdm class: every bar made disabled, the class otherwise the
+    same (its class methods and `write` included)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["disable"] = True
+        super().__init__(*args, **kwargs)

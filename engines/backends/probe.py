@@ -290,9 +290,11 @@ def _open(kind: str, model: str, device: str):
         from .llama import LlamaBackend
 
         return LlamaBackend(model, n_ctx=256, device=device)
+    from .. import heap
     from .hf import TransformersBackend
 
-    return TransformersBackend(model, device=device)
+    with heap.loading():  # as load_backend loads it (heap.py)
+        return TransformersBackend(model, device=device)
 
 
 def _timed_ms(fn: Callable[[], object]) -> float:
