@@ -73,6 +73,9 @@ def test_a_choice_is_remembered_per_model_and_thread_count(tmp_path):
 def test_the_backend_races_once_and_loads_the_winner_after(tiny_model_dir, tmp_path,
                                                            monkeypatch):
     monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    # A tiny model's steps take a millisecond: beside other tests its rounds may disagree,
+    # and whether a race is trusted is the next tests' question.
+    monkeypatch.setattr(cpu_dtype, "steady", lambda *rounds: True)
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(device_choice.DeviceFacts, "read", classmethod(lambda cls: NATIVE))
     first = TransformersBackend(tiny_model_dir, device="cpu")
@@ -116,7 +119,7 @@ def test_a_run_says_the_race_its_probe_ran(tmp_path, monkeypatch):
     cpu_dtype.remember(cpu_dtype.store_path(), model, None,
                        {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0})
     said = _dtype_trial(asked(), target())
-    assert said == {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0}
+    assert said == {"dtype": "float32", "float32_ms": 30.0, "bfloat16_ms": 35.0, "steady": True}
     assert "35.0 ms in bfloat16" in cpu_dtype.trial_line(said)
     assert _dtype_trial(asked(threads=2), target()) is None
     assert _dtype_trial(asked(began=time.time() + 1), target()) is None
@@ -126,3 +129,44 @@ def test_a_run_says_the_race_its_probe_ran(tmp_path, monkeypatch):
     assert _dtype_trial(asked(), target()) is None
     monkeypatch.delenv("SPECVIZ_DTYPE")
     assert _dtype_trial(asked(), target(name="llama")) is None
+
+
+def test_a_race_beside_other_work_is_not_trusted():
+    """A newcomer's first race ran beside a compile: float32 354 ms, bfloat16 81 ms, more
+    apart than halving the bytes read can make them."""
+    assert cpu_dtype.steady([30.0, 31.0, 29.5], [35.0, 36.0, 34.0])
+    assert cpu_dtype.steady([60.0, 61.0, 62.0], [40.0, 42.0, 41.0])  # bfloat16 1.5x faster
+    assert not cpu_dtype.steady([354.0, 340.0, 360.0], [81.0, 85.0, 80.0])
+    assert not cpu_dtype.steady([30.0, 55.0, 31.0], [35.0, 36.0, 34.0])  # a round disturbed
+    assert "not remembered" in cpu_dtype.trial_line(
+        {"dtype": "bfloat16", "float32_ms": 354.0, "bfloat16_ms": 81.0, "steady": False})
+
+
+def test_an_unsteady_race_is_used_but_not_remembered(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DTYPE", raising=False)
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(device_choice.DeviceFacts, "read", classmethod(lambda cls: NATIVE))
+    busy = {"dtype": "bfloat16", "float32_ms": 354.0, "bfloat16_ms": 81.0, "steady": False}
+    monkeypatch.setattr(cpu_dtype, "measure", lambda *a, **k: dict(busy))
+    backend = TransformersBackend(tiny_model_dir, device="cpu")
+    assert backend.dtype == "bfloat16" and backend.dtype_trial == busy
+    assert cpu_dtype.remembered_for(str(tiny_model_dir), None) is None  # raced again next time
+
+
+def test_weights_cast_after_loading_are_the_model_loaded_in_that_dtype(tiny_model_dir):
+    """The race loads float32 and casts the winner, and a GGUF always loads in float32: the
+    rotary embedding's float32 frequencies must stay float32, as from_pretrained keeps them
+    (model.to(bfloat16) rounded them: logits 0.004 apart on a one-layer Llama)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specviz.engines.backends.hf import cast_weights
+
+    asked = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16)
+    cast = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    cast_weights(cast, torch.bfloat16)
+    assert dict((n, b.dtype) for n, b in cast.named_buffers()) == dict(
+        (n, b.dtype) for n, b in asked.named_buffers())
+    ids = torch.arange(1, 200).remainder(asked.config.vocab_size - 1)[None] + 1
+    with torch.inference_mode():
+        assert torch.equal(asked(ids).logits, cast(ids).logits)

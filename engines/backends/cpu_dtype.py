@@ -35,6 +35,11 @@ CONTEXT = 64  # tokens cached before the timed steps
 STEPS = 16  # timed one-token steps a copy and round (their median counts)
 ROUNDS = 3  # the dtypes alternate; the median round counts (others were disturbed)
 STORE_NAME = "cpu-dtype.json"
+# A race whose dtypes differ by more than halving or doubling the bytes read could explain, or
+# whose rounds disagree this much, ran beside other work (a compile, say): its choice is used
+# for this load but not remembered, and the next load races again.
+RATIO = (0.4, 2.5)  # bfloat16's cost over float32's
+ROUND_SPREAD = 1.5  # slowest round's estimate over the fastest's, either dtype
 
 
 def pick(f32_ms: float, bf16_ms: float, margin: float = MARGIN) -> str:
@@ -42,11 +47,21 @@ def pick(f32_ms: float, bf16_ms: float, margin: float = MARGIN) -> str:
     return "bfloat16" if bf16_ms <= margin * f32_ms else "float32"
 
 
+def steady(f32_rounds: list[float], bf16_rounds: list[float]) -> bool:
+    """Whether a race's rounds (a token's milliseconds, each round's estimate) can be trusted
+    enough to remember its choice."""
+    ratio = min(bf16_rounds) / max(min(f32_rounds), 1e-9)
+    spread = max(max(r) / max(min(r), 1e-9) for r in (f32_rounds, bf16_rounds))
+    return RATIO[0] <= ratio <= RATIO[1] and spread <= ROUND_SPREAD
+
+
 def trial_line(trial: dict) -> str:
     """One line saying what the race found."""
+    kept = ("raced once on this model's shape, remembered" if trial.get("steady", True) else
+            "the machine was busy during the race: not remembered, raced again next time")
     return (f"{trial['dtype']} on this CPU: a token measured at {trial['float32_ms']:.1f} ms "
-            f"in float32 and {trial['bfloat16_ms']:.1f} ms in bfloat16 (raced once on this "
-            "model's shape, remembered; --dtype overrides)")
+            f"in float32 and {trial['bfloat16_ms']:.1f} ms in bfloat16 ({kept}; --dtype "
+            "overrides)")
 
 
 def full_depth_ms(ms_at: dict[int, float], layers: int) -> float:
@@ -167,10 +182,12 @@ def measure(config, rows: frozenset[int] = frozenset(), layer_params: int | None
             at[dtype].append(timed)
     # Each round's estimate, then their median: the two depths' times of one round go
     # together (the fastest of each, from different rounds, made a layer's cost jump).
-    ms = {dtype: statistics.median(full_depth_ms(timed, layers) for timed in rounds)
-          for dtype, rounds in at.items()}
+    estimates = {dtype: [full_depth_ms(timed, layers) for timed in rounds]
+                 for dtype, rounds in at.items()}
+    ms = {dtype: statistics.median(e) for dtype, e in estimates.items()}
     return {"dtype": pick(ms["float32"], ms["bfloat16"]),
-            "float32_ms": round(ms["float32"], 3), "bfloat16_ms": round(ms["bfloat16"], 3)}
+            "float32_ms": round(ms["float32"], 3), "bfloat16_ms": round(ms["bfloat16"], 3),
+            "steady": steady(estimates["float32"], estimates["bfloat16"])}
 
 
 def step_ms(model, vocab: int, clock: Callable[[], float] = time.perf_counter) -> float:

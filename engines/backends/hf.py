@@ -91,11 +91,12 @@ class TransformersBackend(Backend):
             won = "bfloat16"
         else:
             won = self.dtype_trial["dtype"]
-            cpu_dtype.remember(cpu_dtype.store_path(), self.model_path, self._threads,
-                               self.dtype_trial)
+            if self.dtype_trial["steady"]:
+                cpu_dtype.remember(cpu_dtype.store_path(), self.model_path, self._threads,
+                                   self.dtype_trial)
         if won == "bfloat16":
             self._dtype = torch.bfloat16
-            self._model.to(torch.bfloat16)
+            cast_weights(self._model, torch.bfloat16)
 
     def _route_small_rows(self, torch) -> frozenset[int]:
         """On a CPU, the row counts whose products go the faster way here (small_rows.py)."""
@@ -398,6 +399,16 @@ def _pick_dtype(device: str, dtype: str | None, model_path: str | Path, threads:
     return getattr(torch, model_dtype("transformers", device, dtype, facts, measured))
 
 
+def cast_weights(model, dtype) -> None:
+    """The parameters in `dtype`, the buffers as they are: `model.to(dtype)` would also round
+    the rotary embedding's float32 frequencies, which `from_pretrained(dtype=...)` keeps (the
+    logits then differ, up to 0.004 on a one-layer Llama in bfloat16). Tied weights stay tied
+    (one parameter, cast once)."""
+    for param in model.parameters():  # each parameter once, tied ones included
+        if param.dtype != dtype and param.is_floating_point():
+            param.data = param.data.to(dtype)
+
+
 def _one_layers_params(model) -> int | None:
     """Parameters of the model's first decoder layer (None: no `layers` list found)."""
     layers = getattr(getattr(model, "model", None), "layers", None)
@@ -409,6 +420,7 @@ def _small_rows_store() -> Path:
 
 
 def _load(path: Path, device: str, dtype):
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -433,9 +445,15 @@ def _load(path: Path, device: str, dtype):
                 folder, gguf, home_dir("cache") / hf_gguf.FOLDER)
         else:
             tok = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kwargs)
+        # A GGUF is de-quantized to float32 whatever is asked; asked for another dtype,
+        # transformers warns that its packed-weight kernels compute in float32, though it
+        # packs nothing here (the `kernels` package is not installed): loaded in float32 and
+        # its weights converted, the same model, no warning.
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.float32 if gguf else dtype, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BackendError(f"transformers could not load {path}: {_first_line(exc)}") from None
+    cast_weights(model, dtype)
     model.to(device).eval()
     model.load_seconds = time.perf_counter() - t0
     return model, tok, (path if gguf else None)
