@@ -170,3 +170,17 @@ def test_weights_cast_after_loading_are_the_model_loaded_in_that_dtype(tiny_mode
     ids = torch.arange(1, 200).remainder(asked.config.vocab_size - 1)[None] + 1
     with torch.inference_mode():
         assert torch.equal(asked(ids).logits, cast(ids).logits)
+
+
+def test_modules_an_architecture_keeps_in_float32_stay_float32(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specviz.engines.backends.hf import cast_weights
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model._keep_in_fp32_modules = ["norm"]
+    cast_weights(model, torch.bfloat16)
+    dtypes = {name: p.dtype for name, p in model.named_parameters()}
+    assert dtypes["model.norm.weight"] == torch.float32
+    assert dtypes["model.embed_tokens.weight"] == torch.bfloat16

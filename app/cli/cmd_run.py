@@ -78,6 +78,8 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
         _say(trial_line(trial))
     summary = session.summary
     result = _result(args, target, summary)
+    if trial:
+        result["dtype_trial"] = trial
     if not is_plain(args.oracle):
         result["decline_rate"] = round(summary.totals.decline_rate, 4)
         result["declined"] = ev.decline_reasons(steps)
@@ -209,7 +211,6 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
         "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
         "lossy": bool(getattr(args, "typical_acceptance", False) and args.temperature > 0),
-        **({"dtype_trial": trial} if (trial := _dtype_trial(args, target)) else {}),
     }
 
 

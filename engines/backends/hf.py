@@ -400,11 +400,16 @@ def _pick_dtype(device: str, dtype: str | None, model_path: str | Path, threads:
 
 
 def cast_weights(model, dtype) -> None:
-    """The parameters in `dtype`, the buffers as they are: `model.to(dtype)` would also round
-    the rotary embedding's float32 frequencies, which `from_pretrained(dtype=...)` keeps (the
-    logits then differ, up to 0.004 on a one-layer Llama in bfloat16). Tied weights stay tied
-    (one parameter, cast once)."""
-    for param in model.parameters():  # each parameter once, tied ones included
+    """The parameters in `dtype` as `from_pretrained(dtype=...)` would load them: the buffers
+    as they are (`model.to(dtype)` would also round the rotary embedding's float32
+    frequencies: logits up to 0.004 apart on a one-layer Llama in bfloat16), and the modules
+    the architecture keeps in float32 kept so. Tied weights stay tied (one parameter, cast
+    once)."""
+    keep = {*(getattr(model, "_keep_in_fp32_modules", None) or ()),
+            *(getattr(model, "_keep_in_fp32_modules_strict", None) or ())}
+    for name, param in model.named_parameters():  # each parameter once, tied ones included
+        if keep.intersection(name.split(".")):
+            continue
         if param.dtype != dtype and param.is_floating_point():
             param.data = param.data.to(dtype)
 
@@ -453,7 +458,8 @@ def _load(path: Path, device: str, dtype):
             folder, dtype=torch.float32 if gguf else dtype, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BackendError(f"transformers could not load {path}: {_first_line(exc)}") from None
-    cast_weights(model, dtype)
+    if gguf:
+        cast_weights(model, dtype)
     model.to(device).eval()
     model.load_seconds = time.perf_counter() - t0
     return model, tok, (path if gguf else None)
