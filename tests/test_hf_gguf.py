@@ -40,3 +40,16 @@ def test_a_damaged_kept_folder_is_read_from_the_file_again(smollm2_path, tmp_pat
     assert again(TEXTS[0]).input_ids == tok(TEXTS[0]).input_ids
     assert config_again.to_diff_dict() == config.to_diff_dict()
     assert (kept / hf_gguf.CONFIG).read_text().startswith("{\n")  # kept whole again
+
+
+def test_gguf_name_maps_are_built_once_per_architecture_and_depth():
+    """transformers asked gguf for the same tensor-name map for each of a model's 397 modules
+    (7 ms each, a third of the load); the second load test above checks the model it makes."""
+    import gguf
+
+    hf_gguf.name_maps_once()
+    hf_gguf.name_maps_once()  # twice: wrapped once
+    first = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+    assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is first
+    assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 3) is not first
+    assert not hasattr(gguf.get_tensor_name_map.__wrapped__, "cache_info")

@@ -431,6 +431,7 @@ def _load(path: Path, device: str, dtype):
 
     hf_logging.disable_progress_bar()  # our own progress reporting; keep the terminal clean
     hf_gguf.quiet_conversion()
+    hf_gguf.name_maps_once()
 
     if not path.exists():
         raise BackendError(f"model not found: {path}")
