@@ -37,7 +37,7 @@ from ...widgets.palette import (
     proposal_kind,
     source_kind,
 )
-from .files import written_atomically
+from ...engines.atomic import written_atomically
 
 ASSETS = "assets/page"
 DATA_ID = "specviz-data"

@@ -22,7 +22,7 @@ import numpy as np
 from PySide6.QtGui import QImage
 
 from ...engines.errors import SpecvizError
-from .files import written_atomically
+from ...engines.atomic import written_atomically
 from .page import read_race
 from .race_window import GRAPHS, picture, race_window, settle
 
