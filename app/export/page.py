@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...engines import events as ev
+from ...engines.atomic import written_atomically
 from ...engines.errors import SpecvizError
 from ...engines.oracles import ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
@@ -37,7 +38,6 @@ from ...widgets.palette import (
     proposal_kind,
     source_kind,
 )
-from ...engines.atomic import written_atomically
 
 ASSETS = "assets/page"
 DATA_ID = "specviz-data"

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtGui import QImage
 
-from ...engines.errors import SpecvizError
 from ...engines.atomic import written_atomically
+from ...engines.errors import SpecvizError
 from .page import read_race
 from .race_window import GRAPHS, picture, race_window, settle
 
