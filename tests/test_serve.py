@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from serve_client import Conn
 
 from specviz.engines import events as ev
 from specviz.engines.host import protocol
@@ -21,36 +21,6 @@ from specviz.engines.host import run_spec as rs
 from specviz.engines.oracles.registry import SERVER
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
-
-
-class Conn:
-    """A client of `specviz serve`: protocol lines over a socket."""
-
-    def __init__(self, address: srv.Address) -> None:
-        self.sock = socket.create_connection((address.host, address.port), timeout=60)
-        self.file = self.sock.makefile("rb")
-
-    def send(self, kind: str, **fields) -> None:
-        self.sock.sendall(protocol.encode(kind, **fields))
-
-    def raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def next(self) -> protocol.Message | None:
-        line = self.file.readline()
-        return protocol.decode(line) if line else None  # None: the server closed
-
-    def until(self, kind: str) -> list[protocol.Message]:
-        seen = []
-        while (message := self.next()) is not None:
-            seen.append(message)
-            if message.kind == kind:
-                return seen
-        raise AssertionError(f"closed before {kind}: {[m.kind for m in seen]}")
-
-    def close(self) -> None:
-        self.file.close()
-        self.sock.close()
 
 
 @pytest.fixture

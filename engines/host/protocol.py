@@ -18,7 +18,8 @@ To the engine:
   shutdown {}                           stop and exit
   secret   {name, value}                an API key for the server lanes that name the
                                         variable `name` (SPECVIZ_KEY_…); never echoed
-  auth     {token}                      the first line to `specviz serve` (engines.host.relay)
+  auth     {token}                      the first line to `specviz serve` (engines.host.relay),
+                                        at most 4 KiB
 
 From the engine:
   hello    {pid, python}                the process is up

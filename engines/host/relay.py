@@ -8,6 +8,11 @@ forwarded re-encoded; anything else is answered with an `error` line and the con
 stays. Nothing a client sends runs except as one of those requests. An engine that dies ends
 its client's connection after a `died` line, never the server.
 
+The client holds the token, not the host: a run's files other than its models must lie under
+the folders the host allows (engines.host.confine), checked here before the engine sees the
+spec. Before it has given the token a connection is one of at most `MAX_PENDING`, its first
+line at most `AUTH_LINE` bytes, given within `AUTH_S` seconds.
+
 The protocol is plain TCP: the server listens on 127.0.0.1 unless told otherwise, and a window
 on another machine reaches it through an SSH tunnel (`ssh -L`), as Jupyter and TensorBoard do.
 """
@@ -28,12 +33,15 @@ from ..errors import SpecvizError
 from ..oracles.registry import SERVER
 from . import protocol
 from . import run_spec as rs
+from .confine import Confinement, OutsideAllowed
 from .exit_line import death_line
 
 DEFAULT_PORT = 7341
 TOKEN_ENV = "SPECVIZ_ENGINE_TOKEN"  # where a window looks for the token
 MAX_LINE = 4 << 20  # a run spec with a long prompt fits several times over
 MAX_CLIENTS = 4
+MAX_PENDING = 8  # connections not signed in yet; one more is refused at once
+AUTH_LINE = 4 << 10  # the auth line: a token is 32 characters
 AUTH_S = 10.0  # a connection that sends no token within this is closed
 WRONG_TOKEN_S = 1.0  # each wrong guess costs this long
 CLOSE_S = 5.0  # an engine whose client left is given this long to end, then killed
@@ -109,13 +117,34 @@ class ClientLines:
             data = await self._reader.read(1 << 16)
             if not data:
                 raise EOFError
-            self._lines.extend(line for line in self._splitter.feed(data)
-                               if line is TOO_LONG or line.strip())
+            self._take(data)
         return self._lines.popleft()
 
+    async def first(self, limit: int) -> bytes | None:
+        """The first line, or TOO_LONG once it has passed `limit` bytes (nothing more is read
+        then); what follows it is kept for `next`, under the full limit."""
+        buffer = bytearray()
+        while (end := buffer.find(b"\n")) < 0 or not buffer[:end].strip():
+            if end >= 0:  # a blank line before it
+                del buffer[:end + 1]
+            elif len(buffer) > limit:
+                return TOO_LONG
+            else:
+                data = await self._reader.read(limit + 1 - len(buffer))
+                if not data:
+                    raise EOFError
+                buffer += data
+        self._take(bytes(buffer[end + 1:]))
+        return bytes(buffer[:end])
 
-def check_request(line: bytes) -> protocol.Message:
-    """The request a client's line holds, checked; ProtocolError says what is wrong."""
+    def _take(self, data: bytes) -> None:
+        self._lines.extend(line for line in self._splitter.feed(data)
+                           if line is TOO_LONG or line.strip())
+
+
+def check_request(line: bytes, confine: Confinement | None = None) -> protocol.Message:
+    """The request a client's line holds, checked, a run's files confined to what `confine`
+    allows (default: specviz's own folders) and resolved; ProtocolError says what is wrong."""
     message = protocol.decode(line)
     protocol.check_request(message)
     if message.kind == "auth":
@@ -129,8 +158,12 @@ def check_request(line: bytes) -> protocol.Message:
                 raise protocol.ProtocolError(
                     "run: server lanes run in the window's own engine; `specviz serve` makes "
                     "no requests to other hosts")
+            spec = (confine or Confinement.for_host()).run(spec)
+            message = protocol.Message("run", {**message.fields, "spec": rs.to_dict(spec)})
         elif message.kind in ("profile", "pair"):
             rs.model_from_dict(message["model"])
+    except OutsideAllowed as exc:
+        raise protocol.ProtocolError(f"run: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise protocol.ProtocolError(f"{message.kind}: bad spec: {exc}") from None
     return message
@@ -143,9 +176,10 @@ def error_line(message: str, request: str | None) -> bytes:
 class Relay:
     """One signed-in client and its engine process."""
 
-    def __init__(self, lines: ClientLines, writer: asyncio.StreamWriter, command, max_line: int):
+    def __init__(self, lines: ClientLines, writer: asyncio.StreamWriter, command, max_line: int,
+                 confine: Confinement):
         self.lines, self.writer = lines, writer
-        self.command, self.max_line = command, max_line
+        self.command, self.max_line, self.confine = command, max_line, confine
         self.proc: asyncio.subprocess.Process | None = None
         self.asked_to_end = False  # the client sent shutdown, or left
         self.client_gone = False
@@ -188,7 +222,7 @@ class Relay:
                                       "refused", None))
                 continue
             try:
-                message = check_request(line)
+                message = check_request(line, self.confine)
             except protocol.ProtocolError as exc:
                 self._send(error_line(str(exc), _kind_of(line)))
                 continue
@@ -257,11 +291,14 @@ class EngineServer:
     """Listens, signs clients in, and relays each to an engine process of its own."""
 
     def __init__(self, token: str, command=ENGINE_COMMAND, max_clients: int = MAX_CLIENTS,
-                 max_line: int = MAX_LINE, log: Callable[[str], None] | None = None) -> None:
+                 max_line: int = MAX_LINE, log: Callable[[str], None] | None = None,
+                 confine: Confinement | None = None) -> None:
         self._token = token.encode()
         self.command, self.max_clients, self.max_line = tuple(command), max_clients, max_line
         self.log = log or (lambda text: print(f"specviz serve: {text}", file=sys.stderr))
+        self.confine = confine or Confinement.for_host()
         self.relays: set[Relay] = set()
+        self.pending = 0  # connections not signed in yet
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> Address:
@@ -278,12 +315,20 @@ class EngineServer:
                 await self._refuse(writer, peer, f"busy: {self.max_clients} clients are "
                                    "connected, the most this server takes", "auth")
                 return
-            lines = ClientLines(reader, self.max_line)
-            problem = await self._sign_in(lines)
-            if problem:
-                await self._refuse(writer, peer, problem, "auth")
+            if self.pending >= MAX_PENDING:
+                await self._refuse(writer, peer, f"busy: {MAX_PENDING} connections are signing "
+                                   "in, the most this server waits for", "auth")
                 return
-            relay = Relay(lines, writer, self.command, self.max_line)
+            lines = ClientLines(reader, self.max_line)
+            self.pending += 1
+            try:
+                problem = await self._sign_in(lines)
+                if problem:
+                    await self._refuse(writer, peer, problem, "auth")
+                    return
+            finally:
+                self.pending -= 1
+            relay = Relay(lines, writer, self.command, self.max_line, self.confine)
             self.relays.add(relay)
             self.log(f"{peer} connected; an engine process of its own starts")
             try:
@@ -301,13 +346,13 @@ class EngineServer:
     async def _sign_in(self, lines: ClientLines) -> str | None:
         """None when the first line holds the token; else why the client is refused."""
         try:
-            line = await asyncio.wait_for(lines.next(), AUTH_S)
+            line = await asyncio.wait_for(lines.first(AUTH_LINE), AUTH_S)
         except asyncio.TimeoutError:
             return f"no token within {AUTH_S:.0f} s"
         except (EOFError, ConnectionError):
             return "left before giving the token"
         if line is TOO_LONG:
-            return "the first message is too long"
+            return f"the first message must be auth {{token}}, under {AUTH_LINE} bytes"
         try:
             message = protocol.decode(line)
         except protocol.ProtocolError as exc:
@@ -334,10 +379,10 @@ def _peer(writer: asyncio.StreamWriter) -> str:
 
 
 def serve(host: str, port: int, token: str, announce: Callable[[Address], None],
-          max_clients: int = MAX_CLIENTS) -> None:
+          max_clients: int = MAX_CLIENTS, confine: Confinement | None = None) -> None:
     """Listen until interrupted; `announce` is told the address once it listens."""
     async def main() -> None:
-        server = EngineServer(token, max_clients=max_clients)
+        server = EngineServer(token, max_clients=max_clients, confine=confine)
         try:
             address = await server.start(host, port)
         except OSError as exc:
