@@ -203,7 +203,10 @@ class LiveRunner(QObject):
         lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
         self.board.read_header(lane_id, header)
         lane.trace_path = new_trace_path(lane.oracle_name(), lane_id)
-        self._writers[lane_id] = TraceWriter(lane.trace_path, header)
+        try:
+            self._writers[lane_id] = TraceWriter(lane.trace_path, header)
+        except SpecvizError as exc:  # a full disk or read-only home: the lane runs untraced
+            lane.show_message(f"{exc}; this lane runs without a trace")
 
     def _on_failed(self, lane_id: str, why: str) -> None:
         lane = self.board.lanes.get(lane_id)
@@ -226,9 +229,7 @@ class LiveRunner(QObject):
         self._finish()
 
     def _on_event(self, lane_id: str, event: ev.Event) -> None:
-        writer = self._writers.get(lane_id)
-        if writer is not None:
-            writer.write(event)
+        self._trace(lane_id, event)
         if isinstance(event, ev.StepEvent):
             if not self._received:
                 self.statusChanged.emit("running", True)  # every lane is built: stepping begins
@@ -249,12 +250,24 @@ class LiveRunner(QObject):
             if lane is None or lane_id in self._ended:
                 continue
             lane.show_message(line)
-            writer = self._writers.get(lane_id)
-            if writer is not None:
-                writer.write(ev.crashed_summary(lane.oracle_name(),
-                                                self._received.get(lane_id, []), line))
+            self._trace(lane_id, ev.crashed_summary(lane.oracle_name(),
+                                                    self._received.get(lane_id, []), line))
             self._end_lane(lane_id)
         self._finish()
+
+    def _trace(self, lane_id: str, event: ev.Event) -> None:
+        """The event into the lane's trace; a write that fails (the trace then keeps its
+        whole records only) is said in the lane, which runs on untraced."""
+        writer = self._writers.get(lane_id)
+        if writer is None:
+            return
+        try:
+            writer.write(event)
+        except SpecvizError as exc:
+            self._writers.pop(lane_id, None)
+            lane = self.board.lanes.get(lane_id)
+            if lane is not None:
+                lane.show_message(str(exc))
 
     def _end_lane(self, lane_id: str) -> None:
         self._ended.add(lane_id)

@@ -1,9 +1,11 @@
 """Traces: a run as JSON Lines, written as it goes, replayable without a model.
 
 Line 1 is a header (models with checksums, backend, device, settings, machine, prompt);
-every further line is one event (`events.to_json`). Each line is flushed when written, so a
-crash loses at most the step in flight. Reading stops at the first bad line with an error
-that names it, and everything before it stays available.
+every further line is one event (`events.to_json`). Each line goes to the file in one write,
+whole, so a crash loses at most the step in flight; a write that fails (a full disk) is cut
+back to the last whole line and ends the trace with one line saying how many steps it keeps.
+Reading stops at the first bad line with an error that names it, and everything before it
+stays available; a header whose fields are not of the types its readers use is refused.
 """
 
 from __future__ import annotations
@@ -11,32 +13,60 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from . import events as ev
-from .errors import TraceError
+from .atomic import cannot_write
+from .errors import SpecvizError, TraceError
 
 FORMAT = "specviz-trace"
 
 
 class TraceWriter:
-    """Append events to a trace file; use as a context manager."""
+    """Append events to a trace file; use as a context manager. A file that cannot be made
+    or written is a SpecvizError naming it."""
 
     def __init__(self, path: str | Path, header: dict[str, Any]) -> None:
         self.path = Path(path)
-        self._file: TextIO | None = self.path.open("w", encoding="utf-8")
+        self.steps = 0  # steps written whole
+        self._size = 0  # bytes written whole
+        try:
+            self._file: BinaryIO | None = self.path.open("wb", buffering=0)
+        except OSError as exc:
+            raise cannot_write(self.path, exc) from None
         self._line({"kind": "header", "format": FORMAT, "schema": ev.SCHEMA_VERSION, **header})
 
     def write(self, event: ev.Event) -> None:
         self._line(ev.to_dict(event))
+        if isinstance(event, ev.StepEvent):
+            self.steps += 1
 
     def _line(self, record: dict[str, Any]) -> None:
         if self._file is None:
             raise ValueError("trace is closed")
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._file.flush()
+        data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        try:
+            rest = memoryview(data)
+            while rest:  # more than one write only where the first was cut short
+                rest = rest[self._file.write(rest):]
+        except OSError as exc:
+            raise self._failed(exc) from None
+        self._size += len(data)
+
+    def _failed(self, exc: OSError) -> SpecvizError:
+        """The file cut back to its last whole line and closed: the one line to say."""
+        file, self._file = self._file, None
+        with file, suppress(OSError):  # a shorter file asks for no space
+            file.truncate(self._size)
+        if not self._size:  # not even the header: nothing worth keeping
+            self.path.unlink(missing_ok=True)
+            return cannot_write(self.path, exc)
+        kept = ("no step" if not self.steps else "its first step" if self.steps == 1
+                else f"its first {self.steps} steps")
+        return SpecvizError(f"{cannot_write(self.path, exc)} (the trace keeps {kept})")
 
     def close(self) -> None:
         if self._file is not None:
@@ -113,15 +143,56 @@ def _parse(path: Path, number: int, line: str) -> dict[str, Any] | ev.Event:
     if not isinstance(record, dict):
         raise TraceError(f"{where}: expected a JSON object")
     if number == 1:
-        if record.get("format") != FORMAT:
-            raise TraceError(f"{where}: not a specviz trace (no header)")
-        if record.get("schema", 0) > ev.SCHEMA_VERSION:
-            raise TraceError(f"{where}: written by a newer specviz (schema {record['schema']})")
-        return record
+        return _header(where, record)
     try:
         return ev.from_dict(record)
     except ValueError as exc:
         raise TraceError(f"{where}: {exc}") from None
+
+
+NoneType = type(None)
+# The header's fields its readers use (replay, shot, export, the window), by type: a field
+# may be missing (an older trace), never of another type.
+HEADER_TYPES: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "prompt": (str,), "prompt_text": (str,), "oracle": (str,),
+    "backend": (str, NoneType), "device": (str, NoneType), "dtype": (str, NoneType),
+    "target": (dict,), "draft": (dict, NoneType), "server": (dict, NoneType),
+    "settings": (dict,), "machine": (dict,), "prompt_ids": (list,), "token_chars": (list,),
+}
+SETTINGS_TYPES: dict[str, tuple[type, ...]] = {
+    "k": (int, NoneType), "max_tokens": (int, NoneType), "auto_k": (bool,),
+}
+
+
+def _header(where: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Line 1, checked: a specviz trace this specviz can read, its fields of their types."""
+    if record.get("format") != FORMAT:
+        raise TraceError(f"{where}: not a specviz trace (no header)")
+    _check_types(where, record, HEADER_TYPES, "")
+    _check_types(where, record.get("settings", {}), SETTINGS_TYPES, "settings.")
+    if record.get("schema", 0) > ev.SCHEMA_VERSION:
+        raise TraceError(f"{where}: written by a newer specviz (schema {record['schema']})")
+    return record
+
+
+def _check_types(where: str, record: dict[str, Any], types: dict[str, tuple[type, ...]],
+                 prefix: str) -> None:
+    for name, allowed in types.items():
+        if name in record and not _is(record[name], allowed):
+            names = " or ".join("null" if t is NoneType else t.__name__ for t in allowed)
+            raise TraceError(f"{where}: the header's {prefix}{name} is "
+                             f"{_shown(record[name])}, not {names}")
+
+
+def _is(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # JSON's true is no number here
+        return bool in allowed
+    return isinstance(value, allowed)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def machine_info() -> dict[str, Any]:

@@ -409,7 +409,7 @@ def test_a_lane_that_opts_out_neither_reads_nor_writes_the_memory(tiny_backend):
     assert not any(t.source == "memory" for s in steps for t in s.proposed)
 
 
-def test_the_memory_file_is_bounded_and_survives_corruption(tmp_path):
+def test_the_memory_file_is_bounded_and_survives_a_torn_line(tmp_path):
     path = tmp_path / "m.jsonl"
     memory = SuffixMemory.open(path, max_tokens=10)
     assert not memory.add([1, 2, 3, 4], "a")
@@ -418,11 +418,11 @@ def test_the_memory_file_is_bounded_and_survives_corruption(tmp_path):
     assert [r.label for r in memory.runs] == ["b", "c"]
     assert [r.label for r in SuffixMemory.open(path, 10).runs] == ["b", "c"]
     path.write_text('{"run": "b", "tokens": [5, 6]}\n{"run": ', encoding="utf-8")
-    reopened = SuffixMemory.open(path)
-    assert reopened.runs == [] and "begun anew" in reopened.problem
-    assert (tmp_path / "m.corrupt").exists() and not path.exists()
+    reopened = SuffixMemory.open(path)  # the torn line dropped, the whole one kept
+    assert [r.label for r in reopened.runs] == ["b"] and "cut off" in reopened.problem
     reopened.add([1, 2], "d")
-    assert [r.label for r in SuffixMemory.open(path).runs] == ["d"]
+    assert [r.label for r in SuffixMemory.open(path).runs] == ["b", "d"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl", "m.jsonl.lock"]
 
 
 def test_two_writers_of_one_memory_file_keep_each_others_runs(tmp_path):
@@ -479,10 +479,12 @@ def test_bad_suffix_input_is_one_line(capsys, tiny_model_dir, tmp_path):
             (["--max-spec-factor", "-1"], "max_spec_factor -1.0 is outside")):
         code, _, err = run_cli(capsys, *base, *extra)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
-    corrupt = tmp_path / "memory.jsonl"
-    corrupt.write_text("not json\n")
-    code, _, err = run_cli(capsys, *base, "--suffix-memory", corrupt)
-    assert code == 0 and "could not be read" in err and "begun anew" in err
+    text = tmp_path / "notes.txt"  # not a memory: refused, as it was
+    text.write_text("not json\n")
+    code, _, err = run_cli(capsys, *base, "--suffix-memory", text)
+    assert code == 2 and "cannot be a suffix memory" in err and len(err.splitlines()) == 1
+    assert text.read_text() == "not json\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "corpus.bin", "notes.txt"]
 
 
 def test_a_memory_that_cannot_be_saved_is_said_as_the_run_ends(capsys, tiny_model_dir,

@@ -115,7 +115,7 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
         corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
     if lane.oracle == "suffix" and lane.suffix_corpus:
         corpus = target.tokenize(read_text(lane.suffix_corpus, "suffix corpus"), False)
-    memory = suffix_memory(lane) if lane.oracle == "suffix" else None
+    memory = suffix_memory(lane, target.n_vocab) if lane.oracle == "suffix" else None
     try:
         oracle = make_oracle(lane.oracle, target=target, draft=draft, corpus_ids=corpus,
                              settings=dict(lane.settings), heads=head_folder(lane.medusa_heads),
@@ -128,7 +128,7 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
     return oracle
 
 
-def suffix_memory(lane: LaneSpec):
+def suffix_memory(lane: LaneSpec, n_vocab: int | None = None):
     """The lane's memory of earlier runs (None: the model's file, opened by the oracle)."""
     from ..oracles.suffix_memory import SuffixMemory
 
@@ -136,7 +136,7 @@ def suffix_memory(lane: LaneSpec):
         return None
     if lane.suffix_memory == "off":
         return SuffixMemory()
-    return SuffixMemory.open(Path(lane.suffix_memory))
+    return SuffixMemory.open(Path(lane.suffix_memory), vocab_size=n_vocab)
 
 
 def head_folder(name: str | None) -> Path | None:

@@ -263,5 +263,5 @@ def build(parts: BuildParts) -> SuffixOracle:
     memory = parts.memory
     if memory is None and parts.target is not None:
         path = memory_path(Path(parts.target.model_path).name, parts.target.n_vocab)
-        memory = SuffixMemory.open(path)
+        memory = SuffixMemory.open(path, vocab_size=parts.target.n_vocab)
     return SuffixOracle(memory, parts.corpus_ids, **parts.settings)

@@ -2,8 +2,12 @@
 
 Each line is one run's output: `{"run": label, "tokens": [...]}`, oldest first. The file is
 bounded (MAX_TOKENS by default): the oldest runs are dropped when a new one would pass it.
-A file that does not parse is set aside (renamed `.corrupt`) and a new one begun, with one
-line saying so; a run is never stopped by its memory.
+Runs are appended as whole lines and read as far as they are whole (memory_file.py): a torn
+last line is dropped, unreadable lines are kept in a numbered copy, each with one line
+saying so; a run is never stopped by a memory it cannot read or save (a full disk, a
+read-only folder). A path given that is not a memory (a folder, a file of another kind) is
+refused with one line and left as it was; the model's own file in the cache, which only
+specviz writes, is set aside (copied, numbered) and begun anew instead.
 
 Outputs of one model only: token ids mean nothing to another tokenizer, so the file is named
 by the model and its vocabulary size.
@@ -17,9 +21,7 @@ so a rewrite that drops the oldest runs never drops another lane's newest.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +29,9 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from ..errors import SpecvizError
 from ..models import home_dir
+from . import memory_file
 
 MAX_TOKENS = 200_000  # about 1,000 answers of 200 tokens: a few MB on disk, ~30 MB in memory
 ENV_OFF = "SPECVIZ_SUFFIX_MEMORY"  # "off": no run reads or writes a memory file
@@ -55,15 +59,22 @@ class SuffixMemory:
     _pending: list[Remembered] = field(default_factory=list, repr=False)
 
     @classmethod
-    def open(cls, path: Path | None, max_tokens: int = MAX_TOKENS) -> SuffixMemory:
+    def open(cls, path: Path | None, max_tokens: int = MAX_TOKENS,
+             vocab_size: int | None = None) -> SuffixMemory:
+        """The memory in `path`; SpecvizError (one line) for a path given that is not one,
+        or (given `vocab_size`) one of another model, whose token ids would be drafted past
+        this model's vocabulary: checked before anything is written beside it."""
         memory = cls(path, max_tokens)
-        if path is not None and path.exists():
-            try:  # under the lock: a line being written is not taken for corruption
-                with memory._lock():
-                    memory._read()
-            except Timeout:  # the first save takes in what the file holds by then
-                memory.problem = (f"the suffix memory {path.name} stayed locked by another "
-                                  "writer; this run begins without it")
+        if path is None or not memory._is_memory(vocab_size):
+            return memory
+        try:  # under the lock: a line being written is not taken for corruption
+            with memory._lock():
+                memory._read()
+        except Timeout:  # the first save takes in what the file holds by then
+            memory.problem = (f"the suffix memory {path.name} stayed locked by another "
+                              "writer; this run begins without it")
+        except OSError:  # no lock file can be made (a read-only folder): read it as it is
+            memory._read(repair=False)
         return memory
 
     def add(self, tokens: list[int], label: str) -> bool:
@@ -85,8 +96,10 @@ class SuffixMemory:
             self.problem = (f"the suffix memory {self.path.name} stayed locked by another "
                             "writer; this run is remembered in this process only")
         except OSError as exc:  # a full disk: the run goes on, remembered in this process
-            where = f" ({exc.filename})" if exc.filename else ""
-            self.problem = f"the suffix memory could not be saved: {exc.strerror or exc}{where}"
+            self.problem = (f"the suffix memory could not be saved: {exc.strerror or exc} "
+                            f"({exc.filename or self.path})")
+        except SpecvizError as exc:  # it was rewritten whole and that failed, or replaced
+            self.problem = f"the suffix memory could not be saved: {exc}"
         # As before the attempt, plus the run; saved with the next run that can be.
         changed = self.runs != before
         self.runs = before
@@ -131,46 +144,59 @@ class SuffixMemory:
             dropped = True
         return dropped
 
-    def _read(self) -> None:
-        self.runs = self._saved()
+    def _is_memory(self, vocab_size: int | None = None) -> bool:
+        """Whether the file is there to read. A file that is not a memory is refused when it
+        was given, and set aside when it is this model's own in the cache."""
+        contents = memory_file.load(self.path)
+        if contents is not None and vocab_size is not None:
+            memory_file.check_vocabulary(self.path, contents, vocab_size)
+        if contents is None or contents.is_memory:
+            return contents is not None
+        if self.path.parent != memory_dir():
+            raise memory_file.not_a_memory(self.path)
+        name = self.path.name
+        try:
+            kept = memory_file.set_aside(self.path, contents.data)
+            self.path.unlink()
+        except OSError as exc:  # left as it is: this run neither reads nor saves it
+            self.problem = (f"the suffix memory {name} holds no run and could not be set "
+                            f"aside ({exc.strerror or exc}); this run begins without it")
+            return False
+        self.problem = (f"the suffix memory {name} held no run; begun anew, the old file "
+                        f"kept as {kept.name}")
+        return False
+
+    def _read(self, repair: bool = True) -> None:
+        self.runs = self._saved(repair)
         self._synced = list(self.runs)
 
-    def _saved(self) -> list[Remembered]:
-        """The runs in the file ([] if none); a file that does not parse is set aside."""
-        if not self.path.exists():
+    def _saved(self, repair: bool = True) -> list[Remembered]:
+        """The runs in the file ([] if none). Under the lock (`repair`), a torn or corrupt
+        file is made whole again, with one line saying how."""
+        contents = memory_file.load(self.path)
+        if contents is None:
             return []
-        try:
-            with self.path.open(encoding="utf-8") as f:
-                return [_run(json.loads(line)) for line in f if line.strip()]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            aside = self.path.with_suffix(".corrupt")
-            try:
-                os.replace(self.path, aside)
-            except OSError:
-                aside = None
-            self.problem = (f"the suffix memory {self.path.name} could not be read "
-                            f"({type(exc).__name__}); begun anew"
-                            + (f", the old file kept as {aside.name}" if aside else ""))
-            return []
+        if not contents.is_memory:  # replaced since it was opened: left as it is now
+            raise memory_file.not_a_memory(self.path)
+        if repair:
+            self.problem = memory_file.repair(self.path, contents) or self.problem
+        return [Remembered(label, tokens) for label, tokens in contents.records]
 
     def _save(self, appended: list[Remembered] | None) -> None:
         """Append these runs' lines, or (None) write the file anew from `runs`."""
         if appended is not None:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.writelines(_line(r) for r in appended)
-            return
-        fd, temp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(_line(r) for r in self.runs)
-        os.replace(temp, self.path)
+            memory_file.append(self.path, b"".join(_line(r) for r in appended))
+        else:
+            memory_file.rewrite(self.path, b"".join(_line(r) for r in self.runs))
 
 
-def _run(record: dict) -> Remembered:
-    return Remembered(str(record["run"]), [int(t) for t in record["tokens"]])
+def _line(run: Remembered) -> bytes:
+    return memory_file.line(run.label, run.tokens)
 
 
-def _line(run: Remembered) -> str:
-    return json.dumps({"run": run.label, "tokens": run.tokens}, separators=(",", ":")) + "\n"
+def memory_dir() -> Path:
+    """Where each model's memory lives (a file there is specviz's own)."""
+    return home_dir() / "suffix"
 
 
 def memory_path(model_name: str, vocab_size: int) -> Path | None:
@@ -179,7 +205,7 @@ def memory_path(model_name: str, vocab_size: int) -> Path | None:
         return None
     digest = hashlib.sha256(f"{model_name}|{vocab_size}".encode()).hexdigest()[:12]
     stem = "".join(c if c.isalnum() or c in "-._" else "_" for c in Path(model_name).stem)
-    return home_dir() / "suffix" / f"{stem[:40]}-{digest}.jsonl"
+    return memory_dir() / f"{stem[:40]}-{digest}.jsonl"
 
 
 def run_label(text_of: Callable[[list[int]], str] | None, tokens: list[int]) -> str:

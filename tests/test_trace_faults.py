@@ -1,0 +1,128 @@
+"""Traces under faults: a write that fails is one line and leaves whole lines only; a header
+of the wrong types is one line when read, never a traceback further on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from write_faults import files_in, one_line, specviz
+
+from specviz.app.cli.main import main
+from specviz.engines.errors import SpecvizError, TraceError
+from specviz.engines.trace import TraceWriter, read_trace
+
+SMALL = Path(__file__).parent / "data" / "small_trace.jsonl"
+
+
+def run_args(target: Path, *extra: object) -> list[str]:
+    return ["run", "--target", str(target), "--backend", "transformers", "--dtype", "float32",
+            "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "8", "--k", "4",
+            "--oracle", "prompt-lookup", *map(str, extra)]
+
+
+# ---------------------------------------------------------------- writing
+
+
+@pytest.mark.parametrize("where", ["missing/dir/t.jsonl", "a-folder", "a-file/t.jsonl"])
+def test_a_trace_that_cannot_be_made_is_one_line_naming_it(where, tmp_path):
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    before = files_in(tmp_path)
+    with pytest.raises(SpecvizError, match=f"cannot write {tmp_path / where}: "):
+        TraceWriter(tmp_path / where, {"prompt": "p"})
+    assert files_in(tmp_path) == before
+
+
+def test_the_command_line_says_a_missing_trace_folder_in_one_line(tiny_model_dir, tmp_path):
+    done = specviz(*run_args(tiny_model_dir, "--trace", tmp_path / "missing/dir/t.jsonl"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert one_line(done.stderr) == (f"specviz: cannot write {tmp_path}/missing/dir/t.jsonl: "
+                                     "No such file or directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_ends_the_trace_at_its_last_whole_line(tiny_model_dir, tmp_path):
+    """The file-size limit falls after the header, then after one step: one line each, saying
+    how many steps the trace keeps, and the trace holds whole lines only."""
+    whole = tmp_path / "whole.jsonl"
+    assert specviz(*run_args(tiny_model_dir, "--trace", whole)).returncode == 0
+    lines = whole.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[1])["kind"] == "step"
+    for limit, kept, n in ((len(lines[0]) + 5, "no step", 1),
+                           (len(lines[0]) + len(lines[1]) + len(lines[2]) // 2,
+                            "its first step", 2)):
+        trace = tmp_path / f"cut-{n}.jsonl"
+        done = specviz(*run_args(tiny_model_dir, "--trace", trace), fsize=limit)
+        assert done.returncode == 2, done.stderr
+        assert one_line(done.stderr) == (f"specviz: cannot write {trace}: File too large "
+                                         f"(the trace keeps {kept})")
+        data = trace.read_bytes()
+        assert data.endswith(b"\n") and data.count(b"\n") == n
+        read = read_trace(trace)
+        assert read.problem is None and len(read.steps) == n - 1
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _header_with(**fields) -> str:
+    header = json.loads(SMALL.read_text(encoding="utf-8").splitlines()[0])
+    for name, value in fields.items():
+        if "." in name:
+            outer, inner = name.split(".")
+            header[outer] = {**header[outer], inner: value}
+        else:
+            header[name] = value
+    return json.dumps(header)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"schema": "1"}, 'schema is "1", not int'),
+    ({"schema": None}, "schema is null, not int"),
+    ({"schema": 1.5}, "schema is 1.5, not int"),
+    ({"schema": True}, "schema is true, not int"),
+    ({"prompt": 42}, "prompt is 42, not str"),
+    ({"prompt": ["a", "b"]}, 'prompt is ["a", "b"], not str'),
+    ({"prompt": None}, "prompt is null, not str"),
+    ({"prompt_text": {"x": 1}}, "prompt_text is"),
+    ({"oracle": 3}, "oracle is 3, not str"),
+    ({"target": None}, "target is null, not dict"),
+    ({"target": "tiny"}, 'target is "tiny", not dict'),
+    ({"draft": 7}, "draft is 7, not dict or null"),
+    ({"server": "x"}, 'server is "x", not dict or null'),
+    ({"settings": "k=4"}, 'settings is "k=4", not dict'),
+    ({"settings.k": "4"}, 'settings.k is "4", not int or null'),
+    ({"settings.max_tokens": 8.5}, "settings.max_tokens is 8.5, not int or null"),
+    ({"settings.auto_k": "yes"}, 'settings.auto_k is "yes", not bool'),
+    ({"backend": ["llama"]}, "backend is"),
+    ({"prompt": "x" * 1000, "schema": "1"}, 'schema is "1"'),
+], ids=lambda v: str(v)[:30])
+def test_a_header_of_the_wrong_types_is_one_line(fields, message, tmp_path, capsys):
+    rest = SMALL.read_text(encoding="utf-8").splitlines(keepends=True)[1:]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(_header_with(**fields) + "\n" + "".join(rest), encoding="utf-8")
+    with pytest.raises(TraceError) as raised:
+        read_trace(bad)
+    assert str(raised.value).startswith(f"{bad}, line 1: the header's {message}")
+    assert len(str(raised.value)) < 200
+    for argv in (["replay", "--print", bad], ["export", bad, tmp_path / "out.html"]):
+        assert main(list(map(str, argv))) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"line 1: the header's {message}" in err, err
+    assert not (tmp_path / "out.html").exists()
+
+
+def test_the_recorded_header_is_accepted():
+    assert read_trace(SMALL).problem is None
+
+
+def test_a_torn_last_line_leaves_every_whole_record_readable(tmp_path):
+    whole = read_trace(SMALL)
+    data = SMALL.read_bytes()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(data[:data.rstrip(b"\n").rfind(b"\n") + 1] + b'{"kind":"summ')
+    trace = read_trace(torn)
+    assert trace.events == whole.events[:-1] and trace.header == whole.header
+    assert "truncated" in str(trace.problem)
