@@ -52,9 +52,10 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
                             measured)
     except SpecvizError as exc:  # a SPECVIZ_DTYPE it does not know: said, the window opens
         return None, str(exc), False
-    stored = prof.load(model.target, model.backend, device, threads, dtype)
+    stored, problem = prof.read(model.target, model.backend, device, threads, dtype)
     if stored is None:
-        return None, "no profile of this machine yet", False
+        return None, (f"the stored profile is not usable: {problem}" if problem
+                      else "no profile of this machine yet"), False
     costs = [stored.relative(n, context) for n in range(1, 34)]
     used = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
     return costs, f"{stored.backend}/{stored.device}, {used}, context {context}", True

@@ -12,7 +12,10 @@ PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
 
 
 def run_cli(capsys, *argv):
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # the option parser's own refusal: one line, exit 2
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -17,6 +17,7 @@ from ...engines.host.model_pool import ModelPool
 from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
 from ...engines.trace import machine_info
 from . import bench_tables, options
+from . import option_values as values
 
 
 def register(sub) -> None:
@@ -28,7 +29,7 @@ def register(sub) -> None:
                    help="draft model for the draft and cross-draft oracles")
     p.add_argument("--cross-draft", default=None,
                    help="draft model for the cross-draft oracle (default: --draft)")
-    p.add_argument("--k", default="auto",
+    p.add_argument("--k", type=k_list, default=[bench.AUTO_K],
                    help="draft length, or a comma-separated list; auto (the default): "
                         "cost-aware, per step")
     p.add_argument("--ngram-corpus", type=Path, default=None)
@@ -38,12 +39,12 @@ def register(sub) -> None:
     options.add_setting_args(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
-    p.add_argument("--limit", type=int, default=None, help="questions per category group")
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--limit", type=values.positive, default=None,
+                   help="questions per category group")
+    options.add_sampling_args(p, max_tokens=256)
+    p.add_argument("--top-p", type=values.top_p, default=1.0)
+    p.add_argument("--seed", type=values.seed, default=0)
+    p.add_argument("--repeat", type=values.positive, default=1,
                    help="run every turn N times, interleaved, and take the median time "
                         "(a noisy machine needs it to tell a few percent apart)")
     p.add_argument("--json", type=Path, dest="json_out", help="write every figure here")
@@ -56,13 +57,19 @@ def configs(args: argparse.Namespace) -> list[bench.Config]:
     unknown = [n for n in names if n not in ORACLES]
     if unknown:
         raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
-    try:
-        ks = [bench.AUTO_K if k.strip() == options.AUTO else options.k_value(k)
-              for k in args.k.split(",")]
-    except (ValueError, argparse.ArgumentTypeError) as exc:
-        raise SpecvizError(f"bad --k {args.k!r}: {exc}") from None
     return [bench.Config(n, 0) if is_plain(n) else bench.Config(n, k) for n in names
-            for k in ([0] if is_plain(n) else ks)]
+            for k in ([0] if is_plain(n) else args.k)]
+
+
+def k_list(text: str) -> list[int]:
+    """--k: auto or a draft length, or several, comma-separated (auto as bench.AUTO_K)."""
+    return [bench.AUTO_K if k.strip().lower() == options.AUTO else options.k_value(k)
+            for k in text.split(",")]
+
+
+def _lane_k(ks: list[int]) -> int | str:
+    """The K a lane is built with (each configuration then sets its own)."""
+    return options.AUTO if ks[0] == bench.AUTO_K else ks[0]
 
 
 def policy_maker(args: argparse.Namespace, target, drafts: dict):
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     built: list = []  # the oracles, asked after each record what arose as a run ended
 
     def make(name: str):
-        lane = options.lane_spec(args, name)
+        lane = options.lane_spec(args, name, _lane_k(args.k))
         draft = None
         if lane.draft_model:
             if lane.draft_model not in drafts:

@@ -16,7 +16,10 @@ from ...engines.models import resolve
 from ...engines.pair.check import check_pair
 from ...engines.pair.report import K_MAX
 from ...engines.pair.text import render
+from . import option_values as values
 from . import options
+
+K_MAX_ALLOWED = 31  # the largest K a prediction prices
 
 
 def register(sub) -> None:
@@ -31,22 +34,28 @@ def register(sub) -> None:
     p.add_argument("--prompts", type=Path, nargs="+", default=None,
                    help="prompt files or folders (.txt: one prompt each; .jsonl: one per "
                    "line); default: three of specviz's own (code edit, summary, chat)")
-    p.add_argument("--max-tokens", type=int, default=96,
-                   help="tokens of each answer the target writes (default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=1.0,
+    p.add_argument("--max-tokens", type=values.whole_at_least(8), default=96,
+                   help="tokens of each answer the target writes, at least 8 (default: "
+                        "%(default)s)")
+    p.add_argument("--temperature", type=values.temperature, default=1.0,
                    help="the sampling temperature alpha is estimated at (default: %(default)s)")
-    p.add_argument("--k-max", type=int, default=K_MAX, help="largest K to predict")
+    p.add_argument("--k-max", type=k_max, default=K_MAX,
+                   help=f"largest K to predict, 1..{K_MAX_ALLOWED} (default: %(default)s)")
     p.add_argument("--no-measure", action="store_true",
                    help="do not measure a missing cost profile; say so instead")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
+def k_max(text: str) -> int:
+    value = values.positive(text)
+    if value > K_MAX_ALLOWED:
+        raise argparse.ArgumentTypeError(f"takes a whole number from 1 to {K_MAX_ALLOWED}, "
+                                         f"got {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.k_max <= 31:
-        raise SpecvizError(f"--k-max must be between 1 and 31, got {args.k_max}")
-    if args.max_tokens < 8:
-        raise SpecvizError("--max-tokens must be at least 8")
     prompts = _prompts(args.prompts)
     target = options.load_target(args)
     draft = load_backend(args.backend, resolve(args.draft), device=args.device,
@@ -66,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                             draft_name=args.draft, threads=args.threads,
                             max_tokens=args.max_tokens, temperature=args.temperature,
                             k_max=args.k_max, measure_profile=not args.no_measure,
-                            progress=progress)
+                            progress=progress,
+                            say=lambda text: print(f"specviz: {text}", file=sys.stderr))
     finally:
         for bar in bars.values():
             bar.close()

@@ -15,6 +15,7 @@ from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
 from ...engines.machine.device_choice import DeviceFacts, model_dtype
 from ...engines.models import resolve
+from . import option_values as values
 from . import options
 
 
@@ -28,7 +29,7 @@ def register(sub) -> None:
                    help="comma-separated batch sizes (default: %(default)s)")
     p.add_argument("--contexts", default=",".join(map(str, prof.CONTEXTS)),
                    help="comma-separated context lengths (default: %(default)s)")
-    p.add_argument("--repeats", type=int, default=prof.REPEATS,
+    p.add_argument("--repeats", type=values.positive, default=prof.REPEATS,
                    help="repetitions per cell; the median is kept (default: %(default)s)")
     p.add_argument("--refresh", action="store_true", help="measure again even if stored")
     p.add_argument("--json", action="store_true", help="print the profiles as JSON")
@@ -37,8 +38,6 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     batches, contexts = _ints(args.batches, "--batches"), _ints(args.contexts, "--contexts")
-    if args.repeats < 1:
-        raise SpecvizError("--repeats must be at least 1")
     models = [args.target] + ([args.draft] if args.draft else [])
     profiles = [get_profile(m, args, batches, contexts) for m in models]
     if args.json:
@@ -64,7 +63,8 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
         args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device),
         remembered_for(model, args.threads) if args.backend == "transformers" else None)
     if not getattr(args, "refresh", False):
-        stored = prof.load(model, args.backend, device, args.threads, dtype)
+        stored = prof.load(model, args.backend, device, args.threads, dtype,
+                           say=lambda line: _say(f"{line}; measuring it again"))
         if stored and set(batches) <= set(stored.batches) and set(contexts) <= set(stored.contexts):
             return stored
     own = backend is None
@@ -86,8 +86,12 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
     finally:
         if own:
             backend.close()
-    prof.save(result)
+    prof.keep(result, _say)  # minutes of measuring: shown even where it cannot be stored
     return result
+
+
+def _say(line: str) -> None:
+    print(f"specviz: {line}", file=sys.stderr)
 
 
 def _device_name(args: argparse.Namespace) -> str:

@@ -48,6 +48,10 @@ def read_prompt(args: argparse.Namespace) -> str:
         return read_text(args.prompt_file, "prompt file")
     if getattr(args, "prompt", None) is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
+    if not args.prompt and not getattr(args, "chat", True):
+        # No chat template around it: nothing at all to decode from.
+        raise SpecvizError("the prompt is empty; give some text with --prompt (with "
+                           "--no-chat the prompt is all the model sees)")
     return args.prompt
 
 
@@ -183,7 +187,8 @@ def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
     from ...engines.cost import profile as prof
     from ...engines.cost.why_slower import loss_reason
 
-    stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype)
+    stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype,
+                       say=_say)
     if stored is None:
         return ""
     costs = [stored.relative(n, 512) for n in range(1, 34)]
@@ -205,6 +210,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "dtype": target.dtype,
         "oracle": args.oracle,
         "k": 0 if is_plain(args.oracle) else args.k,
+        "seed": args.seed,
         "steps": t.steps,
         "proposed": t.proposed,
         "accepted": t.accepted,

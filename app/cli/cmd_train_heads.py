@@ -13,6 +13,7 @@ from tqdm import tqdm
 from ...engines.errors import SpecvizError
 from ...engines.medusa.head_floor import will_not_pay
 from ...engines.models import resolve
+from . import option_values as values
 from . import options
 
 
@@ -33,7 +34,7 @@ def register(sub) -> None:
     m.add_argument("--target", default=options.DEFAULT_TARGET,
                    help="registry name, .gguf file or model folder (default: %(default)s)")
     m.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    m.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    m.add_argument("--threads", type=values.threads, default=None, help="CPU threads (default: all cores)")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", type=Path, action="append", default=[],
                    help="prompts: a .jsonl file (Spec-Bench questions: first turn; or "
@@ -44,7 +45,7 @@ def register(sub) -> None:
     d.add_argument("--tokens", type=int, default=12000,
                    help="tokens the target writes to train on, in all (default: %(default)s)")
     d.add_argument("--max-new", type=int, default=192, help="tokens per answer (%(default)s)")
-    d.add_argument("--temperature", type=float, default=0.0,
+    d.add_argument("--temperature", type=values.temperature, default=0.0,
                    help="the target's answers: 0 = greedy (default), else sampled")
     d.add_argument("--samples", type=int, default=1,
                    help="answers the target writes to each prompt, sampled (needs "
@@ -80,7 +81,7 @@ def register(sub) -> None:
                    help="of training's matrix products: bf16 (mixed precision, float32 "
                         "weights) where the CPU multiplies bfloat16 natively (AVX-512 BF16, "
                         "AMX), else fp32 (default: %(default)s)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=values.seed, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="folder for the heads (default: beside the model in the cache)")
     p.add_argument("--reuse", action=argparse.BooleanOptionalAction, default=True,

@@ -7,17 +7,18 @@ import sys
 
 from ... import __version__
 from ...engines.errors import SpecvizError
+from .one_line_parser import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import cmd_doctor, cmd_export, cmd_models, cmd_replay, cmd_run, cmd_serve, options
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="specviz",
         description="See speculative decoding happen. Without a command, opens the window.",
     )
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve, cmd_export):
         module.register(sub)
     _register_optional(sub)

@@ -15,6 +15,7 @@ from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
 from ...engines.oracles.registry import Setting
 from ..runs import DEFAULT_TARGET
+from . import option_values as values
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -26,8 +27,11 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="default: llama for a GGUF, transformers for a model folder or a Hub "
                         "repository with a config.json")
     g.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    g.add_argument("--n-ctx", type=int, default=4096, help="context length (llama backend)")
+    g.add_argument("--threads", type=values.threads, default=None,
+                   help="CPU threads, at least 1 (default auto: all cores)")
+    g.add_argument("--n-ctx", type=values.n_ctx, default=4096,
+                   help="context length in tokens, at least the prompt's plus one (llama "
+                        "backend; 0: the model's own; default: %(default)s)")
     g.add_argument("--dtype", choices=("auto", *DTYPES), default="auto",
                    help="what the transformers backend computes in (default auto: bfloat16 "
                         "where the device multiplies it natively; on a CPU with AVX-512 BF16 "
@@ -172,29 +176,38 @@ def add_acceptance_args(p: argparse.ArgumentParser) -> None:
                         "(Medusa's p > min(epsilon, alpha*exp(-entropy))) instead of exact "
                         "rejection sampling; the output no longer follows the target's "
                         "distribution. Greedy (temperature 0) stays exact")
-    g.add_argument("--typical-epsilon", type=float, default=0.09,
+    g.add_argument("--typical-epsilon", type=values.non_negative, default=0.09,
                    help="typical acceptance's posterior threshold (default: %(default)s)")
-    g.add_argument("--typical-alpha", type=float, default=0.3,
+    g.add_argument("--typical-alpha", type=values.non_negative, default=0.3,
                    help="typical acceptance's entropy factor (default: %(default)s)")
 
 
 def add_decoding_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--max-tokens", type=int, default=256)
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
+    add_sampling_args(g, max_tokens=256)
+    g.add_argument("--top-p", type=values.top_p, default=1.0, help="in (0, 1] (default: 1)")
+    g.add_argument("--seed", type=values.seed, default=0,
+                   help=f"0..{values.SEED_MAX}, or -1 for a random one (default: 0)")
     g.add_argument("--chat", action=argparse.BooleanOptionalAction, default=True,
                    help="wrap the prompt in the model's chat template (default: on)")
     g.add_argument("--system", default=None, help="system message (with --chat)")
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
 
 
+def add_sampling_args(g, max_tokens: int, temperature: float = 0.0) -> None:
+    """--max-tokens and --temperature, checked alike on every command that takes them."""
+    g.add_argument("--max-tokens", type=values.positive, default=max_tokens,
+                   help="at least 1 (default: %(default)s)")
+    g.add_argument("--temperature", type=values.temperature, default=temperature,
+                   help="finite, at least 0; 0 = greedy (default: %(default)s)")
+
+
 def k_value(text: str) -> int:
     try:
         return check_k(int(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number between 0 and {K_MAX}, or auto, "
+                                         f"got {text!r}") from None
 
 
 def k_or_auto(text: str) -> int | str:

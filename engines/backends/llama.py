@@ -155,6 +155,11 @@ class LlamaBackend(Backend):
         lib = self._lib
         params = lib.llama_context_default_params()
         params.n_ctx = min(n_ctx, lib.llama_model_n_ctx_train(self._model)) or n_ctx
+        # llama.cpp pads the context to a multiple of 256 cells but caps its batch at the
+        # length asked: a prompt between the two passed every check and then failed
+        # GGML_ASSERT(n_tokens_all <= n_batch), killing the process. The length asked is
+        # the context, checked against the prompt before anything is decoded.
+        self._n_ctx_cap = params.n_ctx
         params.n_batch = params.n_ubatch = self._n_batch
         params.n_seq_max = self._n_seq
         # One cache shared by all sequences: a tree's branches share the context's cells.
@@ -170,7 +175,8 @@ class LlamaBackend(Backend):
 
     @property
     def n_ctx(self) -> int:
-        return int(self._lib.llama_n_ctx(self._ctx))
+        cells = int(self._lib.llama_n_ctx(self._ctx))
+        return min(cells, self._n_ctx_cap) if self._n_ctx_cap > 0 else cells
 
     @property
     def n_vocab(self) -> int:

@@ -21,9 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..atomic import cannot_write, write_text
 from ..backends.base import Backend, sync_device
 from ..errors import SpecvizError
 from ..models import home_dir
+from . import profile_shape
+
+Say = Callable[[str], None]
 
 # Every size up to 9 (K up to 8): llama.cpp's CPU kernels take rows in blocks, so single sizes
 # sit off the line through their neighbours (on a 2-core EPYC the 0.5B's 5th token costs 0.9 of
@@ -134,13 +138,12 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: dict) -> Profile:
-        try:
-            p = cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except TypeError as exc:
-            raise SpecvizError(f"not a cost profile: {exc}") from None
-        if len(p.ms) != len(p.contexts) or any(len(r) != len(p.batches) for r in p.ms):
-            raise SpecvizError("not a cost profile: the table does not match its axes")
-        return p
+        """The profile `data` holds; SpecvizError saying what is wrong where its shape, types
+        or values are not a profile's (profile_shape.py)."""
+        wrong = profile_shape.problem(data, PROFILE_VERSION)
+        if wrong:
+            raise SpecvizError(f"not a cost profile: {wrong}")
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def measure(
@@ -159,8 +162,9 @@ def measure(
     usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
     if not usable:
         raise SpecvizError(
-            f"no context length fits: the model holds {backend.n_ctx} tokens, the largest batch "
-            f"is {batches[-1]}"
+            f"no context length of a cost profile fits: the model's context holds "
+            f"{backend.n_ctx} tokens, the largest batch is {batches[-1]} (give a larger "
+            f"--n-ctx, or a fixed --k)"
         )
     batches = sorted({1, *batches})  # a batch's switch back is priced in one-token steps
     filler = _filler_tokens(backend, usable[-1] + batches[-1])
@@ -303,24 +307,58 @@ def _dtype_key(dtype: str | None) -> str:
 
 
 def save(profile: Profile) -> Path:
+    """Store the profile whole (a reader never sees half of one); SpecvizError naming the
+    file where it cannot be written."""
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    return write_text(path, json.dumps(profile.to_dict(), indent=1))
+
+
+def keep(profile: Profile, say: Say) -> Path | None:
+    """`save`, where a profile measured for minutes must not be lost to a folder it cannot
+    be written to: the caller goes on with it, and `say` gets one line of why it was not
+    stored (None then)."""
+    try:
+        return save(profile)
+    except SpecvizError as exc:
+        say(f"the cost profile was measured but not stored ({exc}); it is used for this "
+            "run only")
+        return None
+
+
+def read(model: str, backend: str, device: str, threads: int | None,
+         dtype: str | None = None) -> tuple[Profile | None, str]:
+    """The stored profile and "", (None, "") where there is none, or (None, why) where
+    the file there is not a usable profile (unreadable, corrupt, of the wrong shape)."""
+    path = profile_path(model, backend, device, threads, dtype)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError) as exc:  # a folder, no permission, not UTF-8
+        return None, f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # json's errors are ValueErrors
+        return None, f"{path}: not JSON ({exc})"
+    wrong = profile_shape.problem(data, PROFILE_VERSION)
+    if wrong:
+        return None, f"{path}: {wrong}"
+    return Profile.from_dict(data), ""
 
 
 def load(model: str, backend: str, device: str, threads: int | None,
-         dtype: str | None = None) -> Profile | None:
-    """The stored profile, or None when there is none (or it is unreadable)."""
-    path = profile_path(model, backend, device, threads, dtype)
-    try:
-        profile = Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, SpecvizError):
-        return None
-    return profile if profile.version >= PROFILE_VERSION else None
+         dtype: str | None = None, say: Say | None = None) -> Profile | None:
+    """The stored profile, or None when there is none or it is not usable (then `say`,
+    where given, gets one line of why it is not used)."""
+    profile, problem = read(model, backend, device, threads, dtype)
+    if problem and say:
+        say(f"not using the stored cost profile {problem}")
+    return profile
 
 
 def table(profile: Profile) -> str:

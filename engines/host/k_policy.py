@@ -25,16 +25,28 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
     from ..cost.auto_k import AutoK
 
     def profile_of(name: str, backend: Backend) -> prof.Profile:
-        stored = prof.load(name, model.backend, backend.device, model.threads, backend.dtype)
+        stored, problem = prof.read(name, model.backend, backend.device, model.threads,
+                                    backend.dtype)
         if stored is not None and stored.fits(backend) and not refresh:
             return stored  # whatever sizes it has: the cost model interpolates
-        stale = stored is not None and not refresh  # so it no longer fits
-        again = " again (its products are computed differently now)" if stale else " once"
-        say(f"measuring the cost profile of {name}{again}, for auto K (see specviz profile)")
+        say(f"measuring the cost profile of {name}{_why_again(stored, problem, refresh)}, "
+            "for auto K (see specviz profile)")
         measured = prof.measure(backend, name, model.threads, repeats=3,
                                 on_progress=prof.progress_lines(f"cost profile of {name}", say))
-        prof.save(measured)
+        prof.keep(measured, say)  # minutes of measuring: used even where it cannot be stored
         return measured
 
     draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
     return AutoK(oracle, profile_of(model.target, target), draft_profile)
+
+
+def _why_again(stored: prof.Profile | None, problem: str, refresh: bool) -> str:
+    """Why a profile is measured: " once" (none yet), or " again" and what was wrong with
+    the stored one."""
+    if refresh:
+        return " again"
+    if problem:
+        return f" again (the stored one is not usable: {problem})"
+    if stored is not None:  # there, but it no longer fits
+        return " again (its products are computed differently now)"
+    return " once"

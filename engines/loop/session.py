@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import events as ev
 from ..backends.base import Backend, sync_device
-from ..errors import ContextOverflow
+from ..errors import ContextOverflow, SpecvizError
 from ..oracles.base import AutoKHints, Oracle, Proposal, RunContext, TreeProposal
 from ..oracles.registry import is_plain
 from ..sampling import GREEDY, SamplingParams
@@ -261,6 +261,8 @@ class Session(RunControls):
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx
+        if n == 0:
+            raise SpecvizError("the prompt is empty (no tokens): give some text")
         if n + 1 > n_ctx:
             raise ContextOverflow(
                 f"the prompt is {n} tokens but the model's context holds {n_ctx}; shorten it"

@@ -18,6 +18,7 @@ from . import hub, hub_names, registry
 from .registry import ModelSpec
 
 HASH_CHUNK = 1 << 20  # bytes read at a time when a file is checked
+NAME_MAX = 255  # bytes in one part of a path: the limit of every file system specviz runs on
 
 
 def home_dir(kind: str = "cache") -> Path:
@@ -102,7 +103,7 @@ def is_present(spec: ModelSpec) -> bool:
 def resolve(name_or_path: str | os.PathLike[str]) -> Path:
     """A local .gguf file or Hugging Face model folder as is, a registry model's cached file, or
     a Hub name's file or folder in the Hub cache. Never downloads: `pull` does."""
-    path = Path(name_or_path).expanduser()
+    path = name_as_path(name_or_path)
     if path.is_file() and (path.suffix == ".gguf" or _starts_as_gguf(path)):
         return path  # also Ollama's blobs, which are GGUFs without the suffix
     if path.is_dir() and (path / "config.json").is_file():
@@ -121,6 +122,19 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Path:
     if path.suffix == ".gguf" or len(path.parts) > 1:
         raise ModelError(f"no such model file or folder: {path}")
     return _cached(registry.get_spec(name))  # raises: lists the known names
+
+
+def name_as_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """The name as a path, refused in one line where a part of it is too long to name a file
+    (the file system's stat would raise "File name too long"; no registry or Hub name is
+    that long either)."""
+    path = Path(name_or_path).expanduser()
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > NAME_MAX:
+        text = os.fspath(name_or_path)
+        raise ModelError(f"no such model: a name of {len(text)} characters ({text[:40]}...) "
+                         f"is too long for a file, a registry or a Hub name")
+    return path
 
 
 def _starts_as_gguf(path: Path) -> bool:
@@ -146,7 +160,7 @@ def identify(name_or_path: str | os.PathLike[str]) -> dict:
     spec = registry.load_registry().get(os.fspath(name_or_path))
     if spec:
         return {"name": spec.name, "path": str(path), "size": spec.size, "sha256": spec.sha256}
-    hub_name = None if Path(name_or_path).expanduser().exists() else hub_names.parse(
+    hub_name = None if name_as_path(name_or_path).exists() else hub_names.parse(
         os.fspath(name_or_path))
     if hub_name:
         return hub.identify(hub_name, path)
@@ -165,7 +179,11 @@ def backend_for(name: str) -> str:
 
 def is_hub_name(name: str) -> bool:
     """A name the Hub resolves (not a registry name, not an existing path)."""
-    return (name not in registry.load_registry() and not Path(name).expanduser().exists()
+    try:
+        local = name_as_path(name).exists()
+    except ModelError:
+        return False  # too long for any name: resolve says so
+    return (name not in registry.load_registry() and not local
             and hub_names.parse(name) is not None)
 
 

@@ -20,7 +20,8 @@ Progress = Callable[[str, int, int], None]
 def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, target_name: str,
                draft_name: str, threads: int | None, max_tokens: int = 96,
                temperature: float = 1.0, chat: bool = True, k_max: int = K_MAX,
-               measure_profile: bool = True, progress: Progress | None = None) -> PairReport:
+               measure_profile: bool = True, progress: Progress | None = None,
+               say: Callable[[str], None] = lambda _: None) -> PairReport:
     if not prompts:
         raise SpecvizError("no prompts to estimate acceptance on")
 
@@ -33,7 +34,8 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
     report = PairReport(target_name, draft_name, vocab)
     if vocab.verdict == VERDICT_UNUSABLE:
         return report
-    profile = prof.load(target_name, target.name, target.device, threads, target.dtype)
+    profile = prof.load(target_name, target.name, target.device, threads, target.dtype,
+                        say=say)
     if profile is None or not profile.fits(target):
         if not measure_profile:
             seconds = prof.estimate_seconds(target)  # what `specviz profile` would do
@@ -43,6 +45,6 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
                                f"{seconds:.0f} s here)")
         profile = prof.measure(target, target_name, threads, repeats=PROFILE_REPEATS,
                                on_progress=stage("profile"))
-        prof.save(profile)
+        prof.keep(profile, say)  # measured for minutes: used even where it cannot be stored
     return estimate(target, draft, answers, vocab, profile, temperature, k_max, report,
                     stage("estimate"))
