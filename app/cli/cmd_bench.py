@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ...engines import atomic
 from ...engines.bench import spec_bench as bench
 from ...engines.errors import SpecvizError
 from ...engines.host import run_builder
@@ -100,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     questions = bench.load_questions(args.questions, cats, args.limit)
     plan = configs(args)
+    for out in (args.markdown, args.json_out):  # said now, not after minutes of measuring
+        if out is not None and not out.parent.is_dir():
+            raise SpecvizError(f"cannot write {out}: no folder {out.parent}")
     pool = ModelPool()  # one target; each draft model loaded once for the oracles using it
     model = options.model_choice(args)
     target = run_builder.acquire(pool, model, args.target)
@@ -138,8 +142,7 @@ def run(args: argparse.Namespace) -> int:
             "repeat": args.repeat,
             "questions": str(args.questions), "machine": machine_info()}
     if args.markdown:
-        args.markdown.write_text(table + "\n", encoding="utf-8")
+        atomic.write_text(args.markdown, table + "\n")
     if args.json_out:
-        args.json_out.write_text(json.dumps(bench.to_json(records, rows, meta), indent=1),
-                                 encoding="utf-8")
+        atomic.write_text(args.json_out, json.dumps(bench.to_json(records, rows, meta), indent=1))
     return 0

@@ -34,7 +34,8 @@ def register(sub) -> None:
     m.add_argument("--target", default=options.DEFAULT_TARGET,
                    help="registry name, .gguf file or model folder (default: %(default)s)")
     m.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    m.add_argument("--threads", type=values.threads, default=None, help="CPU threads (default: all cores)")
+    m.add_argument("--threads", type=values.threads, default=None,
+                   help="CPU threads (default: all cores)")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", type=Path, action="append", default=[],
                    help="prompts: a .jsonl file (Spec-Bench questions: first turn; or "

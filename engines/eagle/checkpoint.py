@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..atomic import write_text, written_atomically
 from ..errors import SpecvizError
 from ..medusa.head_floor import refuse_weak_default
 from ..medusa.heads import TargetId, lm_head_of, mismatch_hint, target_id
@@ -76,9 +77,10 @@ def save_head(head: EagleHead, layers: list[int], folder: Path, target: TargetId
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype)
                .contiguous() for k, v in head.state_dict().items()}
-    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": FORMAT})
+    with written_atomically(folder / WEIGHTS_FILE) as temp:  # hours of training: never torn
+        save_file(tensors, str(temp), metadata={"format": FORMAT})
     extra = {"target": asdict(target), "training": training, "accuracy": accuracy}
-    (folder / CONFIG_FILE).write_text(write_config(head.shape, layers, extra), encoding="utf-8")
+    write_text(folder / CONFIG_FILE, write_config(head.shape, layers, extra))
     return folder
 
 

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..atomic import write_text, written_atomically
 from ..errors import SpecvizError
 from .head_floor import refuse_weak_default
 
@@ -144,8 +145,9 @@ def save_heads(heads: MedusaHeads, config: HeadsConfig, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous()
                for k, v in heads.state_dict().items()}
-    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": FORMAT})
-    (folder / CONFIG_FILE).write_text(config.to_json(), encoding="utf-8")
+    with written_atomically(folder / WEIGHTS_FILE) as temp:  # hours of training: never torn
+        save_file(tensors, str(temp), metadata={"format": FORMAT})
+    write_text(folder / CONFIG_FILE, config.to_json())
     return folder
 
 

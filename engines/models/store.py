@@ -13,6 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
+from ..atomic import write_text
 from ..errors import ModelError
 from . import hub, hub_names, registry
 from .registry import ModelSpec
@@ -51,7 +52,7 @@ def write_sidecar(path: Path, sha256: str, source: str | None = None) -> None:
     stat = path.stat()
     record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
               "source": source or _read_sidecar(path).get("source") or SOURCE_UNKNOWN}
-    _sidecar(path).write_text(json.dumps(record), encoding="utf-8")
+    write_text(_sidecar(path), json.dumps(record))
 
 
 def _read_sidecar(path: Path) -> dict:
