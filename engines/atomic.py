@@ -38,11 +38,19 @@ def written_atomically(out: Path | str, mode: int = 0o644) -> Iterator[Path]:
     try:
         yield temp
         temp.chmod(mode)
+        _flush_to_disk(temp)
         os.replace(temp, out)
     except OSError as exc:
         raise cannot_write(out, exc) from None
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _flush_to_disk(path: Path) -> None:
+    """The bytes on the disk before the rename makes them the file: after a power cut the
+    target is the old file or the new one, never a new name over empty blocks."""
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
 
 
 def write_text(out: Path | str, text: str, mode: int = 0o644) -> Path:
