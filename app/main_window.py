@@ -448,8 +448,12 @@ class MainWindow(QMainWindow):
     def _ask_open_traces(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Open traces", str(traces_dir()),
                                                 "Traces (*.jsonl);;All files (*)")
-        if paths:
+        if not paths:
+            return
+        try:
             self.open_replay([Path(p) for p in paths[:MAX_LANES]])
+        except SpecvizError as exc:  # traces of different prompts, a corrupt one
+            QMessageBox.warning(self, "specviz", str(exc))
 
     def _save_traces(self) -> None:
         paths = [lane.trace_path for lane in self.board.lanes.values() if lane.trace_path]

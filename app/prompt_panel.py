@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from importlib.resources import files
 
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
@@ -43,6 +44,7 @@ def sample_prompts() -> dict[str, str]:
 class PromptPanel(QWidget):
     def __init__(self, recent_models: list[str], parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._given: ModelChoice | None = None  # the last set_model_choice's
         self.samples = QComboBox()
         self.samples.addItem("Sample prompts…")
         self._samples = sample_prompts()
@@ -86,10 +88,15 @@ class PromptPanel(QWidget):
 
     def model_choice(self) -> ModelChoice:
         device = self.device.currentText()
-        return ModelChoice(self.model.model(), self.backend.currentText(),
-                           None if device == "auto" else device, self.threads.value() or None)
+        shown = {"target": self.model.model(), "backend": self.backend.currentText(),
+                 "device": None if device == "auto" else device,
+                 "threads": self.threads.value() or None}
+        # What has no field here (the context length, the dtype) stays as it was given
+        # (`specviz shot --n-ctx`), else the defaults.
+        return replace(self._given, **shown) if self._given else ModelChoice(**shown)
 
     def set_model_choice(self, choice: ModelChoice) -> None:
+        self._given = choice
         self.model.set_model(choice.target)
         self.backend.setCurrentText(choice.backend)
         self.device.setCurrentText(choice.device or "auto")

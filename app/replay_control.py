@@ -9,6 +9,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ..engines.host.run_spec import LaneSpec
 from .board import LaneBoard
+from .one_prompt import check_one_prompt
 from .replay import ReplayPlayer, load_trace
 from .runs import MAX_LANES
 
@@ -27,12 +28,15 @@ class ReplayControl(QObject):
         return self.player is not None and self.player.playing
 
     def open(self, paths: list[Path], speed: float) -> ReplayPlayer:
-        """One lane per trace (as much as is readable; a problem shows in its lane), playing."""
+        """One lane per trace (as much as is readable; a problem shows in its lane), playing.
+        Traces of different prompts are refused (a SpecvizError), the lanes left as they were."""
+        traces = [load_trace(p) for p in paths[:MAX_LANES]]
+        check_one_prompt(traces)
         self.close_player()
         self.replaying = True
         self.board.remove_all()
         lanes = {}
-        for trace in (load_trace(p) for p in paths[:MAX_LANES]):
+        for trace in traces:
             header = _with_auto_k(trace)
             k = header.get("settings", {}).get("k", 1)
             lane = self.board.add_lane(LaneSpec(header.get("oracle", "none"), k))

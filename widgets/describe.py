@@ -16,11 +16,34 @@ from ..engines.events import (
 )
 
 _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+# The most of one token's text that the views lay out. A real tokenizer's longest token is a
+# run of spaces or dashes of a few dozen to 128 characters; a hostile or corrupt trace can hold
+# megabytes in one token, which Qt's text layout took minutes over (it has no break to wrap at).
+TOKEN_SHOWN_CHARS = 256
 
 
 def visible(text: str) -> str:
     """Whitespace made visible; an empty piece (part of a multi-byte character) as ∅."""
     return text.translate(_VISIBLE) if text else "∅"
+
+
+def cut(text: str) -> str:
+    """A token's text as the lanes lay it out: whole up to TOKEN_SHOWN_CHARS, else its start
+    and its length. The Step dock (inspector) shows every token whole."""
+    if len(text) <= TOKEN_SHOWN_CHARS:
+        return text
+    return text[:TOKEN_SHOWN_CHARS] + _length(text)
+
+
+def shown(text: str) -> str:
+    """A token as a tooltip or the tree names it: `visible`, and cut as `cut` cuts it."""
+    if len(text) <= TOKEN_SHOWN_CHARS:
+        return visible(text)
+    return visible(text[:TOKEN_SHOWN_CHARS]) + _length(text)
+
+
+def _length(text: str) -> str:
+    return f"…({len(text):,} chars)"
 
 
 def prob(value: float | None) -> str:
@@ -90,7 +113,7 @@ def node_why(event: StepEvent, index: int) -> str:
         refused = tree[refused].parent
     if refused < 0:
         return "never judged"
-    return f"never judged: below {visible(tree[refused].text)!r}, which was not taken"
+    return f"never judged: below {shown(tree[refused].text)!r}, which was not taken"
 
 
 def _chosen_after(event: StepEvent, parent: int) -> str:
@@ -99,8 +122,8 @@ def _chosen_after(event: StepEvent, parent: int) -> str:
     tree = event.tree or ()
     for i in event.path or ():
         if tree[i].parent == parent:
-            return visible(tree[i].text)
-    return visible(event.target.text)
+            return shown(tree[i].text)
+    return shown(event.target.text)
 
 
 def proposal_tooltip(event: StepEvent, index: int) -> str:
@@ -109,7 +132,7 @@ def proposal_tooltip(event: StepEvent, index: int) -> str:
     lines = [
         f"step {event.step} · {token.source} proposal {index + 1}/{len(event.proposed)}"
         f" · {verdict}",
-        f"token {visible(token.text)!r} (id {token.id})",
+        f"token {shown(token.text)!r} (id {token.id})",
         f"p_draft {prob(token.p_draft)} · p_target {prob(token.p_target)}",
         why(token),
     ]
@@ -124,6 +147,6 @@ def target_tooltip(event: StepEvent) -> str:
     target: TargetToken = event.target
     return "\n".join([
         f"step {event.step} · target token ({target.kind})",
-        f"token {visible(target.text)!r} (id {target.id})",
+        f"token {shown(target.text)!r} (id {target.id})",
         f"p_target {prob(target.p_target)} · logit margin {margin(target.margin)}",
     ])

@@ -6,7 +6,8 @@ text back to the event. Appends share one open edit block until `flush` (run by 
 timer) closes it, so the document is laid out at most once a frame, not once per token:
 laying out a paragraph costs its whole length, and text without newlines is one paragraph.
 The document is only rebuilt when the theme or the rejected-token toggle changes what every
-token looks like.
+token looks like. A token's text is laid out cut to describe.TOKEN_SHOWN_CHARS (with its
+length): one token of megabytes kept Qt's layout busy for minutes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTextEdit, QToolTip, QVBoxLayout, QWidget
 
 from ..engines.events import StepEvent
-from .describe import proposal_tooltip, target_tooltip
+from .describe import cut, proposal_tooltip, target_tooltip
 from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, KINDS, Theme, proposal_kind
 
 STEP_PROPERTY = QTextFormat.UserProperty + 1  # index into TokenView.events
@@ -143,11 +144,11 @@ class TokenView(QWidget):
         # Accepted proposals are a prefix of the proposal, so proposal order is text order.
         for i, token in enumerate(event.proposed):
             if token.accepted:
-                self._insert(token.text, proposal_kind(token), shaded, step, i)
+                self._insert(cut(token.text), proposal_kind(token), shaded, step, i)
             elif self._show_rejected:
                 # A rejected newline never happened: show it as a mark, not a line break.
-                self._insert(token.text.replace("\n", "↵"), KIND_REJECTED, shaded, step, i)
-        self._insert(event.target.text, KIND_TARGET, shaded, step, len(event.proposed))
+                self._insert(cut(token.text).replace("\n", "↵"), KIND_REJECTED, shaded, step, i)
+        self._insert(cut(event.target.text), KIND_TARGET, shaded, step, len(event.proposed))
 
     def _insert(self, text: str, kind: str, shaded: bool, step: int, token: int) -> None:
         if not text:

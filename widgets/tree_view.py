@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..engines.events import NODE_ACCEPTED, NODE_REJECTED, StepEvent, TreeNode
-from .describe import node_why, prob, span_text, visible
+from .describe import node_why, prob, shown, span_text
 from .palette import DARK, KIND_OTHER, KIND_REJECTED, Theme
 
 COLUMNS = ("token", "state", "p_draft", "p_target", "why", "detail")
@@ -89,7 +89,7 @@ class TreeView(QWidget):
             self.show_step(self._event)
 
     def _node_item(self, parent, node: TreeNode, on_path: bool, why: str) -> QTreeWidgetItem:
-        item = QTreeWidgetItem(parent, [visible(node.text), node.state, prob(node.p_draft),
+        item = QTreeWidgetItem(parent, [shown(node.text), node.state, prob(node.p_draft),
                                         prob(node.p_target), why, node.detail or ""])
         if node.span is not None:  # where a copied node came from: the prompt or an earlier run
             for c in range(len(COLUMNS)):
@@ -121,4 +121,4 @@ class TreeView(QWidget):
         self.window.setColumnCount(width)
         for r, row in enumerate(state.window):
             for c, text in enumerate(row):
-                self.window.setItem(r, c, QTableWidgetItem(visible(text)))
+                self.window.setItem(r, c, QTableWidgetItem(shown(text)))

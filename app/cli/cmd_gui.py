@@ -9,6 +9,7 @@ from pathlib import Path
 from ...engines.errors import SpecvizError
 from ...engines.host.relay import Address, parse_address
 from ..qt_app import freeze_heap, make_app
+from . import option_values as values
 from . import options
 
 
@@ -40,8 +41,8 @@ def _register_shot(sub) -> None:
                         "cost-aware K; measures a missing cost profile first)")
     p.add_argument("--draft", default=None, help="draft model for a draft lane")
     options.add_head_paths(p)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-tokens", type=values.positive, default=128)
+    p.add_argument("--temperature", type=values.temperature, default=0.0)
     options.add_model_args(p)
     p.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH")
     p.add_argument("--theme", choices=("dark", "light"), default="dark")

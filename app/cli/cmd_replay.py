@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from ...engines import events as ev
-from ...engines.trace import read_trace
+from ...engines.errors import SpecvizError
+from ...engines.trace import iter_trace, read_trace
+from ..one_prompt import check_one_prompt
 from .console import EventPrinter, summary_line
 
 
@@ -26,11 +29,28 @@ def replay(args: argparse.Namespace) -> int:
     if not args.print_:
         from .cmd_gui import open_window  # the window; imported late: it needs Qt
 
+        check_one_prompt(_headers(args.files))  # the window races them side by side
         return open_window(replay=args.files, speed=args.speed)
     status = 0
     for path in args.files:
         status |= _print_trace(path, args.show_rejected)
     return status
+
+
+def _headers(paths: list[Path]) -> list[SimpleNamespace]:
+    """Each trace's path and header; a trace whose header cannot be read has none here (the
+    window shows its problem in its lane)."""
+    headers = []
+    for path in paths:
+        items = iter_trace(path)
+        try:
+            header = next(items)
+        except SpecvizError:
+            header = {}
+        finally:
+            items.close()
+        headers.append(SimpleNamespace(path=path, header=header))
+    return headers
 
 
 def _print_trace(path: Path, show_rejected: bool) -> int:

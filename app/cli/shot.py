@@ -1,25 +1,31 @@
 """`specviz shot`: the window after a run or a full replay, saved as a PNG, no person needed.
 
 The window runs with throw-away settings (a temporary INI file), so a shot neither reads nor
-changes what a person's window remembers.
+changes what a person's window remembers. The picture is written whole or not at all; Ctrl-C
+stops the shot with nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
+from ...engines.atomic import cannot_write
 from ...engines.errors import SpecvizError
-from ...engines.host.run_spec import LaneSpec, ModelChoice
+from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import SERVER
 from ...engines.trace import read_trace
 from .. import exports
+from ..interrupt import CtrlC, ctrl_c_stops
 from ..main_window import MainWindow
+from ..one_prompt import check_one_prompt
 from ..qt_app import freeze_heap, make_app
 from ..remote_engine import remote_engine
 from ..settings import AppSettings
@@ -34,29 +40,61 @@ def take_shot(args: argparse.Namespace) -> int:
     if not args.replay and not (args.prompt or args.prompt_file):
         raise SpecvizError("give traces with --replay FILE..., or a prompt with --prompt TEXT "
                            "or --prompt-file F")
-    problems = [p for p in (_readable(path) for path in args.replay or ()) if p]
+    problems = _checked_traces(args.replay or [])
+    check_writable(args.out)  # before the run, not after minutes of it
     app, loop = make_app(offscreen_if_headless=True)
-    with tempfile.TemporaryDirectory() as tmp, loop:
-        store = QSettings(str(Path(tmp) / "shot.ini"), QSettings.Format.IniFormat)
-        store.setValue("view/theme", args.theme)
-        window = MainWindow(AppSettings(store), interactive=False,
-                            remote=remote_engine(args.engine, ask=False))
-        window.resize(*args.size)
-        if args.presentation:
-            window.set_presentation(True, fullscreen=False)
-        window.show()
-        freeze_heap()
-        status = _replay(window, args.replay) if args.replay else loop.run_until_complete(
-            _live(window, args))
-        _settle(app, window)
-        exports.save_png(window, args.out)
-        window.close()
+    with tempfile.TemporaryDirectory() as tmp, loop, ctrl_c_stops(loop) as ctrl_c:
+        window = _window(args, Path(tmp))
+        try:
+            ctrl_c.check()
+            status = (_replay(window, args.replay) if args.replay
+                      else ctrl_c.run(_live(window, args)))
+            _settle(app, window, ctrl_c)
+            exports.save_png(window, args.out)
+        finally:
+            window.close()  # closing stops a run still going (Ctrl-C) and its engine
     if problems:  # the picture shows what was readable; the console says what was not
         print(f"specviz: {problems[0]}; saved {args.out} with the steps before it",
               file=sys.stderr)
         return 2
     print(f"saved {args.out}", file=sys.stderr)
     return status
+
+
+def _checked_traces(paths: list[Path]) -> list[str]:
+    """The problems of traces whose tail is corrupt (drawn as far as they go, and said after).
+    A trace with nothing readable (missing, not a trace), or traces of different prompts,
+    stop the shot before anything is drawn or saved."""
+    traces = [read_trace(path) for path in paths]
+    check_one_prompt(traces)
+    return [str(trace.problem) for trace in traces if trace.problem]
+
+
+def check_writable(out: Path) -> None:
+    """One line naming `out` where it is a folder, or its folder is missing or cannot take a
+    file."""
+    if out.is_dir():
+        raise cannot_write(out, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    try:
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.",
+                                         suffix=".part"):
+            pass
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
+
+
+def _window(args: argparse.Namespace, tmp: Path) -> MainWindow:
+    """The window with throw-away settings, sized and themed as asked, shown."""
+    store = QSettings(str(tmp / "shot.ini"), QSettings.Format.IniFormat)
+    store.setValue("view/theme", args.theme)
+    window = MainWindow(AppSettings(store), interactive=False,
+                        remote=remote_engine(args.engine, ask=False))
+    window.resize(*args.size)
+    if args.presentation:
+        window.set_presentation(True, fullscreen=False)
+    window.show()
+    freeze_heap()
+    return window
 
 
 def picture_name(args: argparse.Namespace) -> Path:
@@ -67,13 +105,6 @@ def picture_name(args: argparse.Namespace) -> Path:
     if args.replay and len(args.replay) > 1 and args.replay[-1].suffix.lower() in IMAGE_SUFFIXES:
         return args.replay.pop()
     raise SpecvizError("name the picture to save: specviz shot OUT.png --replay TRACE...")
-
-
-def _readable(path: Path) -> str:
-    """"" for a whole trace, the problem of one whose tail is corrupt; a trace with nothing
-    readable (missing, not a trace) stops the shot before anything is drawn or saved."""
-    problem = read_trace(path).problem
-    return str(problem) if problem else ""
 
 
 def _replay(window: MainWindow, paths: list[Path]) -> int:
@@ -92,8 +123,7 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
     for lane in lane_configs(args):
         window.add_lane(lane)
     window.prompt.set_prompt(prompt)
-    window.prompt.set_model_choice(ModelChoice(args.target, args.backend, args.device,
-                                               args.threads))
+    window.prompt.set_model_choice(options.model_choice(args))
     window.prompt.max_tokens.setValue(args.max_tokens)
     window.prompt.temperature.setValue(args.temperature)
     task = window.start_run()
@@ -124,9 +154,10 @@ def lane_configs(args: argparse.Namespace) -> list[LaneSpec]:
     return local + [LaneSpec(SERVER, 4 if auto else args.k, server=url) for url in args.server]
 
 
-def _settle(app, window: MainWindow) -> None:
+def _settle(app, window: MainWindow, ctrl_c: CtrlC) -> None:
     """Let every queued event, text layout and graph update land before the grab."""
     for _ in range(3):
         window.board.drain()
         window.graphs.refresh()
         app.processEvents()
+        ctrl_c.check()

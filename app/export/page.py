@@ -38,6 +38,7 @@ from ...widgets.palette import (
     proposal_kind,
     source_kind,
 )
+from ..one_prompt import check_one_prompt
 
 ASSETS = "assets/page"
 DATA_ID = "specviz-data"
@@ -96,7 +97,7 @@ def read_race(trace_paths: list[Path]) -> list[Trace]:
     traces = [_checked(read_trace(path)) for path in trace_paths]
     if not traces:
         raise SpecvizError("no trace to export: give at least one TRACE before OUT")
-    _same_prompt(traces)
+    check_one_prompt(traces)
     return traces
 
 
@@ -106,14 +107,6 @@ def _checked(trace: Trace) -> Trace:
     if not trace.steps:
         raise SpecvizError(f"{trace.path}: no steps to replay (an empty trace)")
     return trace
-
-
-def _same_prompt(traces: list[Trace]) -> None:
-    first = traces[0]
-    for other in traces[1:]:
-        if other.header.get("prompt") != first.header.get("prompt"):
-            raise SpecvizError(f"{first.path} and {other.path} ran different prompts: a race "
-                               "needs one prompt (export them separately)")
 
 
 # ---------------------------------------------------------------- data

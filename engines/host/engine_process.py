@@ -14,6 +14,7 @@ be built.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -218,6 +219,9 @@ def _read(engine: Engine, stdin: BinaryIO) -> None:
 
 
 def main() -> None:
+    # The window ends this process (it sends shutdown, or its pipe closes); a Ctrl-C in the
+    # terminal reaches the whole process group, and is the window's to act on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The protocol owns the real stdout; anything a library prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
