@@ -163,3 +163,25 @@ def test_auto_k_measures_again_and_goes_on_where_it_cannot_store(home, tiny_back
     assert len(kept) == 1 and str(path) in kept[0], said
     assert (path / "kept.txt").read_text() == "a person's file"
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_every_core_asked_as_auto_or_by_count_is_one_profile(home):
+    """The command line's default (None) and a window asking for every core by count run
+    on the same threads: one profile, not one measured for each."""
+    from specviz.engines.machine.hardware import compute_threads
+
+    store(prof.profile_path("m", "llama", "cpu", compute_threads()), GOOD)
+    assert prof.load("m", "llama", "cpu", None) is not None
+    assert prof.profile_path("m", "llama", "cpu", None) == prof.profile_path(
+        "m", "llama", "cpu", compute_threads())
+
+
+def test_a_profile_stored_under_tauto_before_is_read_for_every_core_only(home):
+    from specviz.engines.machine.hardware import compute_threads
+
+    every = compute_threads()
+    path = prof.profile_path("m", "llama", "cpu", every)
+    store(path.with_name(path.name.replace(f"--t{every}", "--tauto")), GOOD)
+    assert prof.load("m", "llama", "cpu", None) is not None
+    assert prof.load("m", "llama", "cpu", every) is not None
+    assert prof.load("m", "llama", "cpu", every + 1) is None

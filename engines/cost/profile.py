@@ -24,6 +24,7 @@ from pathlib import Path
 from ..atomic import cannot_write, write_text
 from ..backends.base import Backend, sync_device
 from ..errors import SpecvizError
+from ..machine.hardware import compute_threads
 from ..models import home_dir
 from . import profile_shape
 
@@ -299,7 +300,19 @@ def profile_path(model: str, backend: str, device: str, threads: int | None,
     name = Path(model).name if ("/" in model or "\\" in model) else model
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     kind = "" if _dtype_key(dtype) == "float32" else f"--{dtype}"  # float32: as ever named
-    return profiles_dir() / f"{stem}--{backend}--{device}--t{threads or 'auto'}{kind}.json"
+    return profiles_dir() / f"{stem}--{backend}--{device}--t{threads_run(threads)}{kind}.json"
+
+
+def threads_run(threads: int | None) -> int:
+    """The threads a profile's steps run on, which name it: None (the command line's "auto")
+    runs on every core, so it shares the profile of a window that asks for that many (one
+    profile measured twice, 25 s each, for the same 2 cores otherwise)."""
+    return threads or compute_threads()
+
+
+def _before_threads_were_counted(path: Path) -> Path:
+    """Where a profile of every core was stored before, named `tauto`."""
+    return path.with_name(re.sub(r"--t\d+(--|\.json$)", r"--tauto\1", path.name, count=1))
 
 
 def _dtype_key(dtype: str | None) -> str:
@@ -335,6 +348,9 @@ def read(model: str, backend: str, device: str, threads: int | None,
     """The stored profile and "", (None, "") where there is none, or (None, why) where
     the file there is not a usable profile (unreadable, corrupt, of the wrong shape)."""
     path = profile_path(model, backend, device, threads, dtype)
+    if not path.exists() and threads_run(threads) == compute_threads():
+        older = _before_threads_were_counted(path)
+        path = older if older.exists() else path
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
