@@ -228,6 +228,8 @@ class StepEvent:
     lossy: bool = False  # accepted by typical acceptance: not the target's exact distribution
     declined: str | None = None  # DECLINE_*: why a speculating oracle proposed nothing
     auto_k: bool = False  # K was chosen by auto K (--k auto), not set by the person
+    # Auto K sent this draft to learn the oracle's odds, not because its estimate paid.
+    explored: bool = False
     kind: str = field(default="step", init=False)
 
     @property
@@ -337,6 +339,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         lossy=bool(d.get("lossy", False)),
         declined=d.get("declined"),
         auto_k=bool(d.get("auto_k", False)),
+        explored=bool(d.get("explored", False)),
     )
 
 

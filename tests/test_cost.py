@@ -545,8 +545,11 @@ def test_auto_k_learns_from_a_tree_the_oracle_priced_out():
     priced_out = dataclasses.replace(
         step(0, 0), step=1, k=3, proposed=(), tree=None, declined=ev.DECLINE_AUTO_K,
         timing=ev.Timing(6.0, CPU_MS[0], 0.5))
+    # The run's first drafting reads the prompt too: not a drafting cost per token.
+    policy.observe(dataclasses.replace(priced_out, step=0, timing=ev.Timing(300.0, 9.0, 0.5)))
+    assert policy.draft_ms_per_token is None
     policy.observe(priced_out)
-    assert policy.acceptance.counts == {1: [0.0, 1.0]}  # a first guess refused
+    assert policy.acceptance.counts == {1: [0.0, 2.0]}  # a first guess refused, twice
     assert policy.draft_ms_per_token == pytest.approx(2.0)  # 6 ms for 3 depths
     assert policy.rows(3) == 17  # nothing sent says nothing of a tree's width
 
@@ -607,3 +610,18 @@ def test_a_lookup_cheap_against_the_step_is_always_asked():
     policy = AutoK(oracle, profile(CPU_MS), clock=oracle.clock)
     reasons = plain_run(policy, oracle, 30)
     assert oracle.asked == 30 and set(reasons) == {ev.DECLINE_NO_MATCH}
+
+
+def test_a_loaded_machine_slows_the_draft_as_it_slows_the_target():
+    """Before its own drafting is timed, the draft's profiled cost is scaled as the target's
+    live steps are: priced unscaled, a draft looked cheaper on a busy machine than it was, and
+    auto K explored a draft that could not pay (#67)."""
+    draft = profile([0.65 * ms for ms in CPU_MS])
+    idle = AutoK(FakeDraft(), profile(CPU_MS), draft_profile=draft)
+    busy = AutoK(FakeDraft(), profile(CPU_MS), draft_profile=draft)
+    slow = profile([1.5 * ms for ms in CPU_MS])
+    for i in range(12):
+        busy.observe(step(0, 0, live=slow, index=i + 1))
+    assert busy.step_ms(0, 512) == pytest.approx(1.5 * idle.step_ms(0, 512), rel=0.02)
+    assert busy.step_ms(2, 512) == pytest.approx(1.5 * idle.step_ms(2, 512), rel=0.02)
+    assert not busy.worth_exploring(512)

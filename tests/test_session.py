@@ -261,3 +261,34 @@ def test_auto_k_says_whether_it_had_nothing_to_copy_or_found_no_k_worth_it(tiny_
     assert oracle.match_length(context) > 0
     assert policy.choose(context) == 0  # a batch of 2 costs ten tokens: never worth it
     assert policy.zero_reason == ev.DECLINE_AUTO_K
+
+
+def test_a_draft_lane_that_never_drafts_never_runs_its_draft(tiny_backend, tiny_draft_backend):
+    """The draft reads the prompt when it first drafts: a lane whose K is 0 throughout costs
+    what plain decoding costs (the 0.5B's prompt took 0.3 s of a 4.8 s code edit)."""
+    tiny_draft_backend.reset()
+    oracle = make_oracle("draft", draft=tiny_draft_backend, target=tiny_backend)
+    run(tiny_backend, oracle, k=0, n=4)
+    assert tiny_draft_backend.n_past == 0
+    steps, _ = run(tiny_backend, oracle, k=3, n=4)
+    assert steps[0].proposed and tiny_draft_backend.n_past > 0  # read when it drafted
+
+
+def test_auto_ks_exploring_steps_are_marked_in_the_trace(tiny_backend, tiny_draft_backend):
+    from specviz.engines.cost.auto_k import EXPLORE_JUDGED, AutoK
+    from specviz.engines.cost.profile import Profile
+
+    free = Profile("m", "b", "cpu", 1, [512], [1, 2, 4, 8, 16, 32], [[10.0] * 6])
+    tiny = Profile("d", "b", "cpu", 1, [512], [1, 2, 4, 8, 16, 32], [[0.1] * 6])
+    oracle = make_oracle("draft", draft=tiny_draft_backend, target=tiny_backend)
+    session = Session(tiny_backend, oracle, RunSettings("abcdefghij klmnopqrst", chat=False,
+                                                        max_tokens=24),
+                      k_policy=AutoK(oracle, free, tiny))
+    steps = [e for e in session if isinstance(e, ev.StepEvent)]
+    explored = [s for s in steps if s.explored]
+    assert explored and steps[0].explored and all(s.proposed for s in explored)
+    assert sum(len(s.proposed) for s in explored) <= EXPLORE_JUDGED + 2  # then it settles
+    assert ev.from_dict(ev.to_dict(steps[0])).explored
+    old = ev.to_dict(steps[0])
+    del old["explored"]  # a trace written before the field
+    assert not ev.from_dict(old).explored

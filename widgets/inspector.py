@@ -55,6 +55,8 @@ class StepInspector(QWidget):
         judged = (f"nothing proposed: {DECLINE_WORDS.get(event.declined, event.declined)}"
                   if event.declined else f"{event.n_accepted}/{len(event.proposed)} accepted")
         k = f"K={event.k} (auto)" if event.auto_k else f"K={event.k}"
+        if event.explored:
+            k += ", exploring: sent to learn the oracle's odds"
         self.header.setText(
             f"step {event.step} · {event.oracle} · {k} · context position {event.position} · "
             f"{judged}"

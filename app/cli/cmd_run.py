@@ -89,6 +89,7 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
         result["declined"] = ev.decline_reasons(steps)
     if session.k_policy and steps:
         result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
+        result["explored_steps"] = sum(1 for s in steps if s.explored)
     if args.baseline:
         result.update(_baseline(target, session, steps, summary))
         why = _why_slower(args, target, result)

@@ -94,6 +94,7 @@ class AutoK:
         self.verifications_timed = 0  # those that scaled the profile (not a switch back)
         self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
+        self._drafted = False  # this run has drafted: the drafter has read the prompt
         self.overhead_ms = 0.0
         self.rows_at: dict[int, float] = {}  # tree oracles: rows a step of depth K sends
         # A batch's verification, held until the one-token steps after it have paid for the
@@ -109,6 +110,7 @@ class AutoK:
         self._idle = 0  # steps in a row that sent nothing
         self._looked = True  # whether the last choice asked the oracle
         self._context_len = 0
+        self.explored = False  # the last K chosen was to learn the odds (said in the trace)
 
     # ------------------------------------------------------------ before a step
 
@@ -118,6 +120,7 @@ class AutoK:
         if new_run:
             self._idle = 0  # its first steps look: a prompt is often copied
         self._context_len = n_ctx
+        self.explored = False
         self._looked = self._worth_looking(n_ctx)
         if not self._looked:
             self.last_choice = (0, 0.0)
@@ -132,7 +135,7 @@ class AutoK:
         limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
             explore = min(EXPLORE_K, limit) if self.worth_exploring(n_ctx) else 0
-            self.last_choice = (explore, 0.0)
+            self.last_choice, self.explored = (explore, 0.0), explore > 0
             return explore
         if self._match is None:
             accept = [self.acceptance.estimate(self._key(i), self._prior(i))
@@ -229,8 +232,8 @@ class AutoK:
             return 0.0
         if self.draft_ms_per_token is not None:
             return k * self.draft_ms_per_token
-        if self.draft_profile is not None:
-            return k * self.draft_profile.cost_ms(1, n_ctx)
+        if self.draft_profile is not None:  # as loaded as the target's steps are
+            return k * self._scale(1) * self.draft_profile.cost_ms(1, n_ctx)
         return 0.0
 
     def _prior(self, position: int) -> float:
@@ -316,10 +319,13 @@ class AutoK:
         self.steps_timed += 1
         if event.tree is not None or priced_out(event):
             n = event.k  # a tree costs a drafting pass per depth, whatever it sends
-        if n and event.step > 0:  # the first step's drafting includes the drafter's prefill
+        if event.step == 0:
+            self._drafted = False
+        if n and self._drafted:  # a run's first drafting includes the drafter's prompt
             per_token = t.draft_ms / n
             old = self.draft_ms_per_token
             self.draft_ms_per_token = per_token if old is None else old + EMA * (per_token - old)
+        self._drafted = self._drafted or bool(n)
 
     def _learn_verify(self, rows: int, position: int, ms: float, first: bool) -> None:
         """Scale the profile by this step's verification. The one-token steps right after a

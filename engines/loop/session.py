@@ -56,6 +56,8 @@ class KPolicy(Protocol):
         """Why the last K it chose was 0 (events.DECLINE_*)."""
         ...
 
+    explored: bool  # the last K it chose was to learn the oracle's odds, not its estimate's
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -221,7 +223,8 @@ class Session(RunControls):
         if not event.proposed and not event.tree and not is_plain(self.oracle.name):
             event = event.marked_declined(self._why_declined(chosen, k, proposal))
         if self.k_policy:
-            event = dataclasses.replace(event, auto_k=True)
+            explored = self.k_policy.explored and bool(event.proposed or event.tree)
+            event = dataclasses.replace(event, auto_k=True, explored=explored)
             self.k_policy.observe(event)
         return event
 
