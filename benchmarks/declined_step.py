@@ -8,11 +8,13 @@ included), the drafting and exploring steps. A second plain lane is the noise fl
 
     python benchmarks/declined_step.py --target qwen2.5-coder-1.5b --oracle draft \
         --draft qwen2.5-coder-0.5b --threads 2 --rounds 3 assets/prompts/code-edit-*.txt
+    python benchmarks/declined_step.py ... --limit 5 benchmarks/prompts/spec_bench_dev.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -38,6 +40,21 @@ def run_once(lane: LaneSpec, request: RunRequest, pool: ModelPool) -> dict:
             "draft_ms": summary.totals.draft_ms, "text": summary.text}
 
 
+def prompts(paths: list[Path], limit: int | None) -> list[tuple[str, str]]:
+    """(name, text): a text file is one prompt; a Spec-Bench .jsonl file gives each
+    question's first turn (the first `limit`)."""
+    found = []
+    for path in paths:
+        if path.suffix != ".jsonl":
+            found.append((path.stem, path.read_text(encoding="utf-8")))
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()[:limit]
+        for line in map(json.loads, lines):
+            found.append((f"{line.get('category', path.stem)} {line['question_id']}",
+                          line["turns"][0]))
+    return found
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("prompts", nargs="+", type=Path)
@@ -48,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--max-tokens", type=int, default=160)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--limit", type=int, default=None, help="questions of a .jsonl file")
     args = p.parse_args(argv)
     pool = ModelPool()
     model = ModelChoice(args.target, args.backend, None, args.threads)
@@ -56,13 +74,17 @@ def main(argv: list[str] | None = None) -> None:
     print("| prompt | lane | tokens | steps' time ms (x plain) | one-token verify ms "
           "(x plain) | prefill ms | whole run ms (x plain) | drafting steps |")
     print("|---|---|---|---|---|---|---|---|")
-    for path in args.prompts:
-        request = RunRequest(path.read_text(encoding="utf-8"), model, args.max_tokens)
+    names = list(lanes)
+    for number, (name, prompt) in enumerate(prompts(args.prompts, args.limit)):
+        request = RunRequest(prompt, model, args.max_tokens)
+        if number == 0:  # the models loaded and warm before anything is timed
+            for lane in lanes.values():
+                run_once(lane, request, pool)
         runs: dict[str, list[dict]] = {name: [] for name in lanes}
-        for _ in range(args.rounds):
-            for name, lane in lanes.items():
-                runs[name].append(run_once(lane, request, pool))
-        report(path.stem, runs)
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:  # no lane always first
+                runs[name].append(run_once(lanes[name], request, pool))
+        report(name, runs)
     pool.close()
 
 
