@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
           "(x plain) | prefill ms | whole run ms (x plain) | drafting steps |")
     print("|---|---|---|---|---|---|---|---|")
     names = list(lanes)
-    for number, (name, prompt) in enumerate(prompts(args.prompts, args.limit)):
+    for number, (label, prompt) in enumerate(prompts(args.prompts, args.limit)):
         request = RunRequest(prompt, model, args.max_tokens)
         if number == 0:  # the models loaded and warm before anything is timed
             for lane in lanes.values():
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:  # no lane always first
                 runs[name].append(run_once(lanes[name], request, pool))
-        report(name, runs)
+        report(label, runs)
     pool.close()
 
 

@@ -625,3 +625,53 @@ def test_a_loaded_machine_slows_the_draft_as_it_slows_the_target():
     assert busy.step_ms(0, 512) == pytest.approx(1.5 * idle.step_ms(0, 512), rel=0.02)
     assert busy.step_ms(2, 512) == pytest.approx(1.5 * idle.step_ms(2, 512), rel=0.02)
     assert not busy.worth_exploring(512)
+
+
+def test_a_draft_whose_measured_odds_cannot_pay_is_not_explored_and_starts_from_them():
+    """`specviz pair` measured the draft's acceptance by position before any run: auto K
+    prices exploring at those odds (not 90%) and starts its estimates from them."""
+    draft = profile([0.1 * ms for ms in GPU_MS])
+    hopeful = AutoK(FakeDraft(), profile(GPU_MS), draft_profile=draft)
+    assert hopeful.worth_exploring(512)
+    measured = AutoK(FakeDraft(), profile(GPU_MS), draft_profile=draft,
+                     known_accept=[0.05, 0.0])
+    assert not measured.worth_exploring(512) and measured.choose(list(range(512))) == 0
+    assert measured.acceptance.estimate(1, measured._prior(1)) == pytest.approx(0.05)
+    assert measured._prior(5) == 0.0  # past the last measured position: the last
+    assert AutoK(FakeDraft(), profile(GPU_MS), draft_profile=draft,
+                 known_accept=[0.9, 0.9]).worth_exploring(512)
+
+
+def test_the_pairs_measured_odds_are_kept_and_a_bad_file_is_ignored(tmp_path, monkeypatch):
+    from specviz.engines.pair import known
+
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    assert known.acceptance("t", "d") is None
+    assert known.remember("org/t.gguf", "d", [0.7, 0.5, None, 0.9], 300) is None
+    assert known.acceptance("org/t.gguf", "d") == [0.7, 0.5]  # up to the first unmeasured
+    path = known.path_for("t", "d")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for bad in ('{"by_position": "x"}', "[1]", "not json", '{"by_position": [NaN]}',
+                '{"by_position": [1.5]}', '{"by_position": [true]}'):
+        path.write_text(bad)
+        assert known.acceptance("t", "d") is None, bad
+
+
+def test_a_no_to_exploring_is_asked_again_only_now_and_then():
+    """Pricing every draft length on every step cost a lane that never explores 30-60 us a
+    step; the answer drifts slowly with the prices, so a "no" holds for a while."""
+    from specviz.engines.cost.auto_k import EXPLORE_RECHECK
+
+    class Counted(AutoK):
+        asked = 0
+
+        def worth_exploring(self, n_ctx):
+            Counted.asked += 1
+            return super().worth_exploring(n_ctx)
+
+    dear = Counted(FakeDraft(), profile(CPU_MS),
+                   draft_profile=profile([0.65 * ms for ms in CPU_MS]))
+    for i in range(4 * EXPLORE_RECHECK):
+        assert dear.choose(list(range(512 + i))) == 0
+        dear.observe(step(0, 0, position=512 + i, index=i + 1))
+    assert Counted.asked <= 5

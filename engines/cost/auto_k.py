@@ -29,6 +29,7 @@ EXPLORE_K, EXPLORE_JUDGED = 2, 12
 # ... unless even good odds could not pay here: a draft model's tokens hold about 0.5-0.9 of the
 # time on real text (Leviathan et al. 2023), so exploring needs a gain of 5% at 0.9 per token.
 OPTIMISTIC_ACCEPT, EXPLORE_GAIN = 0.9, 0.05
+EXPLORE_RECHECK = 16  # steps before a "no" to exploring is asked again
 EMA = 0.1  # weight of the newest step in the running timing estimates
 MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
 # A lookup asked on every step of a stretch where nothing is sent is what a declining copying
@@ -81,8 +82,12 @@ class AutoK:
         draft_profile: Profile | None = None,
         k_max: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        known_accept: Sequence[float] | None = None,
     ) -> None:
         self.oracle = oracle
+        # Each draft position's acceptance measured before the run (`specviz pair`), else
+        # None: what exploring is priced at and the estimates start from.
+        self.known_accept = list(known_accept) if known_accept else None
         self.clock = clock
         self.hints = hints_of(oracle)  # the oracle's, or the defaults
         self.profile = profile
@@ -111,6 +116,7 @@ class AutoK:
         self._looked = True  # whether the last choice asked the oracle
         self._context_len = 0
         self.explored = False  # the last K chosen was to learn the odds (said in the trace)
+        self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
 
     # ------------------------------------------------------------ before a step
 
@@ -134,7 +140,7 @@ class AutoK:
             return 0  # nothing to copy: a plain step
         limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
-            explore = min(EXPLORE_K, limit) if self.worth_exploring(n_ctx) else 0
+            explore = min(EXPLORE_K, limit) if self._still_worth_exploring(n_ctx) else 0
             self.last_choice, self.explored = (explore, 0.0), explore > 0
             return explore
         if self._match is None:
@@ -202,8 +208,21 @@ class AutoK:
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         # Asked on every step until the odds are learnt (every step, where they never are):
         # the first K that pays settles it.
-        return first_k_reaching([OPTIMISTIC_ACCEPT] * depth, lambda k: self.step_ms(k, n_ctx),
+        # Odds `specviz pair` measured for this draft, where it did: else good odds.
+        odds = [OPTIMISTIC_ACCEPT if self._known(i) is None else self._known(i)
+                for i in range(1, depth + 1)]
+        return first_k_reaching(odds, lambda k: self.step_ms(k, n_ctx),
                                 depth, (1 + gain) / self.step_ms(0, n_ctx)) > 0
+
+    def _still_worth_exploring(self, n_ctx: int) -> bool:
+        """`worth_exploring`, asked again only every EXPLORE_RECHECK steps once it said no:
+        pricing every draft length is 30-60 us, asked on every step of a lane that never
+        explores (0.5% of a smollm2 step on llama.cpp), and the prices it reads drift slowly."""
+        if self._explore_no and self.steps_timed - self._explore_no < EXPLORE_RECHECK:
+            return False
+        worth = self.worth_exploring(n_ctx)
+        self._explore_no = 0 if worth else max(self.steps_timed, 1)
+        return worth
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""
@@ -236,9 +255,16 @@ class AutoK:
             return k * self._scale(1) * self.draft_profile.cost_ms(1, n_ctx)
         return 0.0
 
+    def _known(self, position: int) -> float | None:
+        """The measured acceptance of a draft position (past the last measured: the last)."""
+        if not self.known_accept:
+            return None
+        return self.known_accept[min(position, len(self.known_accept)) - 1]
+
     def _prior(self, position: int) -> float:
         if self._match is None:
-            return PRIOR_MEAN
+            known = self._known(position)
+            return PRIOR_MEAN if known is None else known
         return self.hints.match_prior(match_bucket(self._match))
 
     def _key(self, position: int) -> int:
@@ -259,7 +285,8 @@ class AutoK:
 
     # ------------------------------------------------------------ learnt state
 
-    _FIXED = ("oracle", "hints", "profile", "draft_profile", "k_max", "clock")  # not learnt
+    _FIXED = ("oracle", "hints", "profile", "draft_profile", "k_max", "clock",
+              "known_accept")  # not learnt
 
     def snapshot(self) -> dict:
         return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._FIXED})

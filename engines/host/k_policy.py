@@ -37,7 +37,17 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
         return measured
 
     draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
-    return AutoK(oracle, profile_of(model.target, target), draft_profile)
+    return AutoK(oracle, profile_of(model.target, target), draft_profile,
+                 known_accept=_pair_measured(lane, model))
+
+
+def _pair_measured(lane: LaneSpec, model: ModelChoice) -> list[float] | None:
+    """`specviz pair`'s acceptance of the lane's draft for the target, where measured."""
+    from ..pair import known
+
+    if lane.oracle not in ("draft", "tree") or not lane.draft_model:
+        return None
+    return known.acceptance(model.target, lane.draft_model)
 
 
 def _why_again(stored: prof.Profile | None, problem: str, refresh: bool) -> str:

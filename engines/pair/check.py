@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from ..backends.base import Backend
 from ..cost import profile as prof
 from ..errors import SpecvizError
+from . import known
 from .acceptance import target_answers
 from .report import K_MAX, PairReport, estimate
-from .vocab import VERDICT_UNUSABLE, compare_vocabularies
+from .vocab import VERDICT_DRAFT, VERDICT_UNUSABLE, compare_vocabularies
 
 PROFILE_REPEATS = 3  # enough for a pair's verdict; `specviz profile` takes more
 # (stage, done, total): "answers", "profile", "estimate"
@@ -46,5 +47,11 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
         profile = prof.measure(target, target_name, threads, repeats=PROFILE_REPEATS,
                                on_progress=stage("profile"))
         prof.keep(profile, say)  # measured for minutes: used even where it cannot be stored
-    return estimate(target, draft, answers, vocab, profile, temperature, k_max, report,
-                    stage("estimate"))
+    report = estimate(target, draft, answers, vocab, profile, temperature, k_max, report,
+                      stage("estimate"))
+    if vocab.verdict == VERDICT_DRAFT:  # auto K's prior for this draft (same tokenizer)
+        problem = known.remember(target_name, draft_name, report.by_position,
+                                 report.answer_tokens)
+        if problem:
+            say(problem)
+    return report
