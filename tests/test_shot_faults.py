@@ -8,10 +8,8 @@ folder holds what it held before: no picture, no temporary file.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -22,11 +20,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from write_faults import (
-    CAP_DAC_OVERRIDE,
-    CAP_DAC_READ_SEARCH,
-    PR_CAPBSET_DROP,
     files_in,
     one_line,
+    python,
     specviz,
 )
 
@@ -136,19 +132,8 @@ except SpecvizError as exc:
 def _child(script: str, *argv: object, fsize: int | None = None,
            read_only: bool = False) -> subprocess.CompletedProcess:
     """`python -c script ARGV` under the faults `write_faults.specviz` makes."""
-    def faults() -> None:
-        if fsize is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        if read_only and os.geteuid() == 0:
-            libc = ctypes.CDLL(None, use_errno=True)
-            for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-                if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-    return subprocess.run([sys.executable, "-c", script, *map(str, argv)], preexec_fn=faults,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **QUIET})
+    return python("-c", script, *argv, fsize=fsize, read_only=read_only, env=QUIET,
+                  timeout=120)
 
 
 @pytest.mark.parametrize(("what", "fault"), [

@@ -26,6 +26,14 @@ def specviz(*argv: object, fsize: int | None = None, read_only: bool = False,
             timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m specviz ARGV` in a child: files past `fsize` bytes fail to grow, and with
     `read_only` a folder's mode holds even for root."""
+    return python("-m", "specviz", *argv, fsize=fsize, read_only=read_only, env=env,
+                  timeout=timeout)
+
+
+def python(*argv: object, fsize: int | None = None, read_only: bool = False,
+           env: dict[str, str] | None = None,
+           timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python ARGV` in a child under the faults asked (see `specviz`)."""
     def faults() -> None:
         if fsize is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails, no signal kills
@@ -36,8 +44,8 @@ def specviz(*argv: object, fsize: int | None = None, read_only: bool = False,
                 if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
                     raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
-    return subprocess.run([sys.executable, "-m", "specviz", *map(str, argv)],
-                          preexec_fn=faults, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, *map(str, argv)], preexec_fn=faults,
+                          capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
 
