@@ -14,25 +14,21 @@ RANDOM_SEED = -1  # as in llama.cpp: draw one (recorded in the trace and the JSO
 AUTO_THREADS = "auto"
 
 
-def _parsed(text: str, kind: type, wanted: str) -> float | int:
+def _value(text: str, kind: type, wanted: str, fits: Callable[[float], bool] = lambda _: True):
+    """`text` read as `kind`, finite and `fits`; else argparse's one-line refusal."""
     try:
         value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
+        value = None
+    if value is None or not math.isfinite(value) or not fits(value):
         raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
     return value
 
 
 def whole_at_least(low: int) -> Callable[[str], int]:
     """A whole number of at least `low` (a max token count, a repeat count)."""
-    wanted = f"a whole number of at least {low}"
-
     def check(text: str) -> int:
-        value = _parsed(text, int, wanted)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-        return value
+        return _value(text, int, f"a whole number of at least {low}", lambda v: v >= low)
 
     check.__name__ = f"whole_at_least_{low}"
     return check
@@ -42,57 +38,35 @@ positive = whole_at_least(1)
 
 
 def temperature(text: str) -> float:
-    wanted = "a finite number of at least 0 (0: greedy)"
-    value = _parsed(text, float, wanted)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    return _value(text, float, "a finite number of at least 0 (0: greedy)", lambda v: v >= 0)
 
 
 def top_p(text: str) -> float:
-    wanted = "a number above 0 and at most 1"
-    value = _parsed(text, float, wanted)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    return _value(text, float, "a number above 0 and at most 1", lambda v: 0 < v <= 1)
 
 
 def non_negative(text: str) -> float:
     """A finite number of at least 0 (typical acceptance's epsilon and alpha)."""
-    wanted = "a finite number of at least 0"
-    value = _parsed(text, float, wanted)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    return _value(text, float, "a finite number of at least 0", lambda v: v >= 0)
 
 
 def threads(text: str) -> int | None:
     """CPU threads, or auto (None: every core, the default)."""
     if text.strip().lower() == AUTO_THREADS:
         return None
-    wanted = "a whole number of at least 1, or auto (every core)"
-    value = _parsed(text, int, wanted)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    return _value(text, int, "a whole number of at least 1, or auto (every core)",
+                  lambda v: v >= 1)
 
 
 def n_ctx(text: str) -> int:
     """The context's length in tokens; 0 is llama.cpp's "as long as the model was trained
     for". Whether the prompt fits is checked once it is tokenized, before anything decodes."""
-    wanted = "a whole number of tokens, 0 or more (0: the model's own length)"
-    value = _parsed(text, int, wanted)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    return _value(text, int, "a whole number of tokens, 0 or more (0: the model's own length)",
+                  lambda v: v >= 0)
 
 
 def seed(text: str) -> int:
     """0..2^32-1, or -1 for a random seed, drawn here so the run can be repeated with it."""
-    wanted = f"a whole number from 0 to {SEED_MAX}, or {RANDOM_SEED} for a random one"
-    value = _parsed(text, int, wanted)
-    if value == RANDOM_SEED:
-        return secrets.randbelow(SEED_MAX + 1)
-    if not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"takes {wanted}, got {text!r}")
-    return value
+    value = _value(text, int, f"a whole number from 0 to {SEED_MAX}, or {RANDOM_SEED} for a "
+                   "random one", lambda v: v == RANDOM_SEED or 0 <= v <= SEED_MAX)
+    return secrets.randbelow(SEED_MAX + 1) if value == RANDOM_SEED else value
