@@ -26,7 +26,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
 # The prompt a first start shows: a code edit whose answer copies a 25-line function, the
-# work where prompt lookup pays even on a 2-core CPU (docs/results.md, "The first race").
+# work where prompt lookup pays even on a 2-core CPU (docs/results/first-run.md).
 FIRST_SAMPLE = "code edit logging"
 
 

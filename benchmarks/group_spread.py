@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("bench_json", type=Path)
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--markdown", action="store_true", help="a table, as docs/results.md has")
+    ap.add_argument(
+        "--markdown", action="store_true", help="a table, as docs/results/prose-groups.md has"
+    )
     args = ap.parse_args(argv)
     data = json.loads(args.bench_json.read_text(encoding="utf-8"))
     rng = random.Random(args.seed)

@@ -9,7 +9,7 @@ padded with unused tokens to the shape's vocabulary, so the output layer is the 
     python benchmarks/gpu/shapes.py gguf --shape qwen2.5-1.5b --tokenizer-from X.gguf --out F
     python benchmarks/gpu/shapes.py hf --shape qwen2.5-1.5b --tokenizer-from X.gguf --out DIR
 
-Checked on a CPU against the real Qwen2.5-Coder-1.5B (docs/results.md, "On an NVIDIA H200").
+Checked on a CPU against the real Qwen2.5-Coder-1.5B (docs/results/cost-profile.md).
 """
 
 from __future__ import annotations

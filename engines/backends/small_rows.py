@@ -5,8 +5,8 @@ batch). PyTorch's `F.linear(x, W)` hands those to the BLAS as `x @ W.T`, and MKL
 that form read the whole weight matrix once per row on some CPUs (2 or 3 rows then cost more
 than 4 to 12). The same product written `W @ x.T`, with `x` contiguous and a lone row
 repeated to make two, goes through the blocked matrix product, which reads the weights once
-(measured: docs/results.md, docs/architecture.md). A speculative step's cost hinges on how
-much a few extra rows cost, so this decides whether short drafts can pay at all.
+(measured: docs/results/transformers-cpu.md, docs/architecture.md). A speculative step's cost
+hinges on how much a few extra rows cost, so this decides whether short drafts can pay at all.
 
 Whether routing pays depends on the CPU and the BLAS, so it is measured on the model's own
 weight shapes, once per CPU, torch version, thread count and set of shapes, and remembered.

@@ -33,7 +33,7 @@ Say = Callable[[str], None]
 # Every size up to 9 (K up to 8): llama.cpp's CPU kernels take rows in blocks, so single sizes
 # sit off the line through their neighbours (on a 2-core EPYC the 0.5B's 5th token costs 0.9 of
 # one token and its 4th and 6th 0.2; the 1.5B's 8th 1.1-1.6), and which ones varies with the
-# machine and the model (benchmarks/llama_batch_limit.py, docs/results.md).
+# machine and the model (benchmarks/llama_batch_limit.py, docs/results/cost-profile.md).
 BATCHES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32)
 CONTEXTS = (128, 512, 1024)
 REPEATS = 5

@@ -66,7 +66,7 @@ def compute_threads(beside_a_window: bool = False, cores: int | None = None) -> 
     Two cores are the exception: there one thread makes a batch cost nearly what its tokens
     cost one by one (smollm2-135m: 8 tokens 6.7 steps at 1 thread, 3.9 at 2), so no oracle
     could pay, while two threads beside the window still decoded plainly as fast as one
-    (129.9 against 125.7 tokens/s) with no GUI stall over 50 ms (docs/results.md)."""
+    (129.9 against 125.7 tokens/s) with no GUI stall over 50 ms (docs/results/window.md)."""
     cores = cores or os.cpu_count() or 1
     if not beside_a_window or cores <= 2:
         return cores

@@ -2,7 +2,7 @@
 
 Verifying one drafted token beside the target's own costs more than a plain step on every
 machine: about 1.1 plain steps at best (a GPU; the transformers backend on a CPU with small
-products routed), 1.6-1.9 through llama.cpp on a 2-core CPU (docs/results.md). A head
+products routed), 1.6-1.9 through llama.cpp on a 2-core CPU (docs/results/cost-profile.md). A head
 whose first guess holds less often than that extra tenth returns less than the verification
 costs at any K, so it cannot pay anywhere: such a head is reported, and not made the
 model's default head.
