@@ -143,3 +143,20 @@ def test_seed_minus_one_draws_a_seed_and_says_it(smollm2_path, capsys):
         assert isinstance(seed, int) and 0 <= seed < 2**32
         seeds.add(seed)
     assert len(seeds) == 2  # drawn, not a fixed stand-in
+
+
+def test_a_reader_that_stops_early_ends_the_run_without_a_traceback(tiny_model_dir):
+    """`specviz run ... | head -c 1`: the pipe closes under the streamed text; the run ends as
+    a shell reports SIGPIPE (141), with nothing on stderr."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "specviz", "run", "--target", str(tiny_model_dir), "--backend",
+         "transformers", "--prompt", "x", "--no-chat", "--max-tokens", "400"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout.read(1)
+    child.stdout.close()
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 141, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err

@@ -68,3 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("specviz: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `specviz run ... | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 141  # as a shell reports a process ended by SIGPIPE
+
+
+def _quiet_stdout() -> None:
+    """Send what is still buffered for the closed pipe nowhere, so the interpreter's own
+    flush at exit prints no traceback (Python's documented recipe for SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
