@@ -1,1 +1,2 @@
-"""The application: main window, wiring, worker threads, settings, command line."""
+"""The application: main window, wiring, the engine process's client, settings, command
+line."""

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the test
 
 from crash_report import pytest_handlecrashitem, pytest_report_header  # noqa: F401  (hooks)
 from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
-from tiny_model import build_tiny_model
+from tiny_model import build_sibling_model, build_tiny_model
 
 # The device the model fixtures below load on, read here only: cpu unless SPECVIZ_TEST_DEVICE
 # names another (cuda on a GPU machine: benchmarks/gpu/gpu_run.py test). Tests that check
@@ -132,6 +132,16 @@ def tiny_draft_backend(tiny_model_dir):
     from specviz.engines.backends.hf import TransformersBackend
 
     return TransformersBackend(tiny_model_dir, device=TEST_DEVICE)
+
+
+@pytest.fixture(scope="session")
+def disagreeing_draft_backend(tiny_model_dir, tmp_path_factory):
+    """A draft of the target's vocabulary that guesses some of its tokens and misses others:
+    lossless checks on it see steps accept part of a draft and roll the rest back."""
+    from specviz.engines.backends.hf import TransformersBackend
+
+    folder = build_sibling_model(tmp_path_factory.mktemp("tiny-sibling"), tiny_model_dir)
+    return TransformersBackend(folder, device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")

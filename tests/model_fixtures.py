@@ -52,6 +52,15 @@ def assert_lossless(backend, prompt_ids, steps, plain_steps, what: str = "") -> 
         assert result.identical or result.margin < result.tie_threshold, (what, result.note)
 
 
+def rejections(steps) -> int:
+    """How many proposed tokens (a tree's refused children among them) the target judged and
+    refused in `steps`: a lossless check proves the rollback only where this is not 0."""
+    from specviz.engines import events as ev
+
+    return sum(1 for s in steps for t in s.proposed
+               if t.reject_reason in (ev.REJECT_MISMATCH, ev.REJECT_SAMPLED))
+
+
 def prompt_ids_of(backend, prompt: str, chat: bool = False) -> list[int]:
     """The ids a session starts from for `prompt`."""
     from specviz.engines.loop.session import RunSettings, Session

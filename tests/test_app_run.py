@@ -210,19 +210,38 @@ def test_smollm2_lanes_race_in_step(window, app_env, qtbot, smollm2_path):
     assert close_and_see(window) and not engines_running(window)
 
 
-def test_lanes_of_the_text_and_layer_oracles_run_losslessly(window, app_env, tiny_model_dir):
-    lanes = [LaneSpec("none"), LaneSpec("rules", 4),
-             LaneSpec("early-exit", 3, settings={"exit_layer": 1}),
+def test_lanes_of_the_layer_and_cross_draft_oracles_run_losslessly(window, app_env,
+                                                                    tiny_model_dir):
+    lanes = [LaneSpec("none"), LaneSpec("early-exit", 3, settings={"exit_layer": 1}),
              LaneSpec("cross-draft", 3, str(tiny_model_dir))]
     set_up(window, tiny(tiny_model_dir), lanes, 20)
-    _plain, rules, early, cross = window.board.lanes.values()
-    assert early.exit_layer.isVisible() and not rules.exit_layer.isVisible()
+    _plain, early, cross = window.board.lanes.values()
+    assert early.exit_layer.isVisible() and not cross.exit_layer.isVisible()
     assert cross.draft.isVisible() and not early.draft.isVisible()
     assert early.config().settings == {"exit_layer": 1}
     run_to_end(window, app_env)
+    for lane in (early, cross):  # each guessed, so an equal text says it stayed lossless
+        assert any(e.proposed for e in lane.view.events), lane.config().oracle
     texts = lane_texts(window)
-    assert texts[1:] == [texts[0]] * 3
-    assert window.board.model.figures(early.lane_id)["acceptance_rate"] is not None
+    assert texts[1:] == [texts[0]] * 2
+
+
+@pytest.mark.model
+def test_a_rules_lane_guesses_and_runs_losslessly(window, app_env, smollm2_path):
+    """On smollm2 (a random model's text gives the rules nothing to go on): the signature
+    line is copied from the prompt, and the text is plain decoding's."""
+    prompt = ("Add type hints to this Python function. Keep the body exactly as it is.\n\n"
+              "def merge_counts(left, right):\n    merged = dict(left)\n"
+              "    for key, value in right.items():\n"
+              "        merged[key] = merged.get(key, 0) + value\n    return merged\n")
+    model = ModelChoice(str(smollm2_path), "llama", "cpu")
+    set_up(window, model, [LaneSpec("none"), LaneSpec("rules", 8)], 32, prompt)
+    _plain, rules = window.board.lanes.values()
+    assert not rules.exit_layer.isVisible() and not rules.draft.isVisible()
+    run_to_end(window, app_env)
+    assert any(t.accepted for e in rules.view.events for t in e.proposed)
+    texts = lane_texts(window)
+    assert texts[1] == texts[0]
 
 
 def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_env, qtbot,

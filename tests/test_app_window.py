@@ -356,12 +356,45 @@ def fake_fetch(monkeypatch, tmp_path):
     return fetch
 
 
-def test_fetching_shows_progress_and_returns_the_path(window, app_env, fake_fetch, tmp_path):
+def test_fetching_shows_progress_and_returns_the_path(window, app_env, fake_fetch, tmp_path,
+                                                      monkeypatch):
+    """Each progress report is on the dialog's bar and label before the next is sent."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from PySide6.QtCore import QTimer
+
+    from specviz.app.fetch import FetchDialog
+    from specviz.engines import models
+
+    total, sent, shown = 80_000_000, [5_000_000, 20_000_000, 60_000_000, 80_000_000], []
+    seen = threading.Event()
+
+    def pull(name, progress, cancel):
+        for done in sent:
+            seen.clear()
+            progress(done, total, "downloading")
+            assert seen.wait(30), f"the dialog never showed {done}"
+        return tmp_path / f"{name}.gguf"
+
+    def look() -> None:
+        for dialog in window.findChildren(FetchDialog):
+            bar = dialog.bar
+            if dialog.isVisible() and bar.value() in sent[len(shown):len(shown) + 1]:
+                shown.append((bar.value(), bar.maximum(), dialog.label.text()))
+                seen.set()
+
+    monkeypatch.setattr(models, "pull", pull)
+    timer = QTimer(interval=1)
+    timer.timeout.connect(look)
+    timer.start()
     with ThreadPoolExecutor(1) as executor:
         path = app_env.run_until_complete(fake_fetch.fetch(window, "smollm2-135m", executor))
+    timer.stop()
     assert path == tmp_path / "smollm2-135m.gguf"
+    assert [(value, maximum) for value, maximum, _ in shown] == [(d, total) for d in sent]
+    assert shown[2][2].startswith("60.0 MB of 80.0 MB, ") and shown[2][2].endswith(
+        "/s: downloading")
 
 
 def test_cancelling_a_fetch_returns_none(window, app_env, fake_fetch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from model_fixtures import rejections
 from tiny_model import build_tiny_model
 
 from specviz.engines import events as ev
@@ -41,6 +42,7 @@ def test_cross_draft_is_lossless_with_another_vocabulary(tiny_backend, other_voc
     _, plain = run(tiny_backend, make_oracle("none"), k=0)
     oracle = make_oracle("cross-draft", target=tiny_backend, draft=other_vocab_backend)
     steps, summary = run(tiny_backend, oracle)
+    assert rejections(steps) > 0  # another model's guesses: the rollback is tested
     assert summary.text == plain.text
     proposed = [t for s in steps for t in s.proposed]
     assert proposed and all(t.p_draft is None for t in proposed)

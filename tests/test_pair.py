@@ -29,31 +29,13 @@ from specviz.engines.pair.vocab import (
     compare_vocabularies,
 )
 
-NOISE = 0.15  # on the sibling draft
 PROMPTS = ["def add(a, b):\n    return a + b\n\ndef mul(a, b):\n", "The quick brown fox"]
 
 
 @pytest.fixture(scope="module")
-def sibling_backend(tiny_model_dir, tmp_path_factory):
-    """The tiny model with noise on its last layer: a same-vocabulary draft that agrees with
-    the target only sometimes."""
-    import shutil
-
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from specviz.engines.backends.hf import TransformersBackend
-
-    folder = tmp_path_factory.mktemp("sibling")
-    for f in tiny_model_dir.iterdir():
-        shutil.copy(f, folder / f.name)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    torch.manual_seed(3)
-    with torch.no_grad():
-        for p in model.model.layers[-1].mlp.parameters():
-            p.add_(torch.randn_like(p) * NOISE)
-    model.save_pretrained(folder)
-    return TransformersBackend(folder, device="cpu")
+def sibling_backend(disagreeing_draft_backend):
+    """A same-vocabulary draft that agrees with the target only sometimes."""
+    return disagreeing_draft_backend
 
 
 def flat_profile(costs: list[float]) -> Profile:

@@ -17,13 +17,43 @@ from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
 
 
-def test_measure_gives_a_median_per_batch_and_context(tiny_backend):
+def test_measure_gives_a_median_per_batch_and_context(tiny_backend, monkeypatch):
+    """Each cell is the median of its samples (a slow one among them moves it not at all):
+    one token's the median of every one-token step timed, a batch's its samples' median less
+    the settling steps after it. The forwards run on the model; their times are given."""
+    import itertools
+    import statistics
+
+    real_forward, real_in_loop = prof.time_forward, prof.time_in_loop
+    jitter = itertools.cycle([0.0, 0.25, 40.0, 0.5, 0.125, 0.75, 0.375])  # 1 slow sample in 7
+    samples: dict[tuple[int, int], list[float]] = {}
+    settled: dict[int, list[float]] = {}
+
+    def timed_forward(backend, tokens, ctx):
+        real_forward(backend, tokens, ctx)
+        return ctx / 8 + len(tokens) + next(jitter)
+
+    def in_loop(backend, tokens, ctx, settled_steps=None):
+        ms = real_in_loop(backend, tokens, ctx, settled_steps)
+        samples.setdefault((ctx, len(tokens)), []).append(ms)
+        settled[ctx] = settled_steps
+        return ms
+
+    monkeypatch.setattr(prof, "time_forward", timed_forward)
+    monkeypatch.setattr(prof, "time_in_loop", in_loop)
     p = prof.measure(tiny_backend, "tiny", batches=[4, 1, 2], contexts=[8, 16, 10_000_000],
-                     repeats=2)
+                     repeats=5)
     assert p.batches == [1, 2, 4]
     assert p.contexts == [8, 16]  # a context the model cannot hold is left out
-    assert len(p.ms) == 2 and all(len(r) == 3 and min(r) > 0 for r in p.ms)
     assert tiny_backend.n_past == 0  # the cache is left empty
+    for ctx, row in zip(p.contexts, p.ms, strict=True):
+        assert all(len(samples[ctx, n]) == 5 for n in p.batches)
+        one = statistics.median([*samples[ctx, 1], *settled[ctx]])
+        assert one < ctx / 8 + 2  # the slow samples are outvoted
+        expected = [one] + [max(statistics.median(samples[ctx, n]) - prof.SETTLE * one, one)
+                            for n in p.batches[1:]]
+        assert row == pytest.approx(expected, abs=1e-3)
+        assert row != pytest.approx([statistics.mean(samples[ctx, n]) for n in p.batches])
 
 
 def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend, monkeypatch):

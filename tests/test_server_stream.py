@@ -285,3 +285,12 @@ def test_stored_keys_reach_their_own_servers_lanes_by_a_variable_of_their_own(mo
     for bad in ("LD_PRELOAD", "SPECVIZ_KEY_../x", "SPECVIZ_KEY_"):
         with pytest.raises(SpecvizError, match="SPECVIZ_KEY_"):
             remember_key(bad, "x")
+
+
+def test_a_server_lane_refuses_an_oracle_setting_and_an_unknown_control_with_the_reason():
+    with FakeServer(llama_routes()) as server:
+        built = build_lane("lane1", rs.LaneSpec("server", server=server.url),
+                           rs.RunRequest("Write f.", rs.ModelChoice("smollm2-135m")), pool=None)
+    assert "no oracle settings" in built.control("set_knob", {"name": "split", "value": 0.1})
+    assert "unknown control 'set_top_p'" in built.control("set_top_p", {"value": 0.5})
+    assert "a server chooses its own draft length" in built.control("set_auto", {"on": True})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from model_fixtures import batches_round_alike
+from model_fixtures import batches_round_alike, rejections
 from test_session import CODE_EDIT, run, tokens_of
 
 from specviz.engines import events as ev
@@ -19,10 +19,14 @@ def tree_oracles(target, draft):
             make_oracle("lookahead", settings={"W": 4, "N": 3, "G": 4})]
 
 
-def test_tree_oracles_are_lossless_on_the_tiny_model(tiny_backend, tiny_draft_backend):
+def test_tree_oracles_are_lossless_on_the_tiny_model(tiny_backend, disagreeing_draft_backend):
+    """Branches are refused (the tree's draft is a sibling that misses some tokens) and the
+    text is still plain decoding's."""
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0, n=60)
-    for oracle in tree_oracles(tiny_backend, tiny_draft_backend):
+    for oracle in tree_oracles(tiny_backend, disagreeing_draft_backend):
         steps, summary = run(tiny_backend, oracle, k=4, n=60)
+        assert rejections(steps) > 0, oracle.name  # branches refused and rolled back
+        assert summary.totals.accepted > 0 or oracle.name != "tree"  # and some taken
         assert compare(steps, plain_steps).identical, oracle.name
         assert summary.text == plain.text, oracle.name
         assert all(s.tree is not None for s in steps if s.k), oracle.name

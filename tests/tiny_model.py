@@ -72,6 +72,28 @@ def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
     return folder
 
 
+def build_sibling_model(folder: Path, source: Path, noise: float = 0.15, seed: int = 3) -> Path:
+    """`source` (its tokenizer and weights) with noise on its last layer's MLP, written into
+    `folder`: a same-vocabulary draft that agrees with `source` on some tokens, not all (a
+    model of another seed agrees on about 1 token in 200, so a step would never accept some
+    of its guesses and roll back the rest)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in source.iterdir():
+        shutil.copy(f, folder / f.name)
+    model = AutoModelForCausalLM.from_pretrained(source)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.model.layers[-1].mlp.parameters():
+            p.add_(torch.randn_like(p) * noise)
+    model.save_pretrained(folder)
+    return folder
+
+
 def like(tensor, module):
     """`tensor` on the device and in the dtype of `module`'s weights: a test's CPU tensor fed
     to a model that may live on a GPU, in bfloat16 (SPECVIZ_TEST_DEVICE, SPECVIZ_DTYPE)."""

@@ -113,14 +113,17 @@ class LocalLane(_Delegated):
 
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         session = self.session
+        if kind not in CONTROLS:
+            return _unknown(kind)
+        if kind == "set_knob":
+            return _set_knob(session.oracle, fields["name"], fields["value"])
         if is_plain(session.oracle.name):
-            return None
+            # Auto K off is how a plain lane is already; anything else would change nothing.
+            asks = kind == "set_k" or bool(fields["on"])
+            return "plain decoding proposes nothing: it has no K to change" if asks else None
         if kind == "set_k":
             session.set_k(int(fields["k"]))
-        elif kind == "set_knob":
-            if fields["name"] in session.oracle.knobs():
-                session.oracle.set_knob(fields["name"], fields["value"])
-        elif kind == "set_auto":
+        else:
             self._set_auto(bool(fields["on"]), int(fields.get("k", session.k)), say)
         return None
 
@@ -168,9 +171,30 @@ class ServerLane(_Delegated):
         """K where the engine takes it per request; auto K and oracle settings are local."""
         if kind == "set_k":
             self.session.set_k(int(fields["k"]))
-        elif kind == "set_auto" and fields["on"]:
-            return "auto K prices a local model's steps; a server chooses its own draft length"
+        elif kind == "set_auto":
+            if fields["on"]:
+                return "auto K prices a local model's steps; a server chooses its own draft length"
+        elif kind == "set_knob":
+            return f"a server lane has no oracle settings to change ({fields['name']})"
+        else:
+            return _unknown(kind)
         return None
 
     def close(self, reusable: bool = True) -> None:
         """Nothing is held here: the stream ends with the run (or with `stop`)."""
+
+
+def _set_knob(oracle, name: str, value) -> str | None:
+    """A live setting changed; the reason in one line where the oracle has no such setting or
+    fixes it when the lane starts."""
+    if name not in oracle.knobs():
+        if hasattr(oracle.settings, name):
+            return f"{oracle.name}'s {name} is fixed when the lane starts; set it before a run"
+        return f"{oracle.name} has no setting {name}"
+    oracle.set_knob(name, value)
+    return None
+
+
+def _unknown(kind: str) -> str:
+    return f"unknown control {kind!r} (a lane takes {', '.join(CONTROLS)})"
+
