@@ -156,6 +156,7 @@ NoneType = type(None)
 HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "schema": (int,), "prompt": (str,), "prompt_text": (str,), "oracle": (str,),
     "backend": (str, NoneType), "device": (str, NoneType), "dtype": (str, NoneType),
+    "compile": (str, NoneType),
     "target": (dict,), "draft": (dict, NoneType), "server": (dict, NoneType),
     "settings": (dict,), "machine": (dict,), "prompt_ids": (list,), "token_chars": (list,),
 }

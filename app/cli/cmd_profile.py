@@ -72,7 +72,8 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
         backend = load_backend(args.backend, resolve(model), device=args.device,
                                threads=args.threads,
                                n_ctx=max(args.n_ctx, max(contexts) + max(batches)),
-                               dtype=getattr(args, "dtype", None))
+                               dtype=getattr(args, "dtype", None),
+                               compile=getattr(args, "compile", None))
     try:
         with tqdm(total=1, desc=f"profile {model}", unit="pass", file=sys.stderr,
                   leave=False) as bar:

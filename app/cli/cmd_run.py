@@ -209,6 +209,7 @@ def _result(args, target, summary: ev.SummaryEvent) -> dict:
         "backend": target.name,
         "device": target.device,
         "dtype": target.dtype,
+        "compile": getattr(target, "compiled", None),
         "oracle": args.oracle,
         "k": 0 if is_plain(args.oracle) else args.k,
         "seed": args.seed,

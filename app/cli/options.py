@@ -36,6 +36,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="what the transformers backend computes in (default auto: bfloat16 "
                         "where the device multiplies it natively; on a CPU with AVX-512 BF16 "
                         "or AMX the faster of the two, raced once a model; else float32)")
+    g.add_argument("--compile", choices=("on", "off", "auto"), default=None,
+                   help="the transformers backend's steps compiled with torch.compile over a "
+                        "static cache (on), eager as before (off), or the faster of the two "
+                        "here, raced once a model (auto); default: SPECVIZ_COMPILE, else off")
     g.add_argument("--no-fetch", action="store_true",
                    help="stop at a registry model that is not downloaded instead of fetching "
                         "it (also SPECVIZ_NO_FETCH=1)")
@@ -217,7 +221,8 @@ def k_or_auto(text: str) -> int | str:
 def model_choice(args: argparse.Namespace) -> ModelChoice:
     settle_backend(args)
     return ModelChoice(args.target, args.backend, args.device, args.threads,
-                       getattr(args, "n_ctx", 4096), dtype_asked(args))
+                       getattr(args, "n_ctx", 4096), dtype_asked(args),
+                       getattr(args, "compile", None))
 
 
 def dtype_asked(args: argparse.Namespace) -> str | None:
@@ -260,4 +265,5 @@ def _path_text(path: Path | None) -> str | None:
 def load_target(args: argparse.Namespace) -> Backend:
     settle_backend(args)
     return load_backend(args.backend, resolve(args.target), device=args.device,
-                        threads=args.threads, n_ctx=args.n_ctx, dtype=dtype_asked(args))
+                        threads=args.threads, n_ctx=args.n_ctx, dtype=dtype_asked(args),
+                        compile=getattr(args, "compile", None))

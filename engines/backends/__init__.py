@@ -18,6 +18,7 @@ def load_backend(
     n_ctx: int = 4096,
     probe: bool = True,
     dtype: str | None = None,
+    compile: str | None = None,
 ) -> Backend:
     """Load `model_path` (a .gguf file, or a model folder for transformers) on `kind`.
 
@@ -44,7 +45,8 @@ def load_backend(
         from .hf import TransformersBackend
 
         with heap.loading():  # about a million objects made: the collector waits (heap.py)
-            return TransformersBackend(model_path, device=device, threads=threads, dtype=dtype)
+            return TransformersBackend(model_path, device=device, threads=threads, dtype=dtype,
+                                       compile=compile)
     raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKENDS)}")
 
 

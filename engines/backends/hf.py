@@ -1,7 +1,8 @@
 """The transformers/torch backend: GPUs, Apple silicon, and oracles that need hidden states.
 
 Loads `AutoModelForCausalLM` from a Hugging Face model folder or a GGUF file (transformers
-dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cropping.
+dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cropping; with
+compiled steps (`compile="on"`, hf_compiled.py) a static cache whose length is rolled back.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from ..errors import BackendError
 from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torch_devices
 from ..models import home_dir
-from . import cpu_dtype, hf_gguf, small_rows
+from . import compile_choice, cpu_dtype, hf_compiled, hf_gguf, small_rows
 from .base import HIDDEN_STATES, Backend
 from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
@@ -48,6 +49,7 @@ class TransformersBackend(Backend):
         device: str | None = None,
         threads: int | None = None,
         dtype: str | None = None,
+        compile: str | None = None,
     ) -> None:
         super().__init__()
         import torch
@@ -73,6 +75,37 @@ class TransformersBackend(Backend):
         self._template = _chat_template(self._tok, self._gguf)
         self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
         self._features = LayerFeatures()  # chosen layers' outputs, likewise
+        # Compiled steps over a static cache (hf_compiled.py), where chosen and possible.
+        self._steps: hf_compiled.CompiledSteps | None = None
+        self._kv: hf_compiled.StaticKV | None = None
+        self.compile_trial: dict | None = None  # compiled against eager, where raced here
+        self.compiled = self._choose_compile(compile)
+
+    def _choose_compile(self, asked: str | None) -> str:
+        """"on" where the steps run compiled, "off" where eagerly (compile_choice.py)."""
+        choice, why = compile_choice.decide(self, asked)
+        if choice == "off":
+            if why:
+                hf_compiled.say(f"{why}: decoding eagerly")
+            return "off"
+        self._steps = hf_compiled.CompiledSteps(self._model)
+        self._kv = self._static_kv()
+        try:
+            hf_compiled.warm(self._steps, self._static_kv(), hf_compiled.WARM_WIDTHS)
+        except Exception as exc:  # inductor's failures have no common type across releases
+            self._steps = self._kv = None
+            hf_compiled.say(f"torch.compile failed here ({_first_line(exc)}): decoding "
+                            "eagerly")
+            return "off"
+        if choice == compile_choice.RACE:
+            self.compile_trial = compile_choice.race(self)
+            if self.compile_trial["choice"] == "off":
+                self._steps = self._kv = None
+                return "off"
+        return "on"
+
+    def _static_kv(self) -> hf_compiled.StaticKV:
+        return hf_compiled.StaticKV(self._model, self.device, self._dtype, self.n_ctx)
 
     @property
     def dtype(self) -> str:
@@ -187,6 +220,8 @@ class TransformersBackend(Backend):
         torch = self._torch
         from transformers import DynamicCache
 
+        if self._steps is not None:
+            return self._compiled_forward(tokens, n_rows)
         if self._cache is None:
             self._cache = DynamicCache()
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
@@ -203,12 +238,30 @@ class TransformersBackend(Backend):
         self._features.took(self.n_past)
         return out.logits[0, -n_rows:].float().cpu().numpy()
 
+    def _compiled_forward(self, tokens: list[int], n_rows: int, depths=None,
+                          visible=None) -> np.ndarray:
+        """A forward on the static cache: compiled, or eagerly where the decoder's layers are
+        hooked (EAGLE's features); the LM head on the rows asked for, outside the graph."""
+        torch = self._torch
+        n_past, m = self.n_past, len(tokens)
+        self._hidden.arm()
+        self._features.arm()
+        with torch.inference_mode():
+            rows = hf_compiled.run_rows(self._steps, self._kv, tokens, n_past, depths, visible,
+                                        eager=self._features.layers != ())
+            logits = self._model.get_output_embeddings()(rows[:, m - n_rows:])
+        self._hidden.took(n_past + m - n_rows)
+        self._features.took(n_past)
+        return logits[0].float().cpu().numpy()
+
     def _forward_masked(
         self, tokens: list[int], depths: list[int], visible: list[list[int]]
     ) -> np.ndarray:
         torch = self._torch
         from transformers import DynamicCache
 
+        if self._steps is not None:
+            return self._compiled_forward(tokens, len(tokens), depths, visible)
         if self._cache is None:
             self._cache = DynamicCache()
         n_past, m = self.n_past, len(tokens)
@@ -237,9 +290,12 @@ class TransformersBackend(Backend):
         """Gather the cache rows of the kept nodes right after the context, drop the rest."""
         torch = self._torch
         n_past = self.n_past
-        keep = torch.tensor([*range(n_past), *(n_past + i for i in path)], device=self.device)
         self._hidden.select(path)
         self._features.select(n_past, path)
+        if self._kv is not None:
+            self._kv.gather(n_past, path)
+            return
+        keep = torch.tensor([*range(n_past), *(n_past + i for i in path)], device=self.device)
         for layer in self._cache.layers:
             layer.keys = layer.keys.index_select(-2, keep)
             layer.values = layer.values.index_select(-2, keep)
@@ -247,6 +303,9 @@ class TransformersBackend(Backend):
     def _truncate(self, n: int) -> None:
         self._hidden.cut(n)
         self._features.cut(n)
+        if self._kv is not None:
+            self._kv.set_length(n)
+            return
         if self._cache is None:
             return
         if n == 0:
@@ -280,6 +339,10 @@ class TransformersBackend(Backend):
             raise BackendError(
                 f"early exit does not know how to stop {type(decoder).__name__} after a layer"
             )
+        if self._kv is not None:
+            with self._static_first_layers(n_layers) as step:
+                yield step
+            return
         if self._cache is None:
             self._cache = DynamicCache()
         cache, config, fed = self._cache, decoder.config, 0
@@ -303,6 +366,27 @@ class TransformersBackend(Backend):
             for layer in cache.layers[:n_layers]:
                 layer.crop(-fed)
 
+    @contextmanager
+    def _static_first_layers(self, n_layers: int):
+        """`first_layers` on the static cache: the first layers' slots after the context are
+        written while drafting, and their length set back on exit."""
+        torch, kv, n_past, fed = self._torch, self._kv, self.n_past, 0
+        head = self._model.get_output_embeddings()
+
+        def step(tokens: list[int]) -> np.ndarray:
+            nonlocal fed
+            with torch.inference_mode():
+                rows = hf_compiled.run_rows(self._steps, kv, tokens, n_past + fed,
+                                            layers=n_layers)
+                logits = head(rows[:, -1:])
+            fed += len(tokens)
+            return logits[0, -1].float().cpu().numpy()
+
+        try:
+            yield step
+        finally:
+            kv.set_length(n_past, n_layers)
+
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""
         if self.device.startswith("cuda"):
@@ -315,6 +399,7 @@ class TransformersBackend(Backend):
         other = copy.copy(self)
         Backend.__init__(other)  # an empty token list of its own
         other._cache = None
+        other._kv = self._static_kv() if self._kv is not None else None
         other._hidden = _HiddenRows()  # hidden states are kept per backend, on request
         other._features = LayerFeatures()
         return other
@@ -323,6 +408,7 @@ class TransformersBackend(Backend):
         self._hidden.enable(None, False)
         self._features.enable(None, None)
         self._cache = None
+        self._kv = self._steps = None
         self._model = None
 
 

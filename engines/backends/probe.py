@@ -294,7 +294,8 @@ def _open(kind: str, model: str, device: str):
     from .hf import TransformersBackend
 
     with heap.loading():  # as load_backend loads it (heap.py)
-        return TransformersBackend(model, device=device)
+        return TransformersBackend(model, device=device, compile="off")  # the probe compiles
+        # nothing: it checks the runtime, and SPECVIZ_COMPILE=on would compile in the child
 
 
 def _timed_ms(fn: Callable[[], object]) -> float:

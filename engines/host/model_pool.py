@@ -31,6 +31,7 @@ class ModelKey:
     threads: int | None
     n_ctx: int = 4096
     dtype: str | None = None  # transformers: as asked, None: the device's rule
+    compile: str | None = None  # transformers: on, off, auto as asked; None: SPECVIZ_COMPILE
 
 
 class ModelPool:
@@ -42,11 +43,13 @@ class ModelPool:
         self._closed = False
 
     def acquire(self, backend: str, path: Path, device: str | None, threads: int | None,
-                n_ctx: int = 4096, dtype: str | None = None) -> Backend:
+                n_ctx: int = 4096, dtype: str | None = None,
+                compile: str | None = None) -> Backend:
         """A backend of its own for one lane: an idle one, one sharing loaded weights, or a
         freshly loaded model (slow: call it off the GUI thread)."""
-        key = ModelKey(backend, str(path), device, threads, n_ctx,
-                       dtype if backend == "transformers" else None)
+        hf = backend == "transformers"
+        key = ModelKey(backend, str(path), device, threads, n_ctx, dtype if hf else None,
+                       compile if hf else None)
         with self._lock:
             idle = self._idle.get(key)
             ready = idle.pop() if idle else None
@@ -55,7 +58,7 @@ class ModelPool:
             ready = source.share()
         if ready is None:
             ready = load_backend(backend, path, device=device, threads=threads, n_ctx=n_ctx,
-                                 dtype=dtype)
+                                 dtype=dtype, compile=compile)
             with self._lock:
                 self.loads += 1
         with self._lock:

@@ -72,7 +72,7 @@ def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
     from ..models import resolve
 
     return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx,
-                        model.dtype)
+                        model.dtype, model.compile)
 
 
 def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
@@ -86,9 +86,10 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
             path = resolve(name)
         except SpecvizError:
             continue
+        hf = model.backend == "transformers"
         keys.append(ModelKey(model.backend, str(path), model.device, model.threads,
-                             model.n_ctx, model.dtype if model.backend == "transformers"
-                             else None))
+                             model.n_ctx, model.dtype if hf else None,
+                             model.compile if hf else None))
     return keys
 
 
@@ -193,6 +194,7 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "backend": target.name,
         "device": target.device,
         "dtype": target.dtype,
+        "compile": getattr(target, "compiled", None),  # transformers: on or off, as it ran
         "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
         "settings": {"k": session.k, "auto_k": lane.auto_k,
                      "max_tokens": session.settings.max_tokens,

@@ -22,6 +22,9 @@ class ModelChoice:
     threads: int | None = None  # CPU threads; None: the backend's default
     n_ctx: int = 4096  # context length (llama backend)
     dtype: str | None = None  # transformers: what it computes in; None: the device's rule
+    # transformers: compiled steps "on", "off" or "auto" (raced once); None: SPECVIZ_COMPILE,
+    # else off. Specs, traces and settings written before it read as None.
+    compile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,272 @@
+"""Compiled transformers steps: a static KV cache and the decoder compiled for a few widths.
+
+Eager decoding of a small model spends much of a step in Python and in one small kernel after
+another; `torch.compile` fuses them (#64). A compiled graph wants fixed shapes, so:
+
+- the KV cache is transformers' `StaticCache`, fixed tensors written in place; it is grown by
+  copying into one twice as long when the context outgrows it, and its length is left dynamic
+  in the graphs, so growing compiles nothing;
+- a forward of m tokens runs in the graph of the smallest width in WIDTHS that holds it (a
+  draft of 5 plus the pending token verifies in the 8-wide graph), padded with rows after the
+  real ones. Every row attends through an explicit mask over the cache (a chain's causal rows,
+  a tree's ancestors), so trees run in the same graphs; padded rows are seen by no real row,
+  and the cache slots they write lie past the kept length, where the next forward writes;
+- the graph ends at the decoder's final norm: the LM head runs outside it on the rows asked
+  for, so a hook on the head (Medusa's hidden rows) sees what it sees eagerly.
+
+Forwards wider than the widest graph (a prompt), and those that need hooks inside the decoder
+(EAGLE's layer features, early exit's first layers), run the same modules eagerly on the same
+cache. The graphs are compiled once per model, dtype, device and width, on first use in a
+process; inductor's caches live under the specviz cache (`compile/`), so a later process
+reads the compiled code from disk instead of compiling it again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+WIDTHS = (1, 2, 4, 8, 16, 32)
+WARM_WIDTHS = (1,)  # compiled at load: a plain step's; the others on first use
+MIN_CAPACITY = 512  # cache slots at first; doubled when outgrown (attention reads them all)
+# Architectures whose causal LM is "decoder, then LM head" with nothing after the head (no
+# logit scaling or soft-capping, which the head's call outside the graph would miss).
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral")
+CACHE_FOLDER = "compile"
+ENV = "SPECVIZ_COMPILE"  # on, off or auto, where neither the command line nor a spec says
+CHOICES = ("on", "off", "auto")
+
+
+def width_for(m: int) -> int | None:
+    """The graph width a forward of `m` rows runs in (None: wider than every graph)."""
+    return next((w for w in WIDTHS if w >= m), None)
+
+
+def unsupported(model, cpu: bool = True) -> str | None:
+    """Why `model` cannot take the compiled path here (None: it can); on a CPU inductor
+    writes C++, which needs a compiler."""
+    try:
+        import torch._dynamo  # noqa: F401
+        from transformers import StaticCache
+    except ImportError as exc:
+        return f"this torch or transformers cannot compile ({exc})"
+    use_disk_cache()  # before anything of inductor's reads where its cache is
+    kind = getattr(model.config, "model_type", "?")
+    if kind not in ARCHITECTURES:
+        return f"compiled steps are written for {', '.join(ARCHITECTURES)}, not {kind}"
+    cache = StaticCache(config=model.config, max_cache_len=8)
+    if any(type(layer).__name__ != "StaticLayer" or not hasattr(layer, "cumulative_length")
+           for layer in cache.layers):
+        return "its cache is not one plain static layer per decoder layer (sliding windows?)"
+    return no_compiler() if cpu else None
+
+
+def no_compiler() -> str | None:
+    """Why inductor cannot build CPU code here (no C++ compiler), or None."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        compiler = get_cpp_compiler()
+    except Exception as exc:  # what it raises differs between releases
+        return f"no C++ compiler for torch.compile ({str(exc).strip().splitlines()[0]})"
+    return None if shutil.which(compiler) else f"no C++ compiler ({compiler}) for torch.compile"
+
+
+def use_disk_cache() -> str:
+    """Point inductor's caches (the FX graph and AOT caches live under it) at the specviz
+    cache, unless the user pointed them elsewhere; the folder. Inductor writes its default
+    (a temporary folder) into the variable on first use, which is not the user's choice."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from ..models import home_dir
+
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not folder or os.path.abspath(folder) == os.path.abspath(default_cache_dir()):
+        folder = str(home_dir("cache") / CACHE_FOLDER)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    return folder
+
+
+def _decoder_rows(decoder, ids, positions, mask, cache, keyword: str):
+    out = decoder(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True,
+                  **{keyword: cache})
+    return out.last_hidden_state
+
+
+class CompiledSteps:
+    """The compiled decoder of one loaded model, shared by the backends on its weights."""
+
+    def __init__(self, model, tell=None) -> None:
+        import torch
+
+        from .hf_cache import cache_keyword
+
+        use_disk_cache()
+        # One code object serves every width and model in the process: room for them all.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        self.model = model
+        self.decoder = model.get_decoder()
+        self.keyword = cache_keyword(self.decoder)
+        self._compiled = torch.compile(_decoder_rows, dynamic=None, fullgraph=True)
+        self._ready: set[int] = set()  # widths compiled (or read from disk) in this process
+        self._tell = tell or say
+        self.compile_seconds: dict[int, float] = {}
+
+    def rows(self, ids, positions, mask, cache, width: int):
+        """The decoder's output rows, through the graph of `width` (compiled on first use)."""
+        first = width not in self._ready
+        if first:
+            self._tell(f"compiling the transformers step of width {width} for this machine, "
+                      "once (later starts read it from the cache)")
+            started = time.perf_counter()
+        out = self._compiled(self.decoder, ids, positions, mask, cache, self.keyword)
+        if first:
+            self._ready.add(width)
+            self.compile_seconds[width] = round(time.perf_counter() - started, 2)
+        return out
+
+    def eager_rows(self, ids, positions, mask, cache):
+        return _decoder_rows(self.decoder, ids, positions, mask, cache, self.keyword)
+
+
+class StaticKV:
+    """One backend's static cache: its length follows the backend's context; slots past it
+    hold whatever the last forward wrote there (padding, discarded nodes), masked out."""
+
+    def __init__(self, model, device: str, dtype, n_ctx: int) -> None:
+        self.model, self.device, self.dtype, self.n_ctx = model, device, dtype, n_ctx
+        self.cache = None
+        self.capacity = 0
+
+    def room(self, needed: int) -> bool:
+        """Make the cache hold `needed` slots (grown by doubling); False past the context."""
+        if needed <= self.capacity:
+            return True
+        if needed > self.n_ctx:
+            return False
+        capacity = max(MIN_CAPACITY, self.capacity)
+        while capacity < needed:
+            capacity *= 2
+        self._grow(min(capacity, self.n_ctx))
+        return True
+
+    def _grow(self, capacity: int) -> None:
+        import torch
+        from transformers import StaticCache
+
+        config = self.model.config
+        heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+        head_dim = int(getattr(config, "head_dim", None)
+                       or config.hidden_size // config.num_attention_heads)
+        cache = StaticCache(config=config, max_cache_len=capacity)
+        cache.early_initialization(1, heads, head_dim, self.dtype, torch.device(self.device))
+        for new in cache.layers:
+            torch._dynamo.mark_dynamic(new.keys, 2)  # its length: one graph for every size
+            torch._dynamo.mark_dynamic(new.values, 2)
+        if self.cache is not None:
+            for old, new in zip(self.cache.layers, cache.layers):
+                new.keys[:, :, :self.capacity].copy_(old.keys)
+                new.values[:, :, :self.capacity].copy_(old.values)
+                new.cumulative_length.copy_(old.cumulative_length)
+        self.cache, self.capacity = cache, capacity
+
+    def set_length(self, n: int, layers=None) -> None:
+        """Where the next forward writes: right after the first `n` positions."""
+        import torch
+
+        if self.cache is not None:
+            with torch.inference_mode():  # the cache's tensors were made in it
+                for layer in self.cache.layers[:layers]:
+                    layer.cumulative_length.fill_(n)
+
+    def gather(self, n_past: int, path: list[int]) -> None:
+        """Move the kept nodes' slots (after n_past, in node order) right after n_past."""
+        import torch
+
+        if path:
+            src = torch.tensor([n_past + i for i in path], device=self.device)
+            with torch.inference_mode():
+                for layer in self.cache.layers:
+                    for t in (layer.keys, layer.values):
+                        t[:, :, n_past:n_past + len(path)] = t.index_select(2, src)
+        self.set_length(n_past + len(path))
+
+    def mask(self, n_past: int, rows: int, visible=None):
+        """The additive attention mask (1, 1, rows, capacity): row i sees the cache before
+        n_past, and then the slots of the nodes `visible[i]` and its own (None: a chain, every
+        earlier row); rows past `visible` follow the chain rule."""
+        import torch
+
+        slots = torch.arange(self.capacity, device=self.device)
+        allowed = slots[None, :] <= (n_past + torch.arange(rows, device=self.device))[:, None]
+        if visible is not None:
+            allowed[:len(visible), n_past:] = False
+            for i, vis in enumerate(visible):
+                allowed[i, [n_past + j for j in (*vis, i)]] = True
+        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
+        mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        return mask[None, None]
+
+
+def say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr, flush=True)
+
+
+def run_rows(steps: CompiledSteps, kv: StaticKV, tokens: list[int], n_past: int,
+             depths: list[int] | None = None, visible=None, eager: bool = False,
+             layers: int | None = None):
+    """The decoder's output rows (1, m, hidden) for `tokens` written after `n_past` cached
+    positions: through the graph of the smallest width that holds them, padded, or eagerly
+    (`eager`, wider than every graph, too near the end of the context, or `layers` < all).
+    Nodes at `depths` seeing `visible` make a tree; None, a chain. The cache's length is
+    n_past + m afterwards (in the first `layers` layers only, where given)."""
+    import torch
+
+    m = len(tokens)
+    width = None if eager or layers is not None else width_for(m)
+    if width is not None and not kv.room(n_past + width):
+        width = None  # the padding would not fit before the end of the context
+    if width is None and not kv.room(n_past + m):
+        raise ValueError(f"{n_past} + {m} tokens exceed the context of {kv.n_ctx}")
+    rows = width or m
+    ids = torch.zeros((1, rows), dtype=torch.long)
+    ids[0, :m] = torch.tensor(tokens, dtype=torch.long)
+    positions = n_past + torch.arange(rows)
+    if depths is not None:
+        positions[:m] = n_past + torch.tensor(depths)
+    ids, positions = ids.to(kv.device), positions[None].to(kv.device)
+    mask = kv.mask(n_past, rows, visible)
+    kv.set_length(n_past, layers)
+    if width is None:
+        hidden = _eager_rows(steps, ids, positions, mask, kv, layers)
+    else:
+        for t in (ids, positions):
+            torch._dynamo.mark_static(t, 1)
+        torch._dynamo.mark_static(mask, 2)
+        torch._dynamo.mark_dynamic(mask, 3)  # as the cache's length
+        hidden = steps.rows(ids, positions, mask, kv.cache, width)
+    kv.set_length(n_past + m, layers)
+    return hidden[:, :m]
+
+
+def _eager_rows(steps: CompiledSteps, ids, positions, mask, kv: StaticKV, layers: int | None):
+    config = steps.decoder.config
+    full = config.num_hidden_layers
+    if layers is not None:
+        config.num_hidden_layers = layers  # the decoder runs that many layers (early exit)
+    try:
+        return steps.eager_rows(ids, positions, mask, kv.cache)
+    finally:
+        config.num_hidden_layers = full
+
+
+def warm(steps: CompiledSteps, kv: StaticKV, widths=(1,)) -> None:
+    """Compile (or read from the disk cache) the graphs of `widths` now, on a scratch cache,
+    so that a run's first steps are not the ones that pay for it."""
+    import torch
+
+    with torch.inference_mode():
+        for width in widths:
+            run_rows(steps, kv, [0] * width, 0)

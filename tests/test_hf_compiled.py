@@ -1,0 +1,220 @@
+"""The transformers backend's compiled steps (static cache, graphs per width) against eager."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from specviz.engines import events as ev
+from specviz.engines.errors import SpecvizError
+from specviz.engines.loop.session import RunSettings, Session
+from specviz.engines.oracles import make_oracle
+
+PROMPT = "def add(a, b):\n    return a + b\nfor i in range(10):\n    print(add(i, i))\n"
+CLOSE = 1e-4  # float32 logits of the same sums in another order (eager and compiled differ)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_code_kept_between_runs():
+    """Compiled code read from the user's specviz cache, as the models are (the tests' home is
+    new each session and would compile everything again)."""
+    from specviz.engines.models import home_dir
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    real = (home_dir("cache") / "models").resolve().parent
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(real / "compile")
+    yield
+    if before is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="module")
+def compiled(tiny_model_dir):
+    from specviz.engines.backends.hf import TransformersBackend
+
+    backend = TransformersBackend(tiny_model_dir, device="cpu", compile="on")
+    assert backend.compiled == "on"
+    return backend
+
+
+@pytest.fixture(scope="module")
+def eager(tiny_model_dir):
+    from specviz.engines.backends.hf import TransformersBackend
+
+    return TransformersBackend(tiny_model_dir, device="cpu", compile="off")
+
+
+def both(eager, compiled, call):
+    """`call` on each backend; their results, which must agree."""
+    a, b = call(eager), call(compiled)
+    np.testing.assert_allclose(a, b, atol=CLOSE, rtol=0)
+    return a
+
+
+def test_chains_rollbacks_trees_and_early_exit_give_eager_logits(eager, compiled):
+    for b in (eager, compiled):
+        b.reset()
+    prompt = eager.tokenize(PROMPT)
+    both(eager, compiled, lambda b: b.forward(prompt, "last"))  # wider than every graph
+    for token in (5, 17, 33):
+        both(eager, compiled, lambda b, t=token: b.forward([t]))
+    both(eager, compiled, lambda b: b.forward([7, 8, 9, 10, 11], "all"))  # 8-wide, padded
+    for b in (eager, compiled):
+        b.truncate(b.n_past - 3)
+    both(eager, compiled, lambda b: b.forward([12, 13], 1))
+    both(eager, compiled, lambda b: b.forward_tree([1, 2, 3, 4, 5], [-1, 0, 0, 2, -1]))
+    for b in (eager, compiled):
+        b.keep_path([0, 2, 3])
+    both(eager, compiled, lambda b: b.forward([14]))
+    with eager.first_layers(1) as fe, compiled.first_layers(1) as fc:
+        for tokens in ([3], [4, 5], [6]):
+            np.testing.assert_allclose(fe(tokens), fc(tokens), atol=CLOSE, rtol=0)
+    both(eager, compiled, lambda b: b.forward([15]))  # the cache was left as it was
+    assert compiled.n_past == eager.n_past
+
+
+def test_the_cache_grows_past_its_first_size_in_the_same_graphs(eager, compiled,
+                                                                monkeypatch):
+    from specviz.engines.backends import hf_compiled
+
+    monkeypatch.setattr(hf_compiled, "MIN_CAPACITY", 16)
+    grown = compiled.share()  # a static cache of its own, 16 slots at first
+    eager.reset()
+    widths = set(compiled._steps.compile_seconds)
+    both(eager, grown, lambda b: b.forward(list(range(3, 15)), "last"))
+    for token in range(12):
+        both(eager, grown, lambda b, t=token: b.forward([t + 1, t + 2], 1))
+    assert grown._kv.capacity == 64
+    assert set(compiled._steps.compile_seconds) <= widths | {2, 16}  # no graph per size
+    grown.close()
+
+
+def test_hidden_rows_for_medusa_are_the_eager_ones(eager, compiled):
+    for b in (eager, compiled):
+        b.reset()
+        b.keep_hidden(True)
+    try:
+        prompt = eager.tokenize(PROMPT)
+        both(eager, compiled, lambda b: b.forward(prompt, "last"))
+        both(eager, compiled, lambda b: b.forward([5, 6, 7], "all"))
+        for position in range(len(prompt) - 1, len(prompt) + 3):
+            a, c = eager.hidden_at(position), compiled.hidden_at(position)
+            assert (a is None) == (c is None)
+            if a is not None:
+                np.testing.assert_allclose(a.numpy(), c.numpy(), atol=CLOSE, rtol=0)
+    finally:
+        for b in (eager, compiled):
+            b.keep_hidden(False)
+
+
+def run(backend, oracle, k=4, n=40):
+    session = Session(backend, oracle, RunSettings(PROMPT, chat=False, k=k, max_tokens=n))
+    steps = [e for e in session if isinstance(e, ev.StepEvent)]
+    return steps, session.summary
+
+
+@pytest.mark.parametrize("oracle", ["none", "prompt-lookup", "draft", "early-exit"])
+def test_oracles_decode_on_the_compiled_path_what_they_decode_eagerly(
+        eager, compiled, tiny_model_dir, oracle):
+    from specviz.engines.backends.hf import TransformersBackend
+
+    texts = []
+    for target in (eager, compiled):
+        target.reset()
+        parts = {}
+        if oracle == "draft":
+            parts["draft"] = TransformersBackend(tiny_model_dir, device="cpu",
+                                                 compile=target.compiled)
+        if oracle == "early-exit":
+            parts = {"target": target, "settings": {"exit_layer": 1}}
+        _, summary = run(target, make_oracle(oracle, **parts), k=0 if oracle == "none"
+                             else 5)
+        if oracle in ("draft", "early-exit"):  # the random model repeats nothing to look up
+            assert summary.totals.proposed > 0
+        texts.append(summary.text)
+    assert texts[0] == texts[1]
+
+
+def test_a_shared_backend_has_a_static_cache_of_its_own(compiled):
+    other = compiled.share()
+    compiled.reset()
+    compiled.forward([1, 2, 3])
+    other.forward([4])
+    assert other._kv is not compiled._kv and other.n_past == 1 and compiled.n_past == 3
+    other.close()
+
+
+def test_a_compile_choice_other_than_on_off_auto_is_one_line(tiny_model_dir):
+    from specviz.engines.backends.hf import TransformersBackend
+
+    with pytest.raises(SpecvizError, match="compile takes on, off, auto"):
+        TransformersBackend(tiny_model_dir, device="cpu", compile="fast")
+
+
+def child(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)
+
+
+LOAD = """
+import json
+from specviz.engines.backends.hf import TransformersBackend
+from torch._dynamo.utils import counters
+b = TransformersBackend({folder!r}, device="cpu", compile="on")
+print(json.dumps({{"compiled": b.compiled, "hits": counters["inductor"]["fxgraph_cache_hit"],
+                  "misses": counters["inductor"]["fxgraph_cache_miss"]}}))
+"""
+
+
+def test_a_second_start_reads_the_compiled_code_from_the_specviz_cache(tiny_model_dir,
+                                                                        tmp_path):
+    """A home of its own, no TORCHINDUCTOR_CACHE_DIR: the first start compiles into the
+    home's compile/ folder, the second finds every graph there."""
+    code = LOAD.format(folder=str(tiny_model_dir))
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env["SPECVIZ_HOME"] = str(tmp_path)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0]["compiled"] == runs[1]["compiled"] == "on"
+    assert runs[0]["misses"] > 0 and runs[1]["hits"] > 0 and runs[1]["misses"] == 0
+    assert any((tmp_path / "compile").iterdir())
+
+
+def test_without_a_cpp_compiler_it_decodes_eagerly_saying_so_in_one_line(tiny_model_dir):
+    code = LOAD.format(folder=str(tiny_model_dir))
+    done = child(code, {"CXX": "/nonexistent/g++"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["compiled"] == "off"
+    said = [line for line in done.stderr.splitlines() if "compile" in line]
+    assert len(said) == 1 and "decoding eagerly" in said[0], done.stderr
+
+
+def test_smollm2_decodes_compiled_what_it_decodes_eagerly(smollm2_path, smol_hf):
+    """The real model (its GGUF, read by transformers) in float32: plain decoding and prompt
+    lookup give eager's text (measured: identical over 128 tokens of a code edit)."""
+    from specviz.engines.backends.hf import TransformersBackend
+
+    compiled = TransformersBackend(smollm2_path, device="cpu", compile="on")
+    prompt = "Rename x to count:\ndef f(x):\n    return x + x * 2\n"
+    for oracle, k in (("none", 0), ("prompt-lookup", 3)):
+        texts = []
+        for backend in (smol_hf, compiled):
+            backend.reset()
+            session = Session(backend, make_oracle(oracle),
+                              RunSettings(prompt, chat=True, k=k, max_tokens=24))
+            for _ in session:
+                pass
+            texts.append(session.summary.text)
+        assert texts[0] == texts[1], oracle
+    compiled.close()
