@@ -26,7 +26,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from specviz.app.board_model import BoardModel
+from specviz.app.state.lanes_model import BoardModel
 from specviz.engines.events import (
     TARGET_BONUS,
     TARGET_CORRECTION,

@@ -41,7 +41,7 @@ from specviz.app.cli.options import k_or_auto
 from specviz.app.cli.shot import _live, lane_configs
 from specviz.app.main_window import MainWindow
 from specviz.app.qt_app import freeze_heap, make_app
-from specviz.app.settings import AppSettings
+from specviz.app.state.settings import AppSettings
 from specviz.engines.backends import BACKENDS
 
 HEARTBEAT_MS = 5
@@ -211,7 +211,7 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
 def headless(args: argparse.Namespace) -> dict[str, float]:
     """Each lane's tokens/s with no window: the window's lanes, stepped in turn, no Qt."""
     from specviz.app.cli.cmd_run import read_prompt
-    from specviz.app.runs import gui_threads
+    from specviz.app.state.run_setup import gui_threads
     from specviz.engines import events as ev
     from specviz.engines.host.model_pool import ModelPool
     from specviz.engines.host.run_builder import build_lane

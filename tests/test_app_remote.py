@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gui
 
 def remote_window(qtbot, address, token):
     from specviz.app.main_window import MainWindow
-    from specviz.app.remote_engine import RemoteEngine
+    from specviz.app.run.remote_engine import RemoteEngine
 
     win = MainWindow(remote=RemoteEngine(address, token))
     qtbot.addWidget(win)
@@ -60,7 +60,7 @@ def test_a_wrong_token_is_one_line_in_every_lane(app_env, qtbot, served, tiny_mo
     for text in messages(window):
         assert f"the engine at {served[0]} refused this window: wrong token" in text
         assert "SPECVIZ_ENGINE_TOKEN" in text
-    assert window.run_action.isEnabled()
+    assert window.menus.run_action.isEnabled()
 
 
 def test_an_engine_that_cannot_be_reached_is_one_line(app_env, qtbot, tiny_model_dir):

@@ -13,8 +13,8 @@ import pytest
 from step_factory import make_step
 from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
-from specviz.app.checks import time_left
-from specviz.app.runs import gui_threads, profile_costs, traces_dir
+from specviz.app.run.preflight import time_left
+from specviz.app.state.run_setup import gui_threads, profile_costs, traces_dir
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice
 from specviz.engines.trace import read_trace
 
@@ -73,7 +73,7 @@ def test_two_lanes_run_to_the_end_and_are_recorded(window, app_env, tiny_model_d
         assert lane.trace_path.parent == traces_dir()
         assert trace.problem is None and trace.summary.reason == "max-tokens"
         assert [e.step for e in trace.steps] == [e.step for e in lane.view.events]
-    assert window.run_action.isEnabled() and engines_running(window)  # kept for the next run
+    assert window.menus.run_action.isEnabled() and engines_running(window)  # kept for the next run
 
 
 def test_lanes_share_one_model_and_the_next_run_loads_nothing(window, app_env, tiny_model_dir):
@@ -101,11 +101,11 @@ def test_k_change_from_the_ui_reaches_the_running_session(window, app_env, qtbot
                                                            tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneSpec("prompt-lookup", 4)], 60)
     window.start_run()
-    window.pause_action.trigger()  # holds the sessions before their first step
+    window.menus.pause_action.trigger()  # holds the sessions before their first step
     lane = next(iter(window.board.lanes.values()))
     qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=30_000)
     lane.k.setValue(9)
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()
     steps = lane.view.events
@@ -137,7 +137,7 @@ def close_and_see(window) -> bool:
 def test_closing_mid_run_ends_the_engine_quickly(window, app_env, qtbot, tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneSpec("none"), LaneSpec("prompt-lookup")], 400)
     window.start_run()
-    window.pause_action.trigger()  # mid-run for sure, however fast the model
+    window.menus.pause_action.trigger()  # mid-run for sure, however fast the model
     qtbot.waitUntil(lambda: all(window.runner.started(lane) for lane in window.board.lanes),
                     timeout=30_000)
     assert engines_running(window)
@@ -249,13 +249,13 @@ def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_en
     lane = LaneSpec("early-exit", 3, settings={"exit_layer": 1})
     set_up(window, tiny(tiny_model_dir), [lane], 30)
     window.start_run()
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))
     qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=30_000)
     lane.exit_layer.setValue(2)
     lane.exit_layer.setValue(7)  # the tiny model has 2 layers: refused, said in the lane
     qtbot.waitUntil(lambda: "outside 1..2" in lane.message.text(), timeout=10_000)
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()
     details = {t.detail for e in lane.view.events for t in e.proposed}
@@ -292,12 +292,12 @@ def test_auto_k_switched_off_mid_run_falls_back_to_the_lanes_k(window, app_env, 
                                                                tiny_model_dir):
     set_up(window, tiny(tiny_model_dir), [LaneSpec("prompt-lookup", 3, auto_k=True)], 40)
     window.start_run()
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     lane = next(iter(window.board.lanes.values()))
     qtbot.waitUntil(lambda: window.runner.started(lane.lane_id), timeout=60_000)
     assert lane.k.auto.isEnabled()  # auto K can change while the lane runs
     lane.k.set_auto(False)
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()
     steps = lane.view.events
@@ -317,9 +317,9 @@ def test_auto_k_switched_on_mid_run_measures_a_profile_and_stays_lossless(
         return len(window.board.state(lookup.lane_id).steps) >= 3
 
     qtbot.waitUntil(a_few_steps, timeout=60_000)
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     lookup.k.set_auto(True)
-    window.pause_action.trigger()
+    window.menus.pause_action.trigger()
     finish(app_env, window.run_task)
     window.board.drain()
     assert lane_texts(window)[0] == lane_texts(window)[1]
@@ -364,7 +364,7 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
     from fake_server import FakeServer
     from test_server_stream import STEPS, llama_chunks, llama_routes
 
-    from specviz.app.server_keys import origin
+    from specviz.app.state.server_keys import origin
 
     for name in ("SPECVIZ_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)

@@ -36,7 +36,7 @@ def window(app_env, qtbot):
 def test_a_first_start_shows_a_race_that_can_pay(window):
     """No stored settings: the code-edit sample whose answer copies its function, plain
     decoding against prompt lookup with auto K, 256 tokens."""
-    from specviz.app.prompt_panel import sample_prompts
+    from specviz.app.views.prompt_panel import sample_prompts
 
     assert window.prompt.prompt() == sample_prompts()["code edit logging"]
     assert [(c.oracle, c.auto_k) for c in (lane.config() for lane in
@@ -125,10 +125,10 @@ def test_corrupt_trace_shows_error_and_plays_readable_part(window, tmp_path):
 def test_leaving_replay_restores_live_lanes(window):
     before = window.board.configs()
     replay_fully(window, [TRACE])
-    assert not window.run_action.isEnabled()
+    assert not window.menus.run_action.isEnabled()
     window.leave_replay()
     assert window.board.configs() == before
-    assert window.run_action.isEnabled()
+    assert window.menus.run_action.isEnabled()
 
 
 # ---------------------------------------------------------------- hover and click
@@ -163,7 +163,7 @@ def test_hovering_a_copied_token_highlights_its_source_in_the_prompt(window):
 
 
 def test_span_outside_the_users_text_is_ignored():
-    from specviz.app.lane_widget import editor_range
+    from specviz.app.views.lane_widget import editor_range
 
     rendered = "<|user|>\nhello world<|end|>"
     assert editor_range(ev.Span(0, 1, 9, 14), rendered, "hello world") == (0, 5)
@@ -185,7 +185,7 @@ def test_clicking_a_token_shows_its_step(window):
 def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
     from step_factory import make_step
 
-    from specviz.app.board_model import k_changed
+    from specviz.app.state.lanes_model import k_changed
 
     def step(k: int, tokens: int) -> ev.StepEvent:
         return make_step(k=k, tokens=tokens)
@@ -201,7 +201,7 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 
     from step_factory import make_step
 
-    from specviz.app.board_model import k_changed, k_label
+    from specviz.app.state.lanes_model import k_changed, k_label
 
     def step(k: int, tokens: int, auto: bool) -> ev.StepEvent:
         return dataclasses.replace(make_step(k=k, tokens=tokens), auto_k=auto)
@@ -263,12 +263,12 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
 
 def test_at_most_four_lanes_and_a_plain_lane_is_the_baseline(window):
     window.board.remove_all()
-    window.add_lane_action.trigger()
-    window.add_plain_action.trigger()
+    window.menus.add_lane_action.trigger()
+    window.menus.add_plain_action.trigger()
     for _ in range(4):
-        window.add_lane_action.trigger()
+        window.menus.add_lane_action.trigger()
     assert len(window.board.lanes) == 4
-    assert not window.add_lane_action.isEnabled()
+    assert not window.menus.add_lane_action.isEnabled()
     plain = [lid for lid, lane in window.board.lanes.items() if lane.oracle_name() == "none"]
     assert window.graphs.baseline == plain[0]
 
@@ -337,7 +337,7 @@ def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
 @pytest.fixture
 def fake_fetch(monkeypatch, tmp_path):
     """No network and no question: `ask` says yes, `pull` reports progress from its thread."""
-    from specviz.app import fetch
+    from specviz.app.run import model_fetch as fetch
     from specviz.engines import models
     from specviz.engines.models.download_process import DownloadCancelled
 
@@ -364,7 +364,7 @@ def test_fetching_shows_progress_and_returns_the_path(window, app_env, fake_fetc
 
     from PySide6.QtCore import QTimer
 
-    from specviz.app.fetch import FetchDialog
+    from specviz.app.run.model_fetch import FetchDialog
     from specviz.engines import models
 
     total, sent, shown = 80_000_000, [5_000_000, 20_000_000, 60_000_000, 80_000_000], []
@@ -402,7 +402,7 @@ def test_cancelling_a_fetch_returns_none(window, app_env, fake_fetch):
 
     from PySide6.QtCore import QTimer
 
-    from specviz.app.fetch import FetchDialog
+    from specviz.app.run.model_fetch import FetchDialog
 
     seen = []
 
@@ -433,12 +433,12 @@ def test_file_menu_exports(window, monkeypatch, tmp_path):
 
     replay_fully(window, [PLAIN, TRACE])
     answers = iter([tmp_path / "window.png", tmp_path / "race.png", tmp_path / "figures.csv"])
-    monkeypatch.setattr(window, "_ask_save", lambda *_a: str(next(answers)))
+    monkeypatch.setattr(window.exports, "ask", lambda *_a: str(next(answers)))
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *_a: str(tmp_path / "copies"))
-    window._export_window()
-    window._export_graph("race")
-    window._export_csv()
-    window._save_traces()
+    window.exports.window_png()
+    window.exports.graph_png("race")
+    window.exports.figures_csv()
+    window.exports.save_traces()
     assert QImage(str(tmp_path / "window.png")).width() == window.width()
     race = QImage(str(tmp_path / "race.png"))  # the plot with the lanes' key above it
     assert race.width() == window.graphs.race_plot.width()
@@ -460,7 +460,7 @@ def test_no_display_is_one_clear_line(monkeypatch, capsys):
 
 
 def test_lane_knobs_are_remembered(app_env):
-    from specviz.app.settings import AppSettings
+    from specviz.app.state.settings import AppSettings
     from specviz.engines.host.run_spec import LaneSpec
 
     lanes = [LaneSpec("early-exit", 3, settings={"exit_layer": 5}),
@@ -491,7 +491,7 @@ def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
 
 
 def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window, qtbot):
-    from specviz.app.board import GRAPHS_S
+    from specviz.app.views.board import GRAPHS_S
 
     steps = [e for e in read_trace(DATA / "small_trace.jsonl").events
              if isinstance(e, ev.StepEvent)]
@@ -535,17 +535,19 @@ def test_a_lane_given_another_oracle_forgets_the_steps_of_the_last_one(window):
 def test_file_menu_exports_a_video_and_a_page(window, tmp_path):
     import av
 
-    from specviz.app.export.from_window import export_page_from, export_video_from
-
-    assert export_video_from(window, ask=lambda *_a: "unused") is None  # nothing to export yet
+    exports = window.exports
+    exports.ask = lambda *_a: "unused"
+    assert exports.video() is None  # nothing to export yet
     assert "nothing to export" in window.status_text.text()
     replay_fully(window, [PLAIN, TRACE])
-    video = export_video_from(window, ask=lambda *_a: str(tmp_path / "race.webm"))
+    exports.ask = lambda *_a: str(tmp_path / "race.webm")
+    video = exports.video()
     assert video is not None and window.status_text.text() == f"saved {video}"
     with av.open(str(video)) as container:
         frames = list(container.decode(video=0))
     assert frames and (frames[0].width, frames[0].height) == (1920, 1080)
-    page = export_page_from(window, ask=lambda *_a: str(tmp_path / "race.html"))
+    exports.ask = lambda *_a: str(tmp_path / "race.html")
+    page = exports.page()
     assert f'data-theme="{window.theme.name}"' in page.read_text(encoding="utf-8")
     assert not window.presenting and window.isVisible()  # the person's window as it was
 

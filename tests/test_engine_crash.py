@@ -33,13 +33,13 @@ def kill_mid_run(window, app_env, qtbot, sig: signal.Signals) -> int:
         return all(len(lane.view.events) >= 3 for lane in lanes)
 
     qtbot.waitUntil(some_steps, timeout=60_000)
-    window.pause_action.trigger()  # the run cannot end on its own before the signal
+    window.menus.pause_action.trigger()  # the run cannot end on its own before the signal
     pid = window.runner.engine.pid
     os.kill(pid, sig)
     finish(app_env, task)
     window.board.drain()
-    if window.pause_action.isChecked():
-        window.pause_action.trigger()
+    if window.menus.pause_action.isChecked():
+        window.menus.pause_action.trigger()
     return pid
 
 
@@ -55,7 +55,7 @@ def check_after_the_crash(window, sig: signal.Signals) -> None:
         assert [e.step for e in trace.steps] == [e.step for e in shown]
         assert trace.summary.reason == ev.REASON_CRASHED and sig.name in trace.summary.error
         assert trace.summary.text == "".join(e.text for e in shown)
-    assert window.run_action.isEnabled() and not window.runner.running
+    assert window.menus.run_action.isEnabled() and not window.runner.running
 
 
 def test_sigkill_mid_run_keeps_everything_and_the_next_run_works(window, app_env, qtbot,
@@ -91,8 +91,8 @@ def test_a_shot_whose_engine_dies_still_saves_the_window(tmp_path, tiny_model_di
     """`specviz shot` in this process; its engine is killed at the third step it reports."""
     from PySide6.QtGui import QImage
 
-    from specviz.app import live
     from specviz.app.cli.main import main
+    from specviz.app.run import live
 
     seen = []
     on_event = live.LiveRunner._on_event

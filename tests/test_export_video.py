@@ -25,6 +25,7 @@ from specviz.app.export.video import (
     export_video,
     frame_times,
 )
+from specviz.app.main_window import MainWindow
 from specviz.engines.trace import read_trace
 
 
@@ -63,7 +64,7 @@ def test_an_mp4_has_every_frame_and_ends_on_the_shot_of_the_same_replay(traces, 
 def test_a_webm_at_720p_is_drawn_at_that_size(traces, tmp_path):
     out = tmp_path / "race.webm"
     settings = VideoSettings(size=(1280, 720), fps=5, hold_s=0.2, theme="dark")
-    export_video(traces, out, settings)
+    export_video(traces, out, settings, MainWindow)
     frames = decoded(out)
     assert len(frames) == expected_frames(traces, settings)
     assert frames[0].shape == (720, 1280, 3)
@@ -94,7 +95,8 @@ def test_cancelling_leaves_no_file(traces, tmp_path):
         return done < 3
 
     with pytest.raises(ExportCancelled):
-        export_video(traces, out, VideoSettings(size=(640, 360), fps=10), progress)
+        export_video(traces, out, VideoSettings(size=(640, 360), fps=10), MainWindow,
+                     progress)
     assert seen[-1][0] == 3 and seen[0][1] > 3
     assert list(tmp_path.iterdir()) == []
 

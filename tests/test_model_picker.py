@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specviz.app import model_combo
-from specviz.app.model_combo import BROWSE, HUB, ModelCombo
+from specviz.app.views import model_combo
+from specviz.app.views.model_combo import BROWSE, HUB, ModelCombo
 from specviz.engines.models.local import LocalModel
 from tests.hub_server import HubServer, Repo
 
@@ -83,8 +83,8 @@ def test_a_folder_added_in_the_window_is_searched_and_remembered(app_env, qtbot,
 
 def test_a_hub_name_is_fetched_through_the_progress_dialog(app_env, qtbot, tmp_path,
                                                            monkeypatch):
-    from specviz.app import fetch
     from specviz.app.main_window import MainWindow
+    from specviz.app.run import model_fetch as fetch
 
     repos = {"org/tiny-GGUF": Repo({"tiny-Q8_0.gguf": b"GGUF" + b"8" * 5000})}
     window = MainWindow()

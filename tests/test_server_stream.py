@@ -264,7 +264,7 @@ def test_k_changed_mid_run_continues_the_text_in_a_fresh_request_with_the_new_k(
 
 
 def test_stored_keys_reach_their_own_servers_lanes_by_a_variable_of_their_own(monkeypatch):
-    from specviz.app.server_keys import env_name, origin, with_keys
+    from specviz.app.state.server_keys import env_name, origin, with_keys
     from specviz.engines.host.server_lanes import api_key, remember_key
 
     assert origin("http://gpu:8080/v1/chat") == origin("gpu:8080") == "http://gpu:8080"

@@ -111,7 +111,7 @@ import sys
 from pathlib import Path
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QApplication
-from specviz.app import exports
+from specviz.app.export import files
 from specviz.engines.errors import SpecvizError
 
 app = QApplication([])
@@ -120,9 +120,9 @@ noise = os.urandom(300 * 300 * 4)  # a picture that does not compress into the r
 picture = QPixmap.fromImage(QImage(noise, 300, 300, QImage.Format.Format_ARGB32))
 rows = [{"lane": str(n), "oracle": "none", "tokens": n} for n in range(4000)]
 try:
-    {"png": lambda: exports.save_png(picture, out),
-     "csv": lambda: exports.write_figures_csv(out, rows),
-     "traces": lambda: exports.copy_traces([trace], out)}[what]()
+    {"png": lambda: files.save_png(picture, out),
+     "csv": lambda: files.write_figures_csv(out, rows),
+     "traces": lambda: files.copy_traces([trace], out)}[what]()
 except SpecvizError as exc:
     print(f"specviz: {exc}", file=sys.stderr)
     sys.exit(2)

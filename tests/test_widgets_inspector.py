@@ -161,7 +161,7 @@ def test_a_declined_step_says_why_nothing_was_proposed(inspector):
 
 
 def test_lane_figures_show_the_decline_rate_and_its_reasons():
-    from specviz.app.lane_widget import declined_tip, figures_text
+    from specviz.app.views.lane_widget import declined_tip, figures_text
 
     figures = {"tokens": 10, "decline_rate": 0.25, "declined": {"no-match": 2, "auto-k": 1}}
     assert "declined 25%" in figures_text(figures)

@@ -1,7 +1,7 @@
 """Six live graphs comparing lanes (one run each): acceptance, depth, accepted tokens per
 step, the race, speedup and the cost curve, under one key of the lanes' colours.
 
-The graphs draw a lanes model they observe (app.board_model.BoardModel: its lanes' counted
+The graphs draw a lanes model they observe (app.state.lanes_model.BoardModel: its lanes' counted
 steps, totals, figures and baseline, and the signals it emits when they change); they keep
 no numbers of their own. A lane that stepped is marked dirty; `refresh` (called by a timer)
 recomputes the dirty lanes' curves with numpy and hands each curve to pyqtgraph once. Items
@@ -52,7 +52,7 @@ class LaneGraphs(QWidget):
     """Acceptance over steps, accepted-count histogram, acceptance by position, race, speedup."""
 
     def __init__(self, model, theme: Theme = DARK, parent: QWidget | None = None) -> None:
-        """`model`: the lanes model drawn (app.board_model.BoardModel or one like it)."""
+        """`model`: the lanes model drawn (app.state.lanes_model.BoardModel or one like it)."""
         super().__init__(parent)
         self.model = model
         self._lanes: dict[str, _Lane] = {}

@@ -63,6 +63,7 @@ def _video(args: argparse.Namespace) -> Path:
     from tqdm import tqdm
 
     from ..export.video import VideoSettings, checked_race, export_video, parse_size
+    from ..main_window import MainWindow  # draws the frames
     from ..qt_app import make_app
 
     settings = VideoSettings.for_format(
@@ -78,4 +79,4 @@ def _video(args: argparse.Namespace) -> Path:
             bar.update(done - bar.n)
             return True
 
-        return export_video(args.traces, args.out, settings, progress)
+        return export_video(args.traces, args.out, settings, MainWindow, progress)

@@ -83,7 +83,7 @@ def _size(text: str) -> tuple[int, int]:
 def open_window(replay: list[Path] | None = None, speed: float = 1.0,
                 engine: Address | None = None) -> int:
     from ..main_window import MainWindow
-    from ..remote_engine import remote_engine
+    from ..run.remote_engine import remote_engine
 
     _app, loop = make_app()
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl+C in the terminal ends the app

@@ -81,7 +81,7 @@ def _list_local(extra: list[str]) -> int:
 def saved_folders() -> list[str]:
     """The model folders added in the window's settings (none where Qt cannot be read)."""
     try:
-        from ..settings import AppSettings
+        from ..state.settings import AppSettings
     except ImportError:
         return []
     return AppSettings().model_folders()

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from ...engines import events as ev
 from ...engines.errors import SpecvizError
 from ...engines.trace import iter_trace, read_trace
-from ..one_prompt import check_one_prompt
+from ..state.one_prompt import check_one_prompt
 from .console import EventPrinter, summary_line
 
 

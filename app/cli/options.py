@@ -14,7 +14,7 @@ from ...engines.models import resolve
 from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
 from ...engines.oracles.registry import Setting
-from ..runs import DEFAULT_TARGET
+from ..state.run_setup import DEFAULT_TARGET
 from . import option_values as values
 
 

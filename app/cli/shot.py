@@ -22,13 +22,13 @@ from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import SERVER
 from ...engines.trace import read_trace
-from .. import exports
-from ..interrupt import CtrlC, ctrl_c_stops
+from ..export.files import save_png
 from ..main_window import MainWindow
-from ..one_prompt import check_one_prompt
 from ..qt_app import freeze_heap, make_app
-from ..remote_engine import remote_engine
-from ..settings import AppSettings
+from ..run.interrupt import CtrlC, ctrl_c_stops
+from ..run.remote_engine import remote_engine
+from ..state.one_prompt import check_one_prompt
+from ..state.settings import AppSettings
 from . import options
 from .cmd_run import read_prompt
 
@@ -50,7 +50,7 @@ def take_shot(args: argparse.Namespace) -> int:
             status = (_replay(window, args.replay) if args.replay
                       else ctrl_c.run(_live(window, args)))
             _settle(app, window, ctrl_c)
-            exports.save_png(window, args.out)
+            save_png(window, args.out)
         finally:
             window.close()  # closing stops a run still going (Ctrl-C) and its engine
     if problems:  # the picture shows what was readable; the console says what was not

@@ -2,8 +2,9 @@
 
 The page is a single file with its script, style and data inlined, so it opens offline from
 a mail attachment or a file share and makes no network request. Each trace becomes a lane;
-the page replays them on their compute-time clock, as the window does (app/replay.py), with
-the window's token colours and legend words (widgets/palette.py).
+the page replays them on their compute-time clock, as the window does
+(app/run/trace_player.py), with the window's token colours and legend words
+(widgets/palette.py, widgets/legend_kinds.py).
 
 A race only makes sense on one prompt: traces of different prompts are refused, not drawn
 side by side. Traces with no steps or a corrupt line are refused too, with the file named.
@@ -24,21 +25,17 @@ from typing import Any
 from ...engines import events as ev
 from ...engines.atomic import written_atomically
 from ...engines.errors import SpecvizError
-from ...engines.oracles import ORACLES, is_plain
-from ...engines.oracles import info as oracle_info
-from ...engines.oracles.registry import SERVER
+from ...engines.oracles import is_plain
 from ...engines.trace import Trace, read_trace
 from ...widgets.describe import why
+from ...widgets.legend_kinds import legend_kinds
 from ...widgets.palette import (
     KIND_LABELS,
-    KIND_REJECTED,
-    KIND_TARGET,
     THEMES,
     Theme,
     proposal_kind,
-    source_kind,
 )
-from ..one_prompt import check_one_prompt
+from ..state.one_prompt import check_one_prompt
 
 ASSETS = "assets/page"
 DATA_ID = "specviz-data"
@@ -190,22 +187,11 @@ def _prompt_place(head: dict[str, Any]) -> tuple[int, int] | None:
 
 def _in_prompt(span: ev.Span, shown: tuple[int, int] | None) -> list[int] | None:
     """A copied token's source as characters of the shown prompt, None outside it (the rule
-    of the window's prompt editor, app.lane_widget.editor_range)."""
+    of the window's prompt editor, app.views.lane_widget.editor_range)."""
     if shown is None or span.chr_start is None or span.chr_end is None:
         return None
     start, end = span.chr_start - shown[0], span.chr_end - shown[0]
     return [start, end] if 0 <= start < end <= shown[1] else None
-
-
-def legend_kinds(oracle: str) -> list[str]:
-    """The token kinds a lane can show, from its oracle's sources (as the window's lanes)."""
-    if is_plain(oracle):
-        return [KIND_TARGET]
-    if oracle == SERVER:  # a server names no source: coloured as a draft model unless it says
-        known: tuple[str, ...] = ("draft", "ngram")
-    else:
-        known = oracle_info(oracle).sources if oracle in ORACLES else ()  # an unknown name
-    return [*dict.fromkeys(source_kind(s) for s in known), KIND_TARGET, KIND_REJECTED]
 
 
 def _k_label(oracle: str, head: dict[str, Any], steps: list[ev.StepEvent]) -> str | None:

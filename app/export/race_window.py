@@ -1,33 +1,38 @@
 """A window that replays traces for a picture or a video, away from the person's window.
 
-It is a real MainWindow (the frames are the window's own drawing), with throw-away settings
+It is a real window (the frames are the window's own drawing), with throw-away settings
 so that it neither reads nor changes what the person's window remembers, laid out at the
 size asked and, for talks, in presentation mode with the graphs picked.
+
+The window's class is passed in (app.main_window.MainWindow, by the command line or by the
+window itself), never imported: the window's File menu exports videos drawn here.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ...engines.errors import SpecvizError
-from ..main_window import MainWindow
-from ..replay import ReplayPlayer
-from ..settings import AppSettings
+from ..run.trace_player import ReplayPlayer
+from ..state.settings import AppSettings
 
 GRAPHS = ("acceptance", "histogram", "position", "race", "speedup", "cost")
 
+# A MainWindow class: called with the window's settings and interactive=False.
+WindowClass = Callable[..., QMainWindow]
+
 
 @contextmanager
-def race_window(paths: Sequence[Path], size: tuple[int, int], theme: str,
-                presentation: bool = True, graphs: Sequence[str] = ("race",),
-                on_screen: bool = True) -> Iterator[tuple[MainWindow, ReplayPlayer]]:
+def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[int, int],
+                theme: str, presentation: bool = True, graphs: Sequence[str] = ("race",),
+                on_screen: bool = True) -> Iterator[tuple[QMainWindow, ReplayPlayer]]:
     """The window with these traces opened and paused at their start, and its player.
 
     `on_screen` False lays the window out without showing it (an export from inside the
@@ -35,7 +40,7 @@ def race_window(paths: Sequence[Path], size: tuple[int, int], theme: str,
     with tempfile.TemporaryDirectory(prefix="specviz-window-") as tmp:
         store = QSettings(str(Path(tmp) / "window.ini"), QSettings.Format.IniFormat)
         store.setValue("view/theme", theme)
-        window = MainWindow(AppSettings(store), interactive=False)
+        window = window_class(AppSettings(store), interactive=False)
         try:
             if not on_screen:
                 window.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
@@ -55,7 +60,7 @@ def race_window(paths: Sequence[Path], size: tuple[int, int], theme: str,
             window.deleteLater()
 
 
-def show_graphs(window: MainWindow, names: Sequence[str]) -> None:
+def show_graphs(window: QMainWindow, names: Sequence[str]) -> None:
     """Only these graphs below the lanes (presentation mode shows the race alone)."""
     for name, plot in window.graphs.plots.items():
         plot.setVisible(name in names)
@@ -63,7 +68,7 @@ def show_graphs(window: MainWindow, names: Sequence[str]) -> None:
     window.graphs.setVisible(bool(names))
 
 
-def settle(window: MainWindow) -> None:
+def settle(window: QMainWindow) -> None:
     """Let every queued event, text layout and graph update land before a picture."""
     app = QApplication.instance()
     for _ in range(3):
@@ -72,7 +77,7 @@ def settle(window: MainWindow) -> None:
         app.processEvents()
 
 
-def picture(window: MainWindow, size: tuple[int, int]) -> QImage:
+def picture(window: QMainWindow, size: tuple[int, int]) -> QImage:
     """The window drawn into an image of `size` pixels: at the window's own size one pixel a
     pixel, at another size scaled as a high-density screen scales it (text stays sharp)."""
     scale = size[0] / window.width()

@@ -24,7 +24,7 @@ from PySide6.QtGui import QImage
 from ...engines.atomic import written_atomically
 from ...engines.errors import SpecvizError
 from .page import read_race
-from .race_window import GRAPHS, picture, race_window, settle
+from .race_window import GRAPHS, WindowClass, picture, race_window, settle
 
 LAYOUT_HEIGHT = 1080  # the window is laid out as on this screen, then drawn at the size asked
 SIZES = {"720p": (1280, 720), "1080p": (1920, 1080)}
@@ -121,8 +121,10 @@ def checked_race(trace_paths: Sequence[Path], out: Path, settings: VideoSettings
 
 
 def export_video(trace_paths: Sequence[Path], out: Path, settings: VideoSettings,
-                 progress: Progress | None = None, on_screen: bool = True) -> Path:
-    """Write the race of these traces as a video to `out` (its suffix picks the format)."""
+                 window_class: WindowClass, progress: Progress | None = None,
+                 on_screen: bool = True) -> Path:
+    """Write the race of these traces as a video to `out` (its suffix picks the format),
+    drawn by a window of `window_class` (race_window says why it is passed in)."""
     out = Path(out)
     suffix = out.suffix.lower()
     traces = checked_race(trace_paths, out, settings)
@@ -130,19 +132,22 @@ def export_video(trace_paths: Sequence[Path], out: Path, settings: VideoSettings
     times = frame_times(max(t.events[-1].totals.compute_ms for t in traces), settings)
     writer = GifWriter if suffix == ".gif" else AvWriter
     with written_atomically(out) as temp:
-        palette = final_frame(paths, settings, on_screen) if suffix == ".gif" else None
+        palette = None
+        if suffix == ".gif":
+            palette = final_frame(window_class, paths, settings, on_screen)
+        drawn = frames(window_class, paths, times, settings, on_screen)
         with writer(temp, suffix, settings, palette) as sink:
-            for done, image in enumerate(frames(paths, times, settings, on_screen), start=1):
+            for done, image in enumerate(drawn, start=1):
                 sink.write(image)
                 if progress is not None and not progress(done, len(times)):
                     raise ExportCancelled
     return out
 
 
-def frames(paths: Sequence[Path], times: Sequence[float], settings: VideoSettings,
-           on_screen: bool) -> Iterator[QImage]:
+def frames(window_class: WindowClass, paths: Sequence[Path], times: Sequence[float],
+           settings: VideoSettings, on_screen: bool) -> Iterator[QImage]:
     """The window at each of these compute times (never going back)."""
-    with race_window(paths, layout_size(settings.size), settings.theme,
+    with race_window(window_class, paths, layout_size(settings.size), settings.theme,
                      graphs=settings.graphs, on_screen=on_screen) as (window, player):
         for ms in times:
             player.advance_to(ms)
@@ -150,8 +155,9 @@ def frames(paths: Sequence[Path], times: Sequence[float], settings: VideoSetting
             yield picture(window, settings.size)
 
 
-def final_frame(paths: Sequence[Path], settings: VideoSettings, on_screen: bool) -> QImage:
-    with race_window(paths, layout_size(settings.size), settings.theme,
+def final_frame(window_class: WindowClass, paths: Sequence[Path], settings: VideoSettings,
+                on_screen: bool) -> QImage:
+    with race_window(window_class, paths, layout_size(settings.size), settings.theme,
                      graphs=settings.graphs, on_screen=on_screen) as (window, player):
         player.finish()
         settle(window)

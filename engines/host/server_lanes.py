@@ -29,7 +29,7 @@ def api_key(variable: str | None) -> str | None:
 
 
 def remember_key(name: str, value: str) -> None:
-    """A key the window sends its engine (app.server_keys), kept in this process's
+    """A key the window sends its engine (app.state.server_keys), kept in this process's
     environment only, where a lane naming `name` finds it."""
     if not name.startswith(KEY_PREFIX) or not name[len(KEY_PREFIX):].isalnum():
         raise SpecvizError(f"a key's variable must be {KEY_PREFIX} and letters or digits")

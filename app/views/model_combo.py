@@ -21,7 +21,7 @@ _found: list | None = None
 
 
 def registry_names() -> list[str]:
-    from ..engines.models import load_registry
+    from ...engines.models import load_registry
 
     return list(load_registry())
 
@@ -30,8 +30,8 @@ def local_models(refresh: bool = False) -> list:
     """The models on this machine, scanned once per window (again after `refresh`)."""
     global _found
     if _found is None or refresh:
-        from ..engines.models import local as found
-        from .settings import AppSettings
+        from ...engines.models import local as found
+        from ..state.settings import AppSettings
 
         _found = found.find(found.Places.here(AppSettings().model_folders()))
     return _found
@@ -102,7 +102,7 @@ class ModelCombo(QComboBox):
     def _add_path(self, path: str) -> int:
         """A recent or typed model, listed before "Hub name…"."""
         index = self.findData(_HUB)
-        from ..engines.models.hub_names import parse
+        from ...engines.models.hub_names import parse
 
         label = path if parse(path) and not Path(path).exists() else Path(path).name
         self.insertItem(index, label, path)
@@ -124,7 +124,7 @@ class ModelCombo(QComboBox):
             self.setCurrentIndex(self._last)
 
     def _ask_hub_name(self) -> str | None:
-        from ..engines.models.hub_names import parse
+        from ...engines.models.hub_names import parse
 
         text, ok = QInputDialog.getText(self, "Hub name", HUB_HELP)
         name = parse(text) if ok else None

@@ -1,6 +1,6 @@
 """An engine on another machine (`specviz serve`), spoken to over TCP like a local one.
 
-The same signals as app.engine_client: the window cannot tell the two apart except by the
+The same signals as app.run.engine_client: the window cannot tell the two apart except by the
 lines they say. The token is sent first; the server answers with the engine's `hello`, or an
 `error` and closes. A lost connection is the remote engine's death: one line, everything
 received kept, and the next run connects again.
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QAbstractSocket, QTcpSocket
 
-from ..engines.errors import SpecvizError
-from ..engines.host import protocol
-from ..engines.host.relay import TOKEN_ENV, Address
+from ...engines.errors import SpecvizError
+from ...engines.host import protocol
+from ...engines.host.relay import TOKEN_ENV, Address
 from .engine_client import EngineLink
 
 CONNECT_MS = 5000

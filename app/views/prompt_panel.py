@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.backends import BACKENDS
-from ..engines.host.run_spec import ModelChoice
+from ...engines.backends import BACKENDS
+from ...engines.host.run_spec import ModelChoice
 from .model_combo import ModelCombo
 
 DEVICES = ("auto", "cpu", "cuda", "mps")

@@ -13,13 +13,13 @@ import time
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
-from ..engines import events as ev
-from ..engines.host.run_spec import LaneSpec
-from ..widgets.graphs import LaneGraphs
-from ..widgets.palette import Theme
-from .board_model import BoardModel
+from ...engines import events as ev
+from ...engines.host.run_spec import LaneSpec
+from ...widgets.graphs import LaneGraphs
+from ...widgets.palette import Theme
+from ..state.lanes_model import BoardModel
+from ..state.run_setup import MAX_LANES
 from .lane_widget import LaneWidget
-from .runs import MAX_LANES
 
 DRAIN_MS = 16
 # The graphs take tens of milliseconds to repaint on a small CPU; redrawn at most this often,

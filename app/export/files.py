@@ -15,8 +15,8 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import QWidget
 
-from ..engines.atomic import cannot_write, write_bytes, written_atomically
-from ..engines.errors import SpecvizError
+from ...engines.atomic import cannot_write, write_bytes, written_atomically
+from ...engines.errors import SpecvizError
 
 FIGURE_COLUMNS = ("lane", "oracle", "k", "tokens", "tok_per_s", "acceptance_rate",
                   "mean_accepted_tokens", "speedup", "trace")

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QProgressBar
 
-from ..engines.cost.profile import time_left
-from ..engines.host.run_spec import ModelChoice
-from ..engines.oracles import DRAFT_ORACLES
-from ..engines.pair.text import render
-from .board import LaneBoard
-from .lane_widget import LaneWidget
+from ...engines.cost.profile import time_left
+from ...engines.host.run_spec import ModelChoice
+from ...engines.oracles import DRAFT_ORACLES
+from ...engines.pair.text import render
+from ..views.board import LaneBoard
+from ..views.lane_widget import LaneWidget
+from .engine_tasks import EngineTasks
 from .live import LiveRunner
-from .tasks import EngineTasks
 
 STAGES = {"answers": "the target answers", "profile": "profiling this machine",
           "estimate": "estimating acceptance"}

@@ -11,8 +11,8 @@ import re
 import time
 from pathlib import Path
 
-from ..engines.host.run_spec import ModelChoice
-from ..engines.machine.hardware import compute_threads
+from ...engines.host.run_spec import ModelChoice
+from ...engines.machine.hardware import compute_threads
 
 MAX_LANES = 4  # lanes side by side in the window
 DEFAULT_TARGET = "smollm2-135m"  # the model a first run uses: small enough for any machine
@@ -22,7 +22,7 @@ __all__ = ["DEFAULT_TARGET", "MAX_LANES", "gui_threads", "new_trace_path", "prof
 
 
 def traces_dir() -> Path:
-    from ..engines.models import home_dir
+    from ...engines.models import home_dir
 
     return home_dir("data") / "traces"
 
@@ -39,10 +39,10 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     """The stored cost profile of the run's target as costs of 1..33 tokens relative to one,
     a label, and whether there is one: (None, why, False) when there is none (the curves are
     then not drawn: free batches would promise what a CPU cannot keep)."""
-    from ..engines.backends.cpu_dtype import remembered_for
-    from ..engines.cost import profile as prof
-    from ..engines.errors import SpecvizError
-    from ..engines.machine.device_choice import DeviceFacts, model_dtype
+    from ...engines.backends.cpu_dtype import remembered_for
+    from ...engines.cost import profile as prof
+    from ...engines.errors import SpecvizError
+    from ...engines.machine.device_choice import DeviceFacts, model_dtype
 
     device = model.device or ("cpu" if model.backend == "llama" else None) or "cpu"
     threads = model.threads or gui_threads()

@@ -1,11 +1,11 @@
-"""Run > Server API key…: a server's key, stored in the settings (app.server_keys)."""
+"""Run > Server API key…: a server's key, stored in the settings (app.state.server_keys)."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QWidget
 
-from .server_keys import origin
-from .settings import AppSettings
+from ..state.server_keys import origin
+from ..state.settings import AppSettings
 
 
 class ServerKeyDialog(QDialog):

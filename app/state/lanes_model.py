@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from psygnal import Signal
 
-from ..engines import events as ev
-from ..engines.host.run_spec import LaneSpec
-from ..engines.oracles import is_plain
+from ...engines import events as ev
+from ...engines.host.run_spec import LaneSpec
+from ...engines.oracles import is_plain
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 

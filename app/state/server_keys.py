@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from ..engines.host.run_spec import LaneSpec
-from ..engines.host.server_lanes import KEY_PREFIX
-from ..engines.oracles.registry import SERVER
+from ...engines.host.run_spec import LaneSpec
+from ...engines.host.server_lanes import KEY_PREFIX
+from ...engines.oracles.registry import SERVER
 
 KeyFor = Callable[[str], str | None]  # an origin's stored key, if any
 

@@ -21,21 +21,20 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
-from ..engines import events as ev
-from ..engines.host.run_spec import LaneSpec
-from ..engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
-from ..engines.oracles import info as oracle_info
-from ..engines.oracles.registry import SERVER
-from ..widgets.k_control import KControl
-from ..widgets.palette import (
-    KIND_DRAFT,
-    KIND_NGRAM,
+from ...engines import events as ev
+from ...engines.host.run_spec import LaneSpec
+from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ...engines.oracles import info as oracle_info
+from ...engines.oracles.registry import SERVER
+from ...widgets.k_control import KControl
+from ...widgets.legend_kinds import legend_kinds
+from ...widgets.palette import (
     KIND_REJECTED,
     KIND_TARGET,
     Theme,
     source_kind,
 )
-from ..widgets.token_view import Legend, TokenView
+from ...widgets.token_view import Legend, TokenView
 from .model_combo import ModelCombo
 
 
@@ -53,17 +52,6 @@ def editor_range(span: ev.Span | None, prompt_text: str,
     if offset < 0 or start < 0 or end > len(user_prompt) or start >= end:
         return None
     return start, end
-
-
-def legend_kinds(oracle: str) -> tuple[str, ...]:
-    """What a lane's tokens can be, from what its oracle proposes (the registry's sources)."""
-    if is_plain(oracle):
-        return (KIND_TARGET,)
-    if oracle == SERVER:  # coloured as the server's drafts are: a draft model unless it says
-        return (KIND_DRAFT, KIND_NGRAM, KIND_TARGET, KIND_REJECTED)
-    known = oracle_info(oracle).sources if oracle in ORACLES else ()  # a trace's unknown name
-    sources = tuple(dict.fromkeys(source_kind(s) for s in known))
-    return (*sources, KIND_TARGET, KIND_REJECTED)
 
 
 def figures_text(figures: dict) -> str:

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines import models
-from ..engines.models.download_process import DownloadCancelled
+from ...engines import models
+from ...engines.models.download_process import DownloadCancelled
 
 
 def _mb(n: int) -> str:

@@ -10,11 +10,11 @@ from dataclasses import asdict
 
 from PySide6.QtCore import QObject, Signal
 
-from ..engines.errors import SpecvizError
-from ..engines.host.run_spec import ModelChoice
+from ...engines.errors import SpecvizError
+from ...engines.host.run_spec import ModelChoice
+from ..state.run_setup import gui_threads
 from .engine_client import EngineLink
 from .live import LiveRunner
-from .runs import gui_threads
 
 
 class EngineTasks(QObject):

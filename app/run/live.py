@@ -16,18 +16,18 @@ from dataclasses import replace
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from ..engines import events as ev
-from ..engines import models
-from ..engines.errors import SpecvizError
-from ..engines.host import run_spec as rs
-from ..engines.host.run_spec import RunRequest
-from ..engines.trace import TraceWriter
-from .board import LaneBoard
+from ...engines import events as ev
+from ...engines import models
+from ...engines.errors import SpecvizError
+from ...engines.host import run_spec as rs
+from ...engines.host.run_spec import RunRequest
+from ...engines.trace import TraceWriter
+from ..state.run_setup import gui_threads, new_trace_path
+from ..state.server_keys import KeyFor, with_keys
+from ..views.board import LaneBoard
 from .engine_client import EngineClient, EngineLink
-from .fetch import fetch
+from .model_fetch import fetch
 from .remote_engine import RemoteEngine, RemoteEngineClient
-from .runs import gui_threads, new_trace_path
-from .server_keys import KeyFor, with_keys
 
 CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
 

@@ -3,7 +3,7 @@
 QProcess delivers the engine's output on the GUI thread as it comes, so no thread of ours
 waits on the pipe; each line is one engines.host.protocol message, passed on as a signal. When the
 process ends unasked (a signal, out of memory), `died` says so in one line, and the next
-`ensure_started` starts a fresh one. app.remote_engine speaks to an engine on another
+`ensure_started` starts a fresh one. app.run.remote_engine speaks to an engine on another
 machine the same way.
 """
 
@@ -14,9 +14,9 @@ from collections import deque
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
-from ..engines.errors import SpecvizError
-from ..engines.host import protocol
-from ..engines.host.exit_line import death_line
+from ...engines.errors import SpecvizError
+from ...engines.host import protocol
+from ...engines.host.exit_line import death_line
 
 STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ..engines.host.run_spec import LaneSpec
-from .board import LaneBoard
-from .one_prompt import check_one_prompt
-from .replay import ReplayPlayer, load_trace
-from .runs import MAX_LANES
+from ...engines.host.run_spec import LaneSpec
+from ..state.one_prompt import check_one_prompt
+from ..state.run_setup import MAX_LANES
+from ..views.board import LaneBoard
+from .trace_player import ReplayPlayer, load_trace
 
 
 class ReplayControl(QObject):

@@ -14,8 +14,8 @@ from dataclasses import asdict
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow
 
-from ..engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict
-from .runs import MAX_LANES
+from ...engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict
+from .run_setup import MAX_LANES
 
 # The first race: plain decoding against prompt lookup with auto K, which declines to draft
 # where drafting cannot pay on this machine (a fixed K loses on most CPUs).

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ..engines import events as ev
-from ..engines.errors import TraceError
-from ..engines.trace import read_trace
+from ...engines import events as ev
+from ...engines.errors import TraceError
+from ...engines.trace import read_trace
 
 MIN_SPEED, MAX_SPEED = 0.1, 1.0
 TICK_MS = 16
