@@ -185,3 +185,15 @@ def test_a_profile_stored_under_tauto_before_is_read_for_every_core_only(home):
     assert prof.load("m", "llama", "cpu", None) is not None
     assert prof.load("m", "llama", "cpu", every) is not None
     assert prof.load("m", "llama", "cpu", every + 1) is None
+
+
+def test_the_windows_cost_curve_names_the_threads_of_a_profile_of_every_core(home):
+    """A profile measured with threads as auto (None) is every core's: the window's label
+    says how many, never "None threads"."""
+    from specviz.app.state.run_setup import gui_threads, profile_costs
+    from specviz.engines.host.run_spec import ModelChoice
+
+    store(prof.profile_path("m", "llama", "cpu", gui_threads()), GOOD)
+    _, label, found = profile_costs(ModelChoice("m", "llama", "cpu", gui_threads()))
+    n = gui_threads()
+    assert found and f"{n} thread{'s' if n != 1 else ''}," in label and "None" not in label

@@ -57,7 +57,8 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
         return None, (f"the stored profile is not usable: {problem}" if problem
                       else "no profile of this machine yet"), False
     costs = [stored.relative(n, context) for n in range(1, 34)]
-    used = f"{stored.threads} thread{'s' if stored.threads != 1 else ''}"
+    n = prof.threads_run(stored.threads)  # a profile of every core names no count
+    used = f"{n} thread{'s' if n != 1 else ''}"
     return costs, f"{stored.backend}/{stored.device}, {used}, context {context}", True
 
 
