@@ -166,3 +166,21 @@ def test_a_failed_load_is_collected_not_frozen():
     except RuntimeError:
         pass
     assert half() is None and gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize("oracle", ["draft", "cross-draft"])
+def test_a_draft_lane_runs_again_on_the_pools_draft(tiny_model_dir, oracle):
+    """The pool lends the draft to the next run: the lane that ends must not have closed it
+    (the window's second run of a draft lane failed on a closed model)."""
+    from specviz.engines.host.run_builder import build_lane
+    from specviz.engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
+
+    pool = ModelPool()
+    request = RunRequest("hello there", ModelChoice(str(tiny_model_dir), "transformers", "cpu",
+                                                    1), 8, chat=False)
+    for _ in range(2):
+        lane = build_lane("a", LaneSpec(oracle, 3, draft=str(tiny_model_dir)), request, pool)
+        steps = [e for e in lane.steps() if isinstance(e, ev.StepEvent)]
+        lane.close()
+        assert steps and sum(len(s.proposed) for s in steps) > 0
+    pool.close()

@@ -183,6 +183,8 @@ def test_smollm2_llama_greedy_is_lossless_or_reports_why(smol_llama, smollm2_pat
     oracle = make_oracle(oracle_name, target=smol_llama, draft=draft)
     steps, summary = run(smol_llama, oracle, CODE_EDIT, k=4, n=96, chat=True)
     oracle.close()
+    if draft is not None:
+        draft.close()  # the test's to close: an oracle never closes the models it is given
     result = check_against_plain(smol_llama, tokens_of(smol_llama, CODE_EDIT), steps,
                                  plain_steps)
     if result.identical:

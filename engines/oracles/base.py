@@ -194,7 +194,8 @@ class Oracle(ABC):
         return self.tree_nodes()
 
     def close(self) -> None:
-        """Free what the oracle holds (a draft model)."""
+        """Undo what the oracle set on the models it was given (a hook on the target). The
+        models are their lender's to close: a lane's pool lends its draft to the next run."""
 
     # ------------------------------------------------------------ settings
 

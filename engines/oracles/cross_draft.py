@@ -96,9 +96,6 @@ class CrossDraftOracle(Oracle):
                 logits = self.draft.forward([token])
         return b"".join(out), False
 
-    def close(self) -> None:
-        self.draft.close()
-
 
 def encode_exactly(vocab: Backend, data: bytes) -> list[int] | None:
     """`data`'s tokens, if they spell exactly `data` (None if not text, or not spelled so)."""

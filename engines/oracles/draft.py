@@ -62,9 +62,6 @@ class DraftModelOracle(Oracle):
         declined = DECLINE_END_TOKEN if not tokens and k else None
         return Proposal(tokens, self.source, q_rows or None, p_draft, declined=declined)
 
-    def close(self) -> None:
-        self.draft.close()
-
 
 def check_compatible(target: Backend, draft: Backend) -> None:
     """Refuse a draft whose vocabulary differs from the target's, saying what differs."""
