@@ -3,7 +3,9 @@
 `FakeServer(routes)` serves on 127.0.0.1 on a free port; a route maps (method, path) to a
 handler `handler(body: dict) -> Reply`. A reply streams its `lines` (each sent as it is, with
 an optional pause before it) or sends a status and a JSON body; `cut` closes the connection
-without the stream's end. Requests received are kept in `requests` (path, body, headers).
+without the stream's end. `chunked` sends the stream in HTTP chunks, as uvicorn sends vLLM's
+and SGLang's: a cut then leaves the body incomplete, as a server that dies midway does.
+Requests received are kept in `requests` (path, body, headers).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Reply:
     cut: bool = False  # end the connection without the blank line after the last event
     stall_after: int | None = None  # after this many lines, fall silent for `stall` seconds
     stall: float = 0.0
+    chunked: bool = False  # Transfer-Encoding: chunked, each line its own chunk
 
 
 def sse(chunks: list[dict], done: bool = True) -> list[str]:
@@ -84,16 +87,26 @@ def _handler(server: FakeServer):
             self.send_response(reply.status)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
+            if reply.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            self.close_connection = True
             try:
                 for n, line in enumerate(reply.lines):
                     if n == reply.stall_after:
                         time.sleep(reply.stall)
                     time.sleep(reply.pause)
-                    self.wfile.write(line.encode())
+                    self._send(line.encode(), reply.chunked)
+                if reply.chunked and not reply.cut:
+                    self.wfile.write(b"0\r\n\r\n")  # the body's end
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 return  # the client closed the stream (stop)
-            self.close_connection = True
+
+        def _send(self, data: bytes, chunked: bool) -> None:
+            if chunked:
+                data = b"%x\r\n%s\r\n" % (len(data), data)
+            self.wfile.write(data)
+            self.wfile.flush()
 
     return Handler

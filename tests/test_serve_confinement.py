@@ -199,17 +199,35 @@ class Evil:
 
 def test_connections_before_the_token_are_capped_in_number(host):
     waiting = [Conn(host["address"]) for _ in range(srv.MAX_PENDING)]
-    time.sleep(0.3)  # the server has taken them all
-    extra = Conn(host["address"])
+    extra = refused_when_full(host, waiting)
     refused = extra.next()
     assert refused.kind == "error" and refused["message"].startswith(
         f"busy: {srv.MAX_PENDING} connections are signing in"), refused
     assert extra.next() is None
     for conn in waiting:
         conn.close()
-    conn = signed_in_within(host, 10.0)  # the slots are given back
+    conn = signed_in_within(host, 60.0)  # the slots are given back
     conn.send("shutdown")
     conn.close()
+
+
+def refused_when_full(host, waiting: list[Conn], seconds: float = 60.0) -> Conn:
+    """One more connection, once the server answers it: a loaded server may not have taken
+    the earlier ones yet, and then takes this one to sign in too (silent; kept in `waiting`)
+    and the next is refused. The connection returned has its answer waiting."""
+    deadline = time.monotonic() + seconds
+    while True:
+        extra = Conn(host["address"])
+        extra.sock.settimeout(1.0)
+        try:
+            answered = extra.file.peek(1)  # the answer, left to be read
+        except TimeoutError:
+            waiting.append(extra)
+            assert time.monotonic() < deadline, "no connection was refused"
+            continue
+        extra.sock.settimeout(60)
+        assert answered
+        return extra
 
 
 def signed_in_within(host, seconds: float) -> Conn:
@@ -227,11 +245,11 @@ def signed_in_within(host, seconds: float) -> Conn:
 
 def test_the_first_line_is_capped_in_size_and_what_follows_the_token_is_not(host):
     conn = Conn(host["address"])
-    started = time.monotonic()
     conn.raw(b"x" * (srv.AUTH_LINE + 1))  # no newline yet: the server need not wait for one
     refused = conn.next()
+    # A server that waited for the newline would refuse only after AUTH_S, saying "no token
+    # within": this reason can only come from the size, before any newline.
     assert refused.kind == "error" and "under 4096 bytes" in refused["message"], refused
-    assert time.monotonic() - started < srv.AUTH_S / 2
     assert conn.next() is None
     conn = Conn(host["address"])  # the token, then a long line in the same burst
     long_line = json.dumps({"v": 1, "msg": "set_k", "lane": "a" * 100_000, "k": "x"})

@@ -142,12 +142,12 @@ def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
     next(it)
     session.pause()
     result = []
-    worker = threading.Thread(target=lambda: result.extend(it))
+    worker = threading.Thread(target=lambda: result.extend(it), daemon=True)
     worker.start()
     worker.join(0.3)
     assert worker.is_alive() and result == []  # paused: no step runs
     session.stop()
-    worker.join(2)
+    worker.join(60)  # woken at once; the bound only keeps a broken stop from hanging the suite
     assert not worker.is_alive() and result[-1].reason == "stopped"
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ...engines.bench import doctor
+from ...engines.machine import doctor
 
 
 def register(sub) -> None:

@@ -37,9 +37,7 @@ def connect(endpoint: Endpoint, engine: str = "auto") -> tuple[ModuleType, Serve
         raise ServerError(f"{endpoint.url} has no /v1/models: not an OpenAI-compatible server")
     if engine in ("vllm", "sglang"):
         module = ENGINES[engine]
-        version = get_json(endpoint, "/version")
-        number = version.get("version") if isinstance(version, dict) else None
-        return module, module.info(model, number)
+        return module, module.info(model, module.version(endpoint))
     return generic, generic.info(model)
 
 

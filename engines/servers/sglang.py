@@ -6,17 +6,28 @@ lags), with `token_ids` and cumulative usage where asked for. Asked with
 own after the content (`sglext.spec_tokens_details`: spec_num_proposed_drafts,
 spec_num_correct_drafts, spec_verify_ct; older releases name them spec_draft_token_num and
 spec_accept_token_num). Neither the draft length nor speculation can be set per request.
-Shapes from python/sglang/srt/entrypoints/openai/serving_completions.py and protocol.py.
+Its release is in `/get_server_info` (it has no `/version`).
+Shapes from python/sglang/srt/entrypoints/openai/serving_completions.py and protocol.py, and
+entrypoints/http_server.py.
 """
 
 from __future__ import annotations
 
-from .chunks import Chunk, integer, openai_chunk
+from . import generic
+from .chunks import Chunk, integer
 from .info import ServerInfo
+from .sse import Endpoint, get_json
 
 NAME = "SGLang"
 PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 CORRECT = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+
+
+def version(endpoint: Endpoint) -> str | None:
+    """The engine's release: `version` among the server's arguments and state."""
+    answer = get_json(endpoint, "/get_server_info")
+    number = answer.get("version") if isinstance(answer, dict) else None
+    return str(number) if number is not None else None
 
 
 def info(model: str, version: str | None) -> ServerInfo:
@@ -35,8 +46,8 @@ def chunk(data: dict, index: int) -> Chunk | None:
     if isinstance(spec, list):  # one per choice when n > 1
         spec = spec[0] if spec else None
     if not isinstance(spec, dict):
-        return openai_chunk(data, index)
-    return openai_chunk(data, index, drafted=_first(spec, PROPOSED),
+        return generic.read(data, index, NAME)
+    return generic.read(data, index, NAME, drafted=_first(spec, PROPOSED),
                         accepted=_first(spec, CORRECT))
 
 

@@ -13,10 +13,19 @@ Shapes from vllm/entrypoints/openai/completion/serving.py and generate/base/prot
 
 from __future__ import annotations
 
-from .chunks import Chunk, integer, openai_chunk
+from . import generic
+from .chunks import Chunk, integer
 from .info import ServerInfo
+from .sse import Endpoint, get_json
 
 NAME = "vLLM"
+
+
+def version(endpoint: Endpoint) -> str | None:
+    """The engine's release, from `/version` ({"version": ...})."""
+    answer = get_json(endpoint, "/version")
+    number = answer.get("version") if isinstance(answer, dict) else None
+    return str(number) if number is not None else None
 
 
 def info(model: str, version: str | None) -> ServerInfo:
@@ -33,6 +42,6 @@ def chunk(data: dict, index: int) -> Chunk | None:
     metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
     spec = metrics.get("speculative_decoding")
     if not isinstance(spec, dict):
-        return openai_chunk(data, index)
-    return openai_chunk(data, index, drafted=integer(spec.get("num_draft_tokens")),
+        return generic.read(data, index, NAME)
+    return generic.read(data, index, NAME, drafted=integer(spec.get("num_draft_tokens")),
                         accepted=integer(spec.get("num_accepted_draft_tokens")))

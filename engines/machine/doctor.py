@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..backends import cpu_dtype, probe
-from ..machine.hardware import CpuFacts, read_cpu
+from .hardware import CpuFacts, read_cpu
 
 PROBE_MODEL = "smollm2-135m"
 REINSTALL = "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
@@ -52,7 +52,7 @@ def gpu_hardware() -> dict:
 
 def window_facts() -> dict:
     """Whether Qt finds the system libraries it needs for a window (on Linux)."""
-    from ..machine import display_libs
+    from . import display_libs
 
     if not display_libs.needed():
         return {"checked": False}
