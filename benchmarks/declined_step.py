@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     pool = ModelPool()
     model = ModelChoice(args.target, args.backend, None, args.threads)
     lanes = {"plain": LaneSpec("none"), "plain again": LaneSpec("none"),
-             args.oracle: LaneSpec(args.oracle, draft=args.draft, auto_k=True)}
+             args.oracle: LaneSpec(args.oracle, auto_k=True,
+                                  inputs={"draft": args.draft} if args.draft else {})}
     print("| prompt | lane | tokens | steps' time ms (x plain) | one-token verify ms "
           "(x plain) | prefill ms | whole run ms (x plain) | drafting steps |")
     print("|---|---|---|---|---|---|---|---|")

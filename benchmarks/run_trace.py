@@ -103,7 +103,7 @@ def traced_run(target: str, tokens: int) -> set[tuple[str, str]]:
         rs.RunRequest("Repeat after me: the cat sat on the mat. The cat sat on the mat.",
                       rs.ModelChoice(target, "llama", "cpu", 2), max_tokens=tokens),
         {"plain": rs.LaneSpec("none"), "lookup": rs.LaneSpec("prompt-lookup", 4),
-         "draft": rs.LaneSpec("draft", 3, target)})
+         "draft": rs.LaneSpec("draft", 3, inputs={"draft": target})})
     engine = engine_class()(io.BytesIO())
     edges: set[tuple[str, str]] = set()
 

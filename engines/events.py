@@ -19,11 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .sources import SOURCES as _SOURCES
+
 SCHEMA_VERSION = 1
 
-# Where a proposed token came from. The GUI colours by it; the benchmark groups by it.
-SOURCES = ("draft", "prompt", "ngram", "rule", "lookahead", "medusa", "early-exit", "tree",
-           "eagle", "suffix", "memory")  # suffix: this run's text; memory: an earlier run's
+# Where a proposed token came from (engines/sources.py declares each and how it is shown).
+# The GUI colours by it; the benchmark groups by it.
+SOURCES = _SOURCES
 
 # Why the target's own token was produced.
 TARGET_PLAIN = "plain"  # plain decoding: nothing was proposed

@@ -295,7 +295,7 @@ def run(backend, oracle, k=3, n=40, **kw):
 @pytest.fixture
 def medusa(tiny_backend, learned):
     """A medusa oracle on the tiny model with heads that know the PROMPT's answer."""
-    oracle = make_oracle("medusa", target=tiny_backend, heads=learned[1])
+    oracle = make_oracle("medusa", target=tiny_backend, medusa_heads=learned[1])
     yield oracle
     oracle.close()
     assert tiny_backend.hidden_at(len(PROMPT)) is None  # plain runs pay nothing afterwards
@@ -316,7 +316,7 @@ def test_medusa_is_lossless_and_accepts_what_it_learned(tiny_backend, medusa):
 def test_medusa_is_lossless_with_untrained_heads_and_a_long_k(tiny_backend, tmp_path):
     result = overfit_heads(tiny_backend, "The quick", steps=1)
     folder = save_heads(result.heads, result.config, tmp_path / "heads")
-    oracle = make_oracle("medusa", target=tiny_backend, heads=folder)
+    oracle = make_oracle("medusa", target=tiny_backend, medusa_heads=folder)
     try:
         plain_steps, _ = run(tiny_backend, make_oracle("none"), k=0)
         steps, _ = run(tiny_backend, oracle, k=8)
@@ -413,7 +413,7 @@ def test_medusa_is_lossless_on_smollm2(smol_hf, tmp_path):
     model = smol_hf.model
     config = HeadsConfig(target_id(model, smol_hf.model_path), 3, model.config.hidden_size)
     folder = save_heads(MedusaHeads(config.hidden_size, 3), config, tmp_path / "heads")
-    oracle = make_oracle("medusa", target=smol_hf, heads=folder)
+    oracle = make_oracle("medusa", target=smol_hf, medusa_heads=folder)
     try:
         prompt = "def fib(n):\n    "
         plain = Session(smol_hf, make_oracle("none"), RunSettings(prompt, k=0, max_tokens=24))

@@ -92,3 +92,40 @@ def test_the_readme_table_lists_every_oracle_with_its_backends():
     for name, backends in table.items():
         expected = "both" if ORACLE_INFO[name].backends == BOTH else "transformers"
         assert backends == expected, name
+
+
+def test_an_input_name_is_one_kind_of_thing_wherever_it_is_declared():
+    """A lane holds its inputs by name (LaneSpec.inputs), and a lane keeps them when its
+    oracle changes in the window: one name, one kind; one flag, one input; and no input may
+    be named as a field of the lane, beside which it travels (run_spec.lane_to_dict)."""
+    from dataclasses import fields
+
+    from specviz.engines.host.run_spec import LaneSpec
+    from specviz.engines.oracles import INPUTS
+
+    by_flag = {}
+    for described in ORACLE_INFO.values():
+        for each in described.inputs:
+            assert each.kind is INPUTS[each.name].kind, (described.name, each.name)
+            assert by_flag.setdefault(each.option, each.name) == each.name, each.option
+            assert each.help and each.name not in {f.name for f in fields(LaneSpec)}
+            if each.fallback:
+                assert each.fallback in by_flag or any(
+                    i.option == each.fallback for d in ORACLE_INFO.values() for i in d.inputs)
+
+
+def test_the_command_line_offers_each_input_with_its_help():
+    from specviz.app.cli.main import build_parser
+
+    parser = build_parser()
+    run = next(a for a in parser._subparsers._actions if a.choices).choices["run"]
+    helps = {flag: action.help for action in run._actions for flag in action.option_strings}
+    for described in ORACLE_INFO.values():
+        for each in described.inputs:
+            shown = helps[f"--{each.option}"]
+            assert "{default}" not in shown and (each.default or "") in shown
+    assert helps["--cross-draft"] == "draft model for the cross-draft oracle (default: --draft)"
+    assert helps["--suffix-memory"].endswith("; default: the model's file in the cache")
+    bench = next(a for a in parser._subparsers._actions if a.choices).choices["bench"]
+    memory = next(a for a in bench._actions if "--suffix-memory" in a.option_strings)
+    assert memory.default == "off" and memory.help.endswith("; default: off")

@@ -298,7 +298,7 @@ def test_a_large_memory_gives_the_garbage_collector_nothing_to_walk():
 
 
 def suffix(store=None, **settings):
-    return make_oracle("suffix", memory=store if store is not None else SuffixMemory(),
+    return make_oracle("suffix", suffix_memory=store if store is not None else SuffixMemory(),
                        settings=settings)
 
 

@@ -1,12 +1,13 @@
 """The token kinds a lane's legend names, from what its oracle proposes (the registry's
-sources): the window's lanes and the exported page show the same words."""
+sources, each with its kind in engines/sources.py): the window's lanes and the exported page
+show the same words."""
 
 from __future__ import annotations
 
 from ..engines.oracles import ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
 from ..engines.oracles.registry import SERVER
-from .palette import KIND_REJECTED, KIND_TARGET, source_kind
+from ..engines.sources import KIND_REJECTED, KIND_TARGET, kind_of
 
 # A server names no sources: its tokens are coloured as a draft model's unless it says.
 SERVER_SOURCES = ("draft", "ngram")
@@ -19,4 +20,4 @@ def legend_kinds(oracle: str) -> tuple[str, ...]:
         known: tuple[str, ...] = SERVER_SOURCES
     else:  # a trace may name an oracle this version does not know: target and rejected only
         known = oracle_info(oracle).sources if oracle in ORACLES else ()
-    return (*dict.fromkeys(source_kind(s) for s in known), KIND_TARGET, KIND_REJECTED)
+    return (*dict.fromkeys(kind_of(s) for s in known), KIND_TARGET, KIND_REJECTED)

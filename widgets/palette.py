@@ -10,35 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engines.events import ProposedToken
+from ..engines.sources import (  # noqa: F401  (the kinds are the views' names for them)
+    KIND_DRAFT,
+    KIND_EARLIER,
+    KIND_NGRAM,
+    KIND_OTHER,
+    KIND_PROMPT,
+    KIND_REJECTED,
+    KIND_TARGET,
+    KIND_WORDS,
+    KINDS,
+)
+from ..engines.sources import kind_of as source_kind  # an accepted token's kind by its source
 
-# Token kinds the views colour. Proposal sources outside the first three share "other".
-KIND_DRAFT = "draft"
-KIND_PROMPT = "prompt"
-KIND_NGRAM = "ngram"
-KIND_OTHER = "other"
-KIND_EARLIER = "earlier"  # remembered from an earlier run (suffix decoding's memory)
-KIND_TARGET = "target"
-KIND_REJECTED = "rejected"
-KINDS = (KIND_DRAFT, KIND_PROMPT, KIND_NGRAM, KIND_OTHER, KIND_EARLIER, KIND_TARGET,
-         KIND_REJECTED)
-
-KIND_LABELS = {
-    KIND_DRAFT: "draft model",
-    KIND_PROMPT: "prompt copy",
-    KIND_NGRAM: "n-gram",
-    KIND_OTHER: "other oracle",
-    KIND_EARLIER: "earlier run",
-    KIND_TARGET: "target",
-    KIND_REJECTED: "rejected",
-}
-
-_SOURCE_KINDS = {"draft": KIND_DRAFT, "tree": KIND_DRAFT, "prompt": KIND_PROMPT,
-                 "suffix": KIND_PROMPT, "ngram": KIND_NGRAM, "memory": KIND_EARLIER}
-
-
-def source_kind(source: str) -> str:
-    """The colour kind of an accepted token from this source (events.SOURCES)."""
-    return _SOURCE_KINDS.get(source, KIND_OTHER)
+# The token kinds the views colour and their legend words: engines/sources.py, where each
+# proposal source names its kind.
+KIND_LABELS = KIND_WORDS
 
 
 def proposal_kind(token: ProposedToken) -> str:

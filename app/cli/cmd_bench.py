@@ -15,7 +15,8 @@ from ...engines.errors import SpecvizError
 from ...engines.host import run_builder
 from ...engines.host.k_policy import k_policy
 from ...engines.host.model_pool import ModelPool
-from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ...engines.oracles import ORACLES, is_plain
+from ...engines.oracles.registry import CORPUS, MEMORY, MODEL
 from ...engines.trace import machine_info
 from . import bench_tables, options
 from . import option_values as values
@@ -26,18 +27,15 @@ def register(sub) -> None:
     options.add_model_args(p)
     p.add_argument("--oracles", default="none,prompt-lookup,ngram",
                    help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
-    p.add_argument("--draft", default=None,
-                   help="draft model for the draft and cross-draft oracles")
-    p.add_argument("--cross-draft", default=None,
-                   help="draft model for the cross-draft oracle (default: --draft)")
+    options.add_input_args(p, kinds=(MODEL,))
     p.add_argument("--k", type=k_list, default=[bench.AUTO_K],
                    help="draft length, or a comma-separated list; auto (the default): "
                         "cost-aware, per step")
-    p.add_argument("--ngram-corpus", type=Path, default=None)
     # A bench starts from no memory (its figures must not depend on what ran before); the
     # suffix oracle still remembers the questions it has answered, as an agent loop would.
-    options.add_suffix_args(p, memory_default="off")
+    options.add_input_args(p, defaults={"suffix_memory": "off"}, kinds=(CORPUS, MEMORY))
     options.add_setting_args(p)
+    options.add_head_paths(p)
     p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=values.positive, default=None,
@@ -112,14 +110,16 @@ def run(args: argparse.Namespace) -> int:
 
     def make(name: str):
         lane = options.lane_spec(args, name, _lane_k(args.k))
-        draft = None
-        if lane.draft_model:
-            if lane.draft_model not in drafts:
-                drafts[lane.draft_model] = run_builder.acquire(pool, model, lane.draft_model)
-            draft = drafts[lane.draft_model]
-        elif name in DRAFT_ORACLES:
-            raise SpecvizError(f"--oracles {name} needs --draft MODEL")
-        oracle = run_builder.build_oracle(lane, target, draft, say=_say)
+        missing = run_builder.missing_input(run_builder.described_oracle(lane), lane)
+        if missing is not None:
+            raise SpecvizError(f"--oracles {name} needs {missing.asked_with} "
+                               f"{missing.kind.name.upper()}")
+        for model_name in lane.models.values():
+            if model_name not in drafts:
+                drafts[model_name] = run_builder.acquire(pool, model, model_name)
+        models = {input_name: drafts[model_name]
+                  for input_name, model_name in lane.models.items()}
+        oracle = run_builder.build_oracle(lane, target, models, say=_say)
         built.append(oracle)
         return oracle
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ...engines import events as ev
@@ -18,6 +19,7 @@ from ...engines.host.run_builder import build_lane, build_server_lane
 from ...engines.loop.session import RunSettings, Session
 from ...engines.oracles import is_plain
 from ...engines.oracles.none import NoOracle
+from ...engines.oracles.registry import SPAWNED
 from ...engines.text_file import read_text
 from ...engines.trace import TraceWriter
 from . import options
@@ -58,7 +60,7 @@ def read_prompt(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     args.began = time.time()  # a dtype raced since then (in the probe's child too) is said
     request = options.run_request(args, read_prompt(args))
-    if args.server:
+    if args.server or args.oracle == SPAWNED:
         return run_server(args, request)
     pool = ModelPool()
     lane = build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)
@@ -104,19 +106,29 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
 
 def run_server(args: argparse.Namespace, request) -> int:
     """One completion on a serving engine, its steps read from what the engine streams."""
-    if args.baseline:
+    spawned = not args.server
+    if args.baseline and not spawned:
         raise SpecvizError("--baseline decodes with a local model; on a server give "
                            "--server-baseline URL (a server of the same model without "
                            "speculation)")
     lane = build_server_lane("run", options.server_lane(args, args.server), request)
     printer = EventPrinter(show_rejected=args.show_rejected)
-    steps = _drive(lane, None if args.json else printer, args.trace)
+    try:
+        steps = _drive(lane, None if args.json else printer, args.trace)
+    finally:
+        lane.close()
     summary = lane.summary
     result = _server_result(lane, summary, steps)
-    if args.server_baseline:
-        plain = build_server_lane("plain", options.server_lane(args, args.server_baseline),
-                                  request)
-        base = _drive(plain, None, None) and plain.summary
+    if args.server_baseline or (spawned and args.baseline):
+        # A spawned lane's baseline: a plain llama-server of the same model, started once the
+        # lane's has stopped (two servers at once would share the cores).
+        plain_lane = (replace(options.server_lane(args, None), server_spec=None, inputs={})
+                      if spawned else options.server_lane(args, args.server_baseline))
+        plain = build_server_lane("plain", plain_lane, request)
+        try:
+            base = _drive(plain, None, None) and plain.summary
+        finally:
+            plain.close()
         result["baseline_tok_per_s"] = round(base.tok_per_s, 3)
         result["speedup"] = round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s \
             else None
@@ -141,7 +153,14 @@ def _server_result(lane: ServerLane, summary: ev.SummaryEvent, steps) -> dict:
         "acceptance_rate": None if t.acceptance_rate is None else round(t.acceptance_rate, 4),
         "mean_accepted_tokens": round(t.mean_accepted_tokens, 4),
         "declined": ev.decline_reasons(steps), "lossy": False,
+        **server_counts(lane),
     }
+
+
+def server_counts(lane: ServerLane) -> dict:
+    """The run's speculation as the server counted it (/metrics: acceptance by position)."""
+    counts = getattr(lane.session, "server_counts", None)
+    return {"server_counts": counts.to_dict()} if counts else {}
 
 
 def _say(text: str) -> None:

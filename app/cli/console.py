@@ -1,7 +1,8 @@
 """Printing step events on a terminal: tokens coloured by what happened to them.
 
-Accepted draft tokens in green, prompt-copied tokens in cyan, n-gram and other oracle tokens
-in yellow, the target's own tokens plain; rejected drafts struck through and dim.
+Each source's terminal colour is declared with it (engines/sources.py): accepted draft tokens
+in green, prompt-copied tokens in cyan, n-gram tokens in yellow, other oracles' in magenta,
+the target's own tokens plain; rejected drafts struck through and dim.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ import sys
 from typing import TextIO
 
 from ...engines import events as ev
+from ...engines import sources
 
 RESET = "\x1b[0m"
-COLOURS = {
-    "draft": "\x1b[32m",  # green
-    "prompt": "\x1b[36m",  # cyan
-    "ngram": "\x1b[33m",  # yellow
-}
-OTHER = "\x1b[35m"  # magenta: rules, heads, lookahead, ...
-REJECTED = "\x1b[2;9m"  # dim + strike-through
+REJECTED = sources.TERMINAL_REJECTED
+# The kinds the terminal's legend names, each in the colour of the source of its name.
+LEGEND = (sources.KIND_DRAFT, sources.KIND_PROMPT, sources.KIND_NGRAM)
 
 
 class EventPrinter:
@@ -37,7 +35,7 @@ class EventPrinter:
     def render(self, event: ev.StepEvent) -> str:
         if not self.colour:
             return event.text
-        parts = [_paint(t.text, COLOURS.get(t.source, OTHER)) for t in event.accepted]
+        parts = [_paint(t.text, sources.terminal_colour(t.source)) for t in event.accepted]
         if self.show_rejected:
             parts += [_paint(t.text, REJECTED) for t in event.rejected]
         parts.append(event.target.text)
@@ -46,10 +44,11 @@ class EventPrinter:
     def legend(self) -> str:
         if not self.colour:
             return ""
-        items = [_paint("draft", COLOURS["draft"]), _paint("prompt copy", COLOURS["prompt"]),
-                 _paint("n-gram", COLOURS["ngram"]), "target"]
+        items = [_paint(sources.KIND_WORDS[kind], sources.terminal_colour(kind))
+                 for kind in LEGEND]
+        items.append(sources.KIND_WORDS[sources.KIND_TARGET])
         if self.show_rejected:
-            items.append(_paint("rejected", REJECTED))
+            items.append(_paint(sources.KIND_WORDS[sources.KIND_REJECTED], REJECTED))
         return "legend: " + " ".join(items)
 
 

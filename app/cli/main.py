@@ -11,7 +11,16 @@ from .one_line_parser import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import cmd_doctor, cmd_export, cmd_models, cmd_replay, cmd_run, cmd_serve, options
+    from . import (
+        cmd_doctor,
+        cmd_export,
+        cmd_llama_server,
+        cmd_models,
+        cmd_replay,
+        cmd_run,
+        cmd_serve,
+        options,
+    )
 
     parser = OneLineParser(
         prog="specviz",
@@ -19,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve, cmd_export):
+    for module in (cmd_run, cmd_replay, cmd_models, cmd_doctor, cmd_serve, cmd_export,
+                   cmd_llama_server):
         module.register(sub)
     _register_optional(sub)
     options.no_abbreviations(parser)
@@ -30,7 +40,8 @@ def _register_optional(sub) -> None:
     """Commands whose modules may pull in heavier dependencies register only if present."""
     import importlib
 
-    for name in ("cmd_bench", "cmd_pair", "cmd_profile", "cmd_train_heads", "cmd_gui"):
+    for name in ("cmd_bench", "cmd_pair", "cmd_advise", "cmd_profile", "cmd_train_heads",
+                 "cmd_heads", "cmd_gui"):
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:

@@ -13,7 +13,17 @@ from ...engines.machine.device_choice import DTYPES
 from ...engines.models import resolve
 from ...engines.oracles import ORACLE_INFO, ORACLES
 from ...engines.oracles import info as oracle_info
-from ...engines.oracles.registry import Setting
+from ...engines.oracles.registry import (
+    CORPUS,
+    HEADS,
+    INPUT_KINDS,
+    MEMORY,
+    MODEL,
+    SPAWNED,
+    Input,
+    InputKind,
+    Setting,
+)
 from ..state.run_setup import DEFAULT_TARGET
 from . import option_values as values
 
@@ -68,27 +78,54 @@ def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
         g.add_argument("--oracles", default="none,prompt-lookup,ngram",
                        help=f"comma-separated, from {', '.join(ORACLES)}")
     else:
-        g.add_argument("--oracle", choices=ORACLES, default="none")
-    g.add_argument("--draft", default=None,
-                   help="draft model for the draft and cross-draft oracles")
-    g.add_argument("--cross-draft", default=None,
-                   help="draft model for the cross-draft oracle (default: --draft)")
+        g.add_argument("--oracle", choices=(*ORACLES, SPAWNED), default="none",
+                       help=f"{SPAWNED}: a llama-server started for the run, speculating with "
+                            "--spec-type")
+    add_input_args(g, kinds=(MODEL,))
     g.add_argument("--k", type=k_or_auto, default=AUTO,
                    help=f"draft length, 0..{K_MAX}, or auto (the default: chosen every step "
                         "from this machine's costs; measures a missing cost profile first)")
-    g.add_argument("--ngram-corpus", type=Path, default=None,
-                   help="text file whose n-grams seed the ngram oracle's static cache")
-    add_suffix_args(g)
+    add_input_args(g, kinds=(CORPUS, MEMORY))
     add_setting_args(g)
+    add_head_paths(g)
 
 
-def add_suffix_args(g, memory_default: str | None = None) -> None:
-    g.add_argument("--suffix-corpus", type=Path, default=None,
-                   help="text file seeding the suffix oracle's tree of earlier text")
-    g.add_argument("--suffix-memory", default=memory_default, metavar="FILE|off",
-                   help="the suffix oracle's memory of earlier runs: a file, or off (this "
-                        "process only); default: " + (memory_default or
-                                                      "the model's file in the cache"))
+def add_input_args(g, defaults: dict[str, str] | None = None,
+                   kinds: tuple[InputKind, ...] = INPUT_KINDS) -> None:
+    """A flag for each oracle input the registry declares, kind by kind of `kinds`, once for
+    the oracles that share it (--draft; its help is the first's). `defaults` by input name: a
+    command's own value where none is given (`specviz bench` starts from no suffix memory)."""
+    flags = input_flags()
+    for flag, first in ((f, uses[0][1]) for kind in kinds for f, uses in flags.items()
+                        if uses[0][1].kind is kind):
+        default = (defaults or {}).get(first.name)
+        g.add_argument(f"--{flag}", default=default, metavar=first.kind.metavar,
+                       type=Path if first.kind is CORPUS else None,
+                       help=first.help.replace("{default}", default or first.default))
+
+
+def input_flags() -> dict[str, list[tuple[str, Input]]]:
+    """Each flag of the registry's inputs, with the (oracle, input) pairs it gives."""
+    flags: dict[str, list[tuple[str, Input]]] = {}
+    for name, described in ORACLE_INFO.items():
+        for each in described.inputs:
+            flags.setdefault(each.option, []).append((name, each))
+    return flags
+
+
+def oracle_inputs(name: str, args: argparse.Namespace) -> dict[str, str]:
+    """The inputs of the oracle `name` given on the command line: each by its own flag, else
+    by the flag it falls back to (cross-draft: --cross-draft, else --draft)."""
+    given = {}
+    for each in oracle_info(name).inputs:
+        value = _given(args, each.option) or _given(args, each.fallback)
+        if value is not None:
+            given[each.name] = str(value)
+    return given
+
+
+def _given(args: argparse.Namespace, flag: str):
+    return getattr(args, flag.replace("-", "_"), None) if flag else None
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
@@ -108,13 +145,23 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", metavar="NAME", default=None,
                    help="environment variable holding the server's API key (default: "
                         "SPECVIZ_API_KEY or OPENAI_API_KEY, when set)")
+    g.add_argument("--spec-type", metavar="TYPES", default=None,
+                   help=f"with --oracle {SPAWNED}: llama.cpp's speculation, e.g. ngram-mod or "
+                        "ngram-simple,draft-simple (--draft: the draft model or EAGLE-3 head "
+                        "GGUF; --k: the longest draft); `specviz llama-server path` lists them")
     g.add_argument("--server-drafts", choices=SOURCES, default=None,
                    help="colour the server's accepted drafts as this kind (default: as the "
                         "server says, else draft)")
 
 
-def server_lane(args: argparse.Namespace, url: str) -> LaneSpec:
-    return LaneSpec(oracle="server", k=args.k if isinstance(args.k, int) else 4, server=url,
+def server_lane(args: argparse.Namespace, url: str | None) -> LaneSpec:
+    """A lane on the server at `url`, or (None) on a llama-server started for the run."""
+    k = args.k if isinstance(args.k, int) else 4
+    if url is None:
+        return LaneSpec(oracle=SPAWNED, k=0 if args.k == AUTO else k, server_spec=args.spec_type,
+                        inputs={"draft": getattr(args, "draft", None)},
+                        server_source=args.server_drafts)
+    return LaneSpec(oracle="server", k=k, server=url,
                     server_engine=args.server_engine, api_key_env=args.api_key_env,
                     server_source=args.server_drafts)
 
@@ -133,7 +180,6 @@ def add_setting_args(g) -> None:
                        default=None, dest=flag.replace("-", "_"),
                        metavar=first.name.upper() if len(first.name) == 1 else None,
                        help=meaning)
-    add_head_paths(g)
 
 
 def setting_flags() -> dict[str, list[tuple[str, Setting]]]:
@@ -155,15 +201,9 @@ def settle_backend(args: argparse.Namespace) -> None:
 
 
 def add_head_paths(g) -> None:
-    """Where the medusa and eagle oracles' trained heads are (default: beside the target)."""
-    g.add_argument("--medusa-heads", default=None, metavar="DIR|HUB",
-                   help="Medusa heads folder or Hub repository for the medusa oracle "
-                        "(transformers backend; default: beside the target, as `specviz "
-                        "train-heads` saves them)")
-    g.add_argument("--eagle-head", default=None, metavar="DIR|HUB",
-                   help="EAGLE head for the eagle oracle: a folder trained by `specviz "
-                        "train-heads --kind eagle` (the default, beside the target) or a "
-                        "published EAGLE-3 head, as a folder or a Hub repository (org/repo)")
+    """Where the medusa and eagle oracles' trained heads are (default: beside the target):
+    the flags of the registry's heads inputs."""
+    add_input_args(g, kinds=(HEADS,))
 
 
 def oracle_settings(name: str, args: argparse.Namespace) -> dict:
@@ -245,21 +285,8 @@ def run_request(args: argparse.Namespace, prompt: str) -> RunRequest:
 def lane_spec(args: argparse.Namespace, oracle: str, k: int | str | None = None) -> LaneSpec:
     """One oracle's lane from the command line's speculation options."""
     k = args.k if k is None else k
-    corpus = getattr(args, "ngram_corpus", None)
-    heads = getattr(args, "medusa_heads", None)
-    eagle = getattr(args, "eagle_head", None)
     return LaneSpec(oracle=oracle, k=0 if k == AUTO else k, auto_k=k == AUTO,
-                    draft=args.draft, cross_draft=getattr(args, "cross_draft", None),
-                    ngram_corpus=str(corpus) if corpus else None,
-                    suffix_corpus=_path_text(getattr(args, "suffix_corpus", None)),
-                    suffix_memory=getattr(args, "suffix_memory", None),
-                    settings=oracle_settings(oracle, args),
-                    medusa_heads=str(heads) if heads else None,
-                    eagle_head=str(eagle) if eagle else None)
-
-
-def _path_text(path: Path | None) -> str | None:
-    return str(path) if path else None
+                    settings=oracle_settings(oracle, args), inputs=oracle_inputs(oracle, args))
 
 
 def load_target(args: argparse.Namespace) -> Backend:

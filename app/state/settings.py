@@ -9,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow
 
-from ...engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict
+from ...engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict, lane_to_dict
 from .run_setup import MAX_LANES
 
 # The first race: plain decoding against prompt lookup with auto K, which declines to draft
@@ -61,8 +60,9 @@ class AppSettings:
     # ------------------------------------------------------------ lanes
 
     def lanes(self) -> list[LaneSpec]:
-        """The lanes as they were left, every setting of each (read as a run spec's lanes
-        are, so a field added to LaneSpec is remembered without a change here)."""
+        """The lanes as they were left, every setting and input of each (stored and read as
+        a run spec's lanes are, so a lane stored by an older specviz reads as it was meant,
+        and a field added to LaneSpec is remembered without a change here)."""
         stored = self._json("lanes/configs", None)
         if not stored or not isinstance(stored, list):
             return list(DEFAULT_LANES)
@@ -72,7 +72,7 @@ class AppSettings:
             return list(DEFAULT_LANES)
 
     def set_lanes(self, lanes: list[LaneSpec]) -> None:
-        self._set_json("lanes/configs", [asdict(lane) for lane in lanes])
+        self._set_json("lanes/configs", [lane_to_dict(lane) for lane in lanes])
 
     # ------------------------------------------------------------ view
 

@@ -23,9 +23,9 @@ from superqt import QElidingLabel
 
 from ...engines import events as ev
 from ...engines.host.run_spec import LaneSpec
-from ...engines.oracles import DRAFT_ORACLES, ORACLES, is_plain
+from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
-from ...engines.oracles.registry import SERVER
+from ...engines.oracles.registry import MODEL, SERVER
 from ...widgets.k_control import KControl
 from ...widgets.legend_kinds import legend_kinds
 from ...widgets.palette import (
@@ -86,8 +86,20 @@ def exit_layer_box() -> QSpinBox:
     return box
 
 
+def picked_inputs() -> tuple[str, ...]:
+    """The inputs a lane has a picker for: the registry's models (one picker per input name,
+    shown for the oracles that read it). The others (heads, corpora, memories) have none and
+    are kept as the lane was given them (the command line's, a stored lane's)."""
+    return tuple(name for name, each in INPUTS.items() if each.kind is MODEL)
+
+
+def reads(oracle: str, name: str) -> bool:
+    described = ORACLE_INFO.get(oracle)
+    return described is not None and described.input(name) is not None
+
+
 class LaneWidget(QFrame):
-    """Controls (oracle, draft model, K) over figures, messages, a legend and the text."""
+    """Controls (oracle, its model inputs, K) over figures, messages, a legend and the text."""
 
     kChanged = Signal(str, int)
     autoChanged = Signal(str, bool, int)  # lane id, auto on, the fixed K to fall back to
@@ -117,8 +129,11 @@ class LaneWidget(QFrame):
         bold.setBold(True)
         self.title.setFont(bold)
         self.oracle = QComboBox()
-        self.oracle.addItems([*ORACLES, SERVER])
-        self.draft = ModelCombo(recent_models)
+        self.oracle.addItems([*ORACLE_INFO, SERVER])
+        # A model picker per model input of the registry ("draft": the draft, tree and
+        # cross-draft oracles' draft model).
+        self.pickers = {name: ModelCombo(recent_models) for name in picked_inputs()}
+        self.draft = self.pickers["draft"]  # the window checks a picked draft against the target
         self.server = QLineEdit(placeholderText="server URL, e.g. http://127.0.0.1:8080",
                                 toolTip="an OpenAI-compatible server (llama-server, vLLM, "
                                         "SGLang) whose speculation this lane shows")
@@ -140,7 +155,8 @@ class LaneWidget(QFrame):
         self.set_config(config)
         self.set_colour(colour)
         self.oracle.currentTextChanged.connect(self._on_oracle)
-        self.draft.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        for picker in self.pickers.values():
+            picker.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
         self.server.editingFinished.connect(self.configChanged.emit)
         self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
@@ -151,7 +167,8 @@ class LaneWidget(QFrame):
         controls = QGridLayout(self._controls)
         controls.setContentsMargins(0, 0, 0, 0)
         controls.addWidget(self.oracle, 0, 0)
-        controls.addWidget(self.draft, 0, 1)
+        for picker in self.pickers.values():  # one oracle reads one model at most
+            controls.addWidget(picker, 0, 1)
         controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
         controls.addWidget(self.server, 0, 1)  # and so does a server lane's URL
         controls.addWidget(self.k, 1, 0, 1, 2)
@@ -176,16 +193,21 @@ class LaneWidget(QFrame):
 
     def config(self) -> LaneSpec:
         """The lane's settings: what the controls show over what it was given (the oracle's
-        other settings, heads folders and server details have no control here and are kept;
-        the oracle's settings are dropped when the oracle changes)."""
+        other settings, inputs without a picker and server details have no control here and
+        are kept; the oracle's settings are dropped when the oracle changes, a picked model
+        where the oracle reads none)."""
         oracle = self.oracle.currentText()
         # Another oracle's settings are not this one's, even under one name (medusa's budget
         # 0 is its top chain; eagle's starts at 1).
         settings = dict(self._given.settings) if oracle == self._given.oracle else {}
         if _has_exit_layer(oracle):
             settings["exit_layer"] = self.exit_layer.value()
-        return replace(self._given, oracle=oracle, k=self.k.value(),
-                       draft=self.draft.model() if oracle in DRAFT_ORACLES else None,
+        inputs = {name: value for name, value in self._given.inputs.items()
+                  if name not in self.pickers}
+        for name, picker in self.pickers.items():
+            if reads(oracle, name) and picker.model():
+                inputs[name] = picker.model()
+        return replace(self._given, oracle=oracle, k=self.k.value(), inputs=inputs,
                        auto_k=self.k.is_auto() and oracle != SERVER,
                        server=self.server.text().strip() or None if oracle == SERVER else None,
                        settings=settings)
@@ -195,7 +217,8 @@ class LaneWidget(QFrame):
         self.oracle.setCurrentText(config.oracle)
         self.k.setValue(max(1, config.k))
         self.k.set_auto(config.auto_k)
-        self.draft.set_model(config.draft)
+        for name, picker in self.pickers.items():
+            picker.set_model(config.inputs.get(name))
         self.exit_layer.setValue(int(config.settings.get("exit_layer", 0)))
         self.server.setText(config.server or "")
         self._on_oracle(config.oracle)
@@ -208,7 +231,7 @@ class LaneWidget(QFrame):
     def set_running(self, running: bool) -> None:
         """While running only K, auto K and L can change (the session takes them at its next
         step)."""
-        for widget in (self.oracle, self.draft, self.remove):
+        for widget in (self.oracle, *self.pickers.values(), self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -318,7 +341,8 @@ class LaneWidget(QFrame):
         # else: a trace problem stays on screen as it is
 
     def _on_oracle(self, oracle: str) -> None:
-        self.draft.setVisible(oracle in DRAFT_ORACLES)
+        for name, picker in self.pickers.items():
+            picker.setVisible(reads(oracle, name))
         self.exit_layer.setVisible(_has_exit_layer(oracle))
         self.server.setVisible(oracle == SERVER)
         self.k.setEnabled(not is_plain(oracle))

@@ -3,8 +3,9 @@
 A client of `specviz serve` holds the token but not the host: the files its run spec names are
 the host's. Models (the target and the draft models) may be named anywhere: they are read as
 models only, and a file that is not one is refused with a line that names it, never with its
-contents. Every other file a lane names (corpora read as text, a suffix memory written and
-renamed, heads folders) must lie under a folder the host allows: specviz's own home (its
+contents. Every other file a lane names (its inputs whose kind the oracle registry declares a
+file: corpora read as text, a suffix memory written and renamed, heads folders) must lie
+under a folder the host allows: specviz's own home (its
 cache and data folders) and the folders given to `specviz serve --allow DIR`. The check
 resolves symbolic links and `..` first, and the spec goes on to the engine with the resolved
 paths, so the engine opens exactly what was checked.
@@ -17,13 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..oracles.registry import INPUTS, Input
 from . import run_spec as rs
-
-# The lane fields naming files the engine reads or writes, none of them a model.
-TEXT_FILES = ("ngram_corpus", "suffix_corpus")
-HEADS = ("medusa_heads", "eagle_head")  # a folder, or a Hub name (read from the Hub cache)
-MEMORY = "suffix_memory"  # None: the model's file in the cache; "off": no file
-OFF = "off"
 
 
 class OutsideAllowed(ValueError):
@@ -55,9 +51,8 @@ class Confinement:
 
     def _lane(self, lane_id: str, lane: rs.LaneSpec) -> rs.LaneSpec:
         resolved = {}
-        for name in (*TEXT_FILES, *HEADS, MEMORY):
-            value = getattr(lane, name)
-            if not _names_a_file(name, value):
+        for name, value in lane.inputs.items():
+            if not names_a_file(INPUTS[name], value):
                 continue
             real = self.allows(value)
             if real is None:
@@ -65,17 +60,17 @@ class Confinement:
                     f"lane {lane_id!r} {name} {value} is outside the folders this server "
                     "allows (its cache, --allow DIR)")
             resolved[name] = str(real)
-        return replace(lane, **resolved)
+        return replace(lane, inputs={**lane.inputs, **resolved})
 
 
-def _names_a_file(field: str, value: str | None) -> bool:
-    """Whether the engine would open `value` as a file or folder, as engines.host.run_builder
-    reads the field."""
-    if field == MEMORY:
-        return value is not None and value != OFF  # "" is a path there: the current folder
-    if not value:
+def names_a_file(declared: Input, value: str) -> bool:
+    """Whether the engine would open `value` as a file or folder, as the input's kind says
+    (engines.oracles.registry.InputKind; the run builder reads each kind so): a model is read
+    as a model only, a Hub name from the Hub cache, a kind's "off" names nothing."""
+    kind = declared.kind
+    if not kind.file or not value or value == kind.off:
         return False
-    if field in HEADS:
+    if kind.hub:
         from ..models import is_hub_name
 
         return not is_hub_name(value)

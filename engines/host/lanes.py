@@ -181,7 +181,9 @@ class ServerLane(_Delegated):
         return None
 
     def close(self, reusable: bool = True) -> None:
-        """Nothing is held here: the stream ends with the run (or with `stop`)."""
+        """The stream ends with the run (or with `stop`); a server started for the lane is
+        stopped here too, if its run was abandoned before it ended."""
+        self.session.close()
 
 
 def _set_knob(oracle, name: str, value) -> str | None:

@@ -14,9 +14,10 @@ from pathlib import Path
 from ..backends.base import Backend
 from ..errors import IncompatibleModels, SpecvizError
 from ..loop.session import RunSettings, Session, starting_k
-from ..oracles import DRAFT_ORACLES, Oracle, make_oracle
+from ..oracles import Oracle, make_oracle
+from ..oracles import info as oracle_info
 from ..oracles.draft import CROSS_HINT
-from ..oracles.registry import SERVER
+from ..oracles.registry import CORPUS, HEADS, MEMORY, MODEL, Input, OracleInfo
 from ..sampling import SamplingParams
 from ..text_file import read_text
 from .k_policy import k_policy
@@ -25,27 +26,30 @@ from .model_pool import ModelPool
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 
 Say = Callable[[str], None]
+# Settings older trace readers find beside K in a trace header's settings (every oracle's
+# are in its `oracle_settings` too).
+HEADER_SETTINGS = ("exit_layer",)
 
 
 def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,
                say: Say = lambda _: None) -> Lane:
     """Load (or take from `pool`) the lane's models and build its session (slow); a server
     lane connects to its server."""
-    if lane.oracle == SERVER:
+    if lane.on_server:
         return build_server_lane(lane_id, lane, request)
     run_settings = settings(lane, request)  # bad settings fail before anything is loaded
+    described = described_oracle(lane)
+    check_inputs(described, lane)
     backends: list[Backend] = []
     try:
         target = acquire(pool, request.model, request.model.target)
         backends.append(target)
-        draft = None
-        if lane.oracle in DRAFT_ORACLES:
-            if not lane.draft_model:
-                raise SpecvizError(f"the {lane.oracle} oracle needs --draft MODEL (in the "
-                                   "window: pick a draft model in the lane)")
-            draft = acquire(pool, request.model, lane.draft_model)
-            backends.append(draft)
-        oracle = build_oracle(lane, target, draft, say)
+        models = {}
+        for name, model_name in lane.models.items():
+            models[name] = acquire(pool, request.model, model_name)
+            backends.append(models[name])
+        oracle = build_oracle(lane, target, models, say)
+        draft = next(iter(models.values()), None)
         policy = k_policy(lane, request.model, oracle, target, draft, say)
         session = Session(target, oracle, run_settings, k_policy=policy)
     except BaseException:
@@ -63,9 +67,31 @@ def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> Serv
     run_settings = RunSettings(prompt=request.prompt, chat=request.chat, system=request.system,
                                k=lane.k, max_tokens=request.max_tokens,
                                params=sampling_params(request), stop=tuple(request.stop))
-    session = server_lane.build_session(lane, run_settings)
+    session = server_lane.build_session(lane, run_settings, request.model)
     header = server_lane.trace_header(lane, request, session)
     return ServerLane(lane_id, session, header)
+
+
+def described_oracle(lane: LaneSpec) -> OracleInfo:
+    try:
+        return oracle_info(lane.oracle)
+    except ValueError as exc:
+        raise SpecvizError(str(exc)) from None
+
+
+def missing_input(described: OracleInfo, lane: LaneSpec) -> Input | None:
+    """The first input the oracle requires that the lane does not give (checked before
+    anything is loaded)."""
+    return next((each for each in described.inputs
+                 if each.required and not lane.inputs.get(each.name)), None)
+
+
+def check_inputs(described: OracleInfo, lane: LaneSpec) -> None:
+    missing = missing_input(described, lane)
+    if missing is not None:
+        raise SpecvizError(f"the {described.name} oracle needs {missing.asked_with} "
+                           f"{missing.kind.name.upper()} (in the window: pick a "
+                           f"{missing.said} in the lane)")
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
@@ -81,7 +107,7 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
     from .model_pool import ModelKey
 
     keys = []
-    for name in [model.target, *(lane.draft_model for lane in lanes if lane.draft_model)]:
+    for name in [model.target, *(m for lane in lanes for m in lane.models.values())]:
         try:
             path = resolve(name)
         except SpecvizError:
@@ -93,34 +119,32 @@ def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:
     return keys
 
 
-def build_oracle(lane: LaneSpec, target: Backend, draft: Backend | None,
+def build_oracle(lane: LaneSpec, target: Backend, models: dict[str, Backend],
                  say: Say = lambda _: None) -> Oracle:
-    """The lane's oracle; a draft model whose tokenizer is not the target's is routed to the
-    cross-draft oracle (drafting through text), with the reason said, never run as a draft of
-    the same vocabulary."""
+    """The lane's oracle, with its models (`models`, loaded, by input name) and its other
+    inputs read here. An oracle whose draft model's tokenizer is not the target's becomes
+    the oracle its registry entry names for that (the draft oracle: cross-draft, drafting
+    through text), with the reason said, never run as a draft of the same vocabulary."""
     try:
-        return _make(lane, target, draft, say)
+        return _make(lane, target, models, say)
     except IncompatibleModels as exc:
-        if lane.oracle != "draft":
+        instead = described_oracle(lane).other_tokenizer
+        if not instead:
             raise
         reason = str(exc).replace(CROSS_HINT, "")
         say(f"{lane.draft_model} does not share the target's tokenizer ({reason}): this lane "
-            "drafts through text instead (cross-draft)")
-        return _make(replace(lane, oracle="cross-draft", cross_draft=lane.draft), target, draft)
+            f"drafts through text instead ({instead})")
+        return _make(replace(lane, oracle=instead), target, models)
 
 
-def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
+def _make(lane: LaneSpec, target: Backend, models: dict[str, Backend],
           say: Say = lambda _: None) -> Oracle:
-    corpus = None
-    if lane.oracle == "ngram" and lane.ngram_corpus:
-        corpus = target.tokenize(read_text(lane.ngram_corpus, "n-gram corpus"), False)
-    if lane.oracle == "suffix" and lane.suffix_corpus:
-        corpus = target.tokenize(read_text(lane.suffix_corpus, "suffix corpus"), False)
-    memory = suffix_memory(lane, target.n_vocab) if lane.oracle == "suffix" else None
+    described = described_oracle(lane)
+    inputs = {each.name: read_input(each, lane.inputs.get(each.name), target, models)
+              for each in described.inputs}
     try:
-        oracle = make_oracle(lane.oracle, target=target, draft=draft, corpus_ids=corpus,
-                             settings=dict(lane.settings), heads=head_folder(lane.medusa_heads),
-                             eagle_head=head_folder(lane.eagle_head), memory=memory)
+        oracle = make_oracle(lane.oracle, target=target, settings=dict(lane.settings),
+                             **inputs)
     except ValueError as exc:
         raise SpecvizError(str(exc)) from None
     notice = oracle.notice()
@@ -129,15 +153,21 @@ def _make(lane: LaneSpec, target: Backend, draft: Backend | None,
     return oracle
 
 
-def suffix_memory(lane: LaneSpec, n_vocab: int | None = None):
-    """The lane's memory of earlier runs (None: the model's file, opened by the oracle)."""
-    from ..oracles.suffix_memory import SuffixMemory
-
-    if lane.suffix_memory is None:
+def read_input(each: Input, value: str | None, target: Backend,
+               models: dict[str, Backend]):
+    """What the oracle's `build` gets for one input, by its kind (registry.InputKind); None
+    where the lane gives none (the oracle's default)."""
+    if each.kind is MODEL:
+        return models.get(each.name)
+    if value is None:
         return None
-    if lane.suffix_memory == "off":
-        return SuffixMemory()
-    return SuffixMemory.open(Path(lane.suffix_memory), vocab_size=n_vocab)
+    if each.kind is CORPUS:
+        return target.tokenize(read_text(value, each.said), False)
+    if each.kind is HEADS:
+        return head_folder(value)
+    if each.kind is MEMORY:
+        return value if value == MEMORY.off else Path(value)
+    raise ValueError(f"no way to read a {each.kind.name}")
 
 
 def head_folder(name: str | None) -> Path | None:
@@ -185,6 +215,7 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
     from ..trace import machine_info
 
     target = session.target
+    oracle_settings = asdict(session.oracle.settings)
     typical = None
     if request.typical is not None:
         typical = {"epsilon": request.typical[0], "alpha": request.typical[1], "lossy": True}
@@ -195,14 +226,14 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: Session) -> dict:
         "device": target.device,
         "dtype": target.dtype,
         "compile": getattr(target, "compiled", None),  # transformers: on or off, as it ran
-        "oracle": session.oracle.name if session.oracle.name == "cross-draft" else lane.oracle,
+        "oracle": session.oracle.name or lane.oracle,  # the oracle it became, if another
         "settings": {"k": session.k, "auto_k": lane.auto_k,
                      "max_tokens": session.settings.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,
                      "seed": request.seed, "chat": request.chat,
-                     **({"exit_layer": session.oracle.settings.exit_layer}
-                        if lane.oracle == "early-exit" else {}),
-                     "oracle_settings": asdict(session.oracle.settings),
+                     **{name: value for name, value in oracle_settings.items()
+                        if name in HEADER_SETTINGS},
+                     "oracle_settings": oracle_settings,
                      "typical_acceptance": typical},
         "prompt": session.settings.prompt,
         "prompt_text": session.prompt_text,

@@ -7,14 +7,16 @@ import os
 
 from ..errors import SpecvizError
 from ..loop.session import RunSettings
+from ..oracles.registry import SPAWNED
 from ..servers import connect
 from ..servers.server_session import ServerSession
 from ..servers.sse import Endpoint
-from .run_spec import LaneSpec, RunRequest
+from ..sources import SERVED
+from .run_spec import LaneSpec, ModelChoice, RunRequest
 
 ORACLE = "server"
 KEY_VARIABLES = ("SPECVIZ_API_KEY", "OPENAI_API_KEY")  # read when no variable is named
-SOURCES = ("draft", "ngram", "prompt", "eagle", "medusa")
+SOURCES = SERVED  # the sources a serving engine drafts with (engines/sources.py)
 KEY_PREFIX = "SPECVIZ_KEY_"  # variables the window may set in its engine (a stored key)
 
 
@@ -36,7 +38,10 @@ def remember_key(name: str, value: str) -> None:
     os.environ[name] = value
 
 
-def build_session(lane: LaneSpec, settings: RunSettings) -> ServerSession:
+def build_session(lane: LaneSpec, settings: RunSettings,
+                  model: ModelChoice | None = None) -> ServerSession:
+    if lane.oracle == SPAWNED:
+        return spawned(lane, settings, model)
     if not lane.server:
         raise SpecvizError("a server lane needs the server's URL (--server URL)")
     if lane.server_source not in (None, *SOURCES):
@@ -45,6 +50,39 @@ def build_session(lane: LaneSpec, settings: RunSettings) -> ServerSession:
     endpoint = Endpoint(lane.server, api_key(lane.api_key_env))
     engine, server = connect(endpoint, lane.server_engine)
     return ServerSession(endpoint, engine, server, settings, lane.server_source)
+
+
+def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) -> ServerSession:
+    """A session on a llama-server started for this lane with the run's model and threads
+    and the lane's speculation (one line where either is refused); the run's end stops it."""
+    from ..machine.hardware import compute_threads
+    from ..models.store import resolve
+    from ..servers.llama_speculation import Speculation
+    from ..servers.spawn import spawned_session
+
+    if model is None:
+        raise SpecvizError("a llama-server lane needs the run's model")
+    target = resolve(model.target)
+    if target.suffix.lower() != ".gguf":
+        raise SpecvizError(f"llama-server runs GGUF files; {model.target} is not one")
+    draft = lane.inputs.get("draft")
+    speculation = Speculation.parse(lane.server_spec, resolve(draft) if draft else None,
+                                    draft_max=lane.k or None)
+    return spawned_session(speculation, target, model.threads or compute_threads(), settings,
+                           ctx=model.n_ctx)
+
+
+def url_of(lane: LaneSpec, session: ServerSession) -> str:
+    """Where the lane's server listens: as given, or where its spawned server was started."""
+    return lane.server or session.endpoint.url
+
+
+def spawned_by(lane: LaneSpec) -> dict:
+    """What a spawned server was started with, for the trace header (nothing for others)."""
+    if lane.oracle != SPAWNED:
+        return {}
+    return {"spawned": {"spec_type": lane.server_spec, "draft": lane.inputs.get("draft"),
+                        "draft_max": lane.k or None}}
 
 
 def trace_header(lane: LaneSpec, request: RunRequest, session: ServerSession) -> dict:
@@ -56,9 +94,9 @@ def trace_header(lane: LaneSpec, request: RunRequest, session: ServerSession) ->
         "target": {"name": server.model},
         "draft": None,
         "backend": "server",
-        "device": lane.server,
+        "device": url_of(lane, session),
         "oracle": ORACLE,
-        "server": {**server.to_dict(), "url": lane.server},
+        "server": {**server.to_dict(), "url": url_of(lane, session), **spawned_by(lane)},
         "settings": {"k": session.k, "max_tokens": request.max_tokens,
                      "temperature": request.temperature, "top_p": request.top_p,
                      "seed": request.seed, "chat": request.chat},

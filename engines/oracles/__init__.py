@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
 from ..backends.base import Backend
 from ..errors import SpecvizError
@@ -22,6 +21,7 @@ from .base import (
 )
 from .registry import (
     DRAFT_ORACLES,
+    INPUTS,
     ORACLE_INFO,
     ORACLES,
     PLAIN,
@@ -35,25 +35,30 @@ def make_oracle(
     name: str,
     *,
     target: Backend | None = None,
-    draft: Backend | None = None,
-    corpus_ids: Sequence[int] | None = None,
-    heads: Path | None = None,
-    eagle_head: Path | None = None,
     settings: dict[str, float | int | None] | None = None,
-    memory=None,
+    **inputs: Any,
 ) -> Oracle:
     """Build an oracle by name, from its registry entry: what it needs is checked here, then
-    its module's `build` makes it. `settings` by the registry's names (None values: the
-    default); a name it does not have, or a value out of range, is a ValueError."""
+    its module's `build` makes it. `settings` and `inputs` (draft=Backend, ngram_corpus=token
+    ids, eagle_head=Path, ...: what registry.InputKind says each kind is) by the registry's
+    names; None values are left out (the oracle's defaults), inputs the oracle does not read
+    are ignored. A setting it does not have, or a value out of range, is a ValueError, and so
+    is an input no oracle has."""
     described = info(name)  # an unknown name is refused here, with the known ones
-    _check_needs(described, target, draft)
+    unknown = sorted(set(inputs) - set(INPUTS))
+    if unknown:
+        raise ValueError(f"no oracle has an input {unknown[0]!r} (the inputs: "
+                         f"{', '.join(INPUTS)})")
+    given = {i.name: inputs[i.name] for i in described.inputs
+             if inputs.get(i.name) is not None}
+    _check_needs(described, target, given)
     module = importlib.import_module(f"{__package__}.{described.builder}")
-    parts = BuildParts(target, draft, corpus_ids, heads, eagle_head,
-                       {k: v for k, v in (settings or {}).items() if v is not None}, memory)
+    parts = BuildParts(target, given,
+                       {k: v for k, v in (settings or {}).items() if v is not None})
     return module.build(parts)
 
 
-def _check_needs(described: OracleInfo, target: Backend | None, draft: Backend | None) -> None:
+def _check_needs(described: OracleInfo, target: Backend | None, given: dict) -> None:
     name, wanted = described.name, set(described.from_backend)
     if target is not None and not wanted <= target.provides:
         raise SpecvizError(f"the {name} oracle runs on the {', '.join(described.backends)} "
@@ -61,10 +66,12 @@ def _check_needs(described: OracleInfo, target: Backend | None, draft: Backend |
                            f"{target.name}: use --backend {described.backends[0]}")
     if wanted and target is None:
         raise SpecvizError(f"the {name} oracle needs the target model")
-    if described.needs_draft and draft is None:
-        raise SpecvizError(f"the {name} oracle needs a draft model (--draft MODEL)")
+    missing = next((i for i in described.inputs if i.required and i.name not in given), None)
+    if missing is not None:
+        raise SpecvizError(f"the {name} oracle needs a {missing.said} "
+                           f"({missing.asked_with} {missing.kind.name.upper()})")
 
 
-__all__ = ["DRAFT_ORACLES", "ORACLES", "ORACLE_INFO", "PLAIN", "AutoKHints", "BuildParts",
+__all__ = ["DRAFT_ORACLES", "INPUTS", "ORACLES", "ORACLE_INFO", "PLAIN", "AutoKHints", "BuildParts",
            "Oracle", "OracleInfo", "Proposal", "RunContext", "SideBranch", "SideRows",
            "TreeProposal", "hints_of", "info", "is_plain", "make_oracle"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,16 +134,14 @@ class TreeProposal:
 
 @dataclass(frozen=True)
 class BuildParts:
-    """What building an oracle may use: the models of the run, its files, its settings (by
-    the registry's names; each oracle module's `build` takes what it needs)."""
+    """What building an oracle may use: the target, the oracle's inputs as the run builder
+    made them and its settings, both by the registry's names. An input is what its kind
+    (registry.InputKind) says: a model's Backend, a heads folder's Path, a corpus's tokens, a
+    memory file's Path or "off"; one the lane did not give is absent."""
 
     target: Backend | None = None
-    draft: Backend | None = None  # the draft model (draft, tree, cross-draft)
-    corpus_ids: Sequence[int] | None = None  # tokens seeding the n-gram cache
-    heads: Path | None = None  # a Medusa heads folder (None: beside the target)
-    eagle_head: Path | None = None  # an EAGLE head's folder (None: beside the target)
+    inputs: dict[str, Any] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
-    memory: object | None = None  # suffix decoding's SuffixMemory (None: the model's file)
 
 
 class Oracle(ABC):

@@ -108,4 +108,4 @@ def encode_exactly(vocab: Backend, data: bytes) -> list[int] | None:
 
 
 def build(parts: BuildParts) -> CrossDraftOracle:
-    return CrossDraftOracle(parts.draft, parts.target)
+    return CrossDraftOracle(parts.inputs["draft"], parts.target)

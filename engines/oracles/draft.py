@@ -103,4 +103,4 @@ def _spellings_digest(backend: Backend, n: int) -> bytes:
 
 
 def build(parts: BuildParts) -> DraftModelOracle:
-    return DraftModelOracle(parts.draft, parts.target, **parts.settings)
+    return DraftModelOracle(parts.inputs["draft"], parts.target, **parts.settings)

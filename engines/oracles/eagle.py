@@ -235,4 +235,4 @@ class EagleOracle(Oracle, AutoKHints):
 
 
 def build(parts: BuildParts) -> EagleOracle:
-    return EagleOracle(parts.target, parts.eagle_head, **parts.settings)
+    return EagleOracle(parts.target, parts.inputs.get("eagle_head"), **parts.settings)

@@ -116,4 +116,4 @@ class MedusaOracle(Oracle):
 
 
 def build(parts: BuildParts) -> MedusaOracle:
-    return MedusaOracle(parts.target, parts.heads, **parts.settings)
+    return MedusaOracle(parts.target, parts.inputs.get("medusa_heads"), **parts.settings)

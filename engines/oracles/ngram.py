@@ -194,4 +194,4 @@ class NGramOracle(CopyingOracle):
 
 
 def build(parts: BuildParts) -> NGramOracle:
-    return NGramOracle(parts.corpus_ids, **parts.settings)
+    return NGramOracle(parts.inputs.get("ngram_corpus"), **parts.settings)

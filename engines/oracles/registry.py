@@ -1,10 +1,12 @@
-"""Every oracle, described once: what it proposes from, what it needs, its settings, the
-backends it runs on and the module that builds it. `make_oracle`, the command line, a lane's
-settings, the lane widget, each oracle's knobs, the benchmark and the docs read this table
-instead of spelling oracle names or settings out.
+"""Every oracle, described once: what it proposes from, what it needs, its inputs (models,
+heads, corpus and memory files), its settings, the backends it runs on and the module that
+builds it. `make_oracle`, the run builder, the command line, a lane's spec, the lane widget,
+each oracle's knobs, `specviz serve`'s confinement, the benchmark and the docs read this
+table instead of spelling oracle names, inputs or settings out.
 
 Adding an oracle: one module in this package with a `build(parts)` function (see
-base.BuildParts) and one entry here; its settings, if any, are one dataclass below.
+base.BuildParts) and one entry here; its settings, if any, are one dataclass below, its
+inputs a tuple of `Input`s.
 """
 
 from __future__ import annotations
@@ -15,14 +17,79 @@ from ..backends.base import HIDDEN_STATES
 
 PLAIN = "none"  # plain decoding: the baseline every speedup divides by
 SERVER = "server"  # the oracle of a lane on a serving engine (engines/servers)
+# A lane on a llama-server that specviz starts for it, with llama.cpp's own speculation
+# (engines/servers/spawn.py): a server lane whose server is made, not given.
+SPAWNED = "llama-server"
 
-# What an oracle can need beyond the target model.
-NEEDS_DRAFT = "draft model"
+# What an oracle can need beyond the target model and its inputs.
 NEEDS_HIDDEN = HIDDEN_STATES  # a capability the backend declares (Backend.provides)
 NEEDS_HEADS = "trained heads"
 BACKEND_CAPABILITIES = (HIDDEN_STATES,)
 
 BOTH = ("llama", "transformers")
+
+
+@dataclass(frozen=True)
+class InputKind:
+    """What kind of thing an input names, and so how the run builder hands it to the oracle's
+    `build` (engines/host/run_builder.py reads each kind once) and whether `specviz serve`
+    confines it to the folders the host allows (engines/host/confine.py)."""
+
+    name: str
+    file: bool  # a file or folder the engine opens (a model is read as a model only)
+    hub: bool = False  # a Hub repository name is taken too (read from the Hub cache)
+    off: str | None = None  # a word that names no file at all
+    metavar: str | None = None  # on the command line
+
+
+# A model (registry name, Hub name or path), loaded like the target: `build` gets a Backend.
+MODEL = InputKind("model", file=False)
+# A folder of trained heads, or a Hub repository in the Hub cache: `build` gets its Path.
+HEADS = InputKind("heads folder", file=True, hub=True, metavar="DIR|HUB")
+# A text file: `build` gets its tokens (the target's tokenizer).
+CORPUS = InputKind("corpus file", file=True)
+# A file the oracle reads and writes, or "off": `build` gets its Path, or "off".
+MEMORY = InputKind("memory file", file=True, off="off", metavar="FILE|off")
+INPUT_KINDS = (MODEL, HEADS, CORPUS, MEMORY)
+
+
+@dataclass(frozen=True)
+class Input:
+    """Something an oracle reads besides the target: a lane's spec holds its value under
+    `name` (LaneSpec.inputs), the command line takes it with `--flag`, and the oracle's
+    `build` finds what the run builder made of it in `parts.inputs[name]`. One name means one
+    kind of thing wherever it is used: the window's draft model picker serves every oracle
+    with a "draft" input."""
+
+    name: str
+    kind: InputKind
+    # The command line's help (several oracles sharing a flag: the first's); "{default}" in
+    # it is where the default's words go (a command that gives its own: its value).
+    help: str
+    flag: str = ""  # the command-line flag without --; "" the name, - for _
+    # A flag other oracles declare, read where this oracle's own is not given (cross-draft:
+    # --cross-draft, else --draft); messages name it, as the flag most lanes share.
+    fallback: str = ""
+    required: bool = False
+    default: str = ""  # what no value means, in --help's words
+    label: str = ""  # how messages name it ("" the name, _ as a space)
+
+    @property
+    def option(self) -> str:
+        return self.flag or self.name.replace("_", "-")
+
+    @property
+    def asked_with(self) -> str:
+        """The flag a message asks for it with."""
+        return f"--{self.fallback or self.option}"
+
+    @property
+    def said(self) -> str:
+        return self.label or self.name.replace("_", " ")
+
+
+DRAFT_MODEL = Input("draft", MODEL, "draft model for the draft and cross-draft oracles",
+                    required=True, label="draft model")
 
 
 def setting(default: float | int, low: float | int, high: float | int, help: str,
@@ -134,10 +201,14 @@ class OracleInfo:
     name: str
     summary: str
     sources: tuple[str, ...]  # events.SOURCES its proposals carry (the lane's legend)
-    needs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # of the backend, and trained heads (its inputs say the rest)
     backends: tuple[str, ...] = BOTH
     settings_type: type = NoSettings
     module: str = ""  # the module with its `build` (default: the name, - as _)
+    inputs: tuple[Input, ...] = ()
+    # The oracle a lane becomes where its draft model's tokenizer is not the target's (the
+    # oracle's build raised IncompatibleModels), said to the person; "" the error stands.
+    other_tokenizer: str = ""
 
     @property
     def plain(self) -> bool:
@@ -145,7 +216,10 @@ class OracleInfo:
 
     @property
     def needs_draft(self) -> bool:
-        return NEEDS_DRAFT in self.needs
+        return any(i.kind is MODEL and i.required for i in self.inputs)
+
+    def input(self, name: str) -> Input | None:
+        return next((i for i in self.inputs if i.name == name), None)
 
     @property
     def from_backend(self) -> tuple[str, ...]:
@@ -190,35 +264,68 @@ class OracleInfo:
 
 ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
     OracleInfo(PLAIN, "nothing: plain decoding, the baseline", ()),
-    OracleInfo("draft", "a smaller model with the same vocabulary", ("draft",), (NEEDS_DRAFT,),
-               settings_type=DraftSettings),
+    OracleInfo("draft", "a smaller model with the same vocabulary", ("draft",),
+               settings_type=DraftSettings, inputs=(DRAFT_MODEL,),
+               other_tokenizer="cross-draft"),
     OracleInfo("prompt-lookup", "spans of the prompt (and the output) the recent tokens match",
                ("prompt",), settings_type=PromptLookupSettings),
     OracleInfo("ngram", "an n-gram cache of what was seen, optionally seeded with a corpus",
-               ("ngram",), settings_type=NgramSettings),
+               ("ngram",), settings_type=NgramSettings, inputs=(
+                   Input("ngram_corpus", CORPUS, "text file whose n-grams seed the ngram "
+                         "oracle's static cache", label="n-gram corpus"),)),
     OracleInfo("rules", "named text heuristics: repeat a line, idioms, brackets, indentation",
                ("rule",)),
     OracleInfo("cross-draft", "a draft model with another tokenizer, its text re-tokenized",
-               ("draft",), (NEEDS_DRAFT,)),
+               ("draft",), inputs=(
+                   Input("draft", MODEL, "draft model for the cross-draft oracle (default: "
+                         "{default})", flag="cross-draft", fallback="draft", required=True,
+                         default="--draft", label="draft model"),)),
     OracleInfo("early-exit", "the target's first L layers (self-speculation)", ("early-exit",),
                (NEEDS_HIDDEN,), ("transformers",), EarlyExitSettings),
     OracleInfo("tree", "the draft model, branching where its second choices are likely",
-               ("tree",), (NEEDS_DRAFT,), settings_type=TreeSettings),
+               ("tree",), settings_type=TreeSettings, inputs=(DRAFT_MODEL,)),
     OracleInfo("lookahead", "Jacobi/lookahead decoding with the target alone", ("lookahead",),
                settings_type=LookaheadSettings),
     OracleInfo("medusa", "heads on the target's hidden state (specviz train-heads)",
                ("medusa",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
-               MedusaDraftSettings),
+               MedusaDraftSettings, inputs=(
+                   Input("medusa_heads", HEADS, "Medusa heads folder or Hub repository for the "
+                         "medusa oracle (transformers backend; default: {default})",
+                         default="beside the target, as `specviz train-heads` saves them"),)),
     OracleInfo("eagle", "an EAGLE head on the target's features, its tree grown where it is "
                "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
-               EagleDraftSettings),
+               EagleDraftSettings, inputs=(
+                   Input("eagle_head", HEADS, "EAGLE head for the eagle oracle: a folder "
+                         "trained by `specviz train-heads --kind eagle` ({default}) or a "
+                         "published EAGLE-3 head, as a folder or a Hub repository (org/repo)",
+                         default="the default, beside the target"),)),
     OracleInfo("suffix", "suffix trees over this run's text and earlier runs' outputs "
-               "(suffix decoding)", ("suffix", "memory"), settings_type=SuffixSettings),
+               "(suffix decoding)", ("suffix", "memory"), settings_type=SuffixSettings,
+               inputs=(
+                   Input("suffix_corpus", CORPUS, "text file seeding the suffix oracle's tree "
+                         "of earlier text", label="suffix corpus"),
+                   Input("suffix_memory", MEMORY, "the suffix oracle's memory of earlier runs: "
+                         "a file, or off (this process only); default: {default}",
+                         default="the model's file in the cache"))),
 )}
 
 ORACLES = tuple(ORACLE_INFO)
 DRAFT_ORACLES = tuple(name for name, info in ORACLE_INFO.items() if info.needs_draft)
+
+
+def _by_name() -> dict[str, Input]:
+    """Every input by its name, as the first oracle to use the name declares it."""
+    found: dict[str, Input] = {}
+    for described in ORACLE_INFO.values():
+        for each in described.inputs:
+            found.setdefault(each.name, each)
+    return found
+
+
+# A lane's spec may hold any of these (a lane switched to another oracle in the window keeps
+# what it was given); one name is one kind of thing (tests/test_oracle_registry.py).
+INPUTS = _by_name()
 
 
 def info(name: str) -> OracleInfo:

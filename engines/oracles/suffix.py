@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..events import DECLINE_AUTO_K, Span
 from .base import BuildParts, Proposal, RunContext, TreeProposal
+from .registry import MEMORY
 from .suffix_index import Speculation, SuffixIndex, seq_end
 from .suffix_memory import SuffixMemory, memory_path, run_label
 from .tree_price import Trust, affordable
@@ -260,8 +261,22 @@ def _depth(spec: Speculation, node) -> int:
 
 
 def build(parts: BuildParts) -> SuffixOracle:
-    memory = parts.memory
-    if memory is None and parts.target is not None:
-        path = memory_path(Path(parts.target.model_path).name, parts.target.n_vocab)
-        memory = SuffixMemory.open(path, vocab_size=parts.target.n_vocab)
-    return SuffixOracle(memory, parts.corpus_ids, **parts.settings)
+    return SuffixOracle(memory_for(parts.inputs.get("suffix_memory"), parts.target),
+                        parts.inputs.get("suffix_corpus"), **parts.settings)
+
+
+def memory_for(given: SuffixMemory | Path | str | None, target) -> SuffixMemory | None:
+    """The memory of earlier runs a lane drafts from: one given as it is (a test's), "off"
+    (this process only, nothing read or written), a file of the lane's own, else the target
+    model's file in the cache (None without a target: this process only)."""
+    if isinstance(given, SuffixMemory):
+        return given
+    if given == MEMORY.off:
+        return SuffixMemory()
+    n_vocab = None if target is None else target.n_vocab
+    if given is not None:
+        return SuffixMemory.open(Path(given), vocab_size=n_vocab)
+    if target is None:
+        return None
+    path = memory_path(Path(target.model_path).name, n_vocab)
+    return SuffixMemory.open(path, vocab_size=n_vocab)

@@ -81,4 +81,4 @@ def _top(p: np.ndarray, n: int) -> np.ndarray:
 
 
 def build(parts: BuildParts) -> TreeDraftOracle:
-    return TreeDraftOracle(parts.draft, parts.target, **parts.settings)
+    return TreeDraftOracle(parts.inputs["draft"], parts.target, **parts.settings)

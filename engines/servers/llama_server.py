@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .chunks import Chunk, choice_text, first_choice, integer, number
 from .info import ServerInfo
-from .sse import Endpoint, get_json
+from .sse import Endpoint, ServerError, get_json
 
 NAME = "llama.cpp"
 K_FIELD = "speculative.n_max"
@@ -86,3 +86,12 @@ def chunk(data: dict, index: int) -> Chunk | None:
 
 def props(endpoint: Endpoint) -> dict | None:
     return get_json(endpoint, "/props")
+
+
+def serves_metrics(endpoint: Endpoint) -> bool:
+    """Whether it was started with `--metrics` (its /metrics then counts speculation)."""
+    try:
+        found = props(endpoint)
+    except ServerError:
+        return False  # the counters are an addition: the run goes on without them
+    return bool(found and found.get("endpoint_metrics"))

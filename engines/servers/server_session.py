@@ -18,6 +18,7 @@ from types import ModuleType
 from .. import events as ev
 from ..errors import SpecvizError
 from ..loop.session import RunControls, RunSettings, check_k
+from . import spec_metrics
 from .info import ServerInfo
 from .sse import Endpoint, EventStream
 from .steps import StepBuilder
@@ -30,7 +31,8 @@ class ServerSession(RunControls):
     """Iterate it to run the completion; controls from any thread."""
 
     def __init__(self, endpoint: Endpoint, engine: ModuleType, server: ServerInfo,
-                 settings: RunSettings, source: str | None = None) -> None:
+                 settings: RunSettings, source: str | None = None,
+                 metrics: bool | None = None) -> None:
         self.endpoint = endpoint
         self.engine = engine
         self.server = server
@@ -38,6 +40,10 @@ class ServerSession(RunControls):
         self.source = source or server.source
         self.prompt_text = settings.prompt
         self.summary: ev.SummaryEvent | None = None
+        # The run's own speculation as the server counted it (/metrics), where it serves them.
+        self.server_counts: spec_metrics.SpecCounts | None = None
+        serves = getattr(engine, "serves_metrics", None)
+        self.metrics = metrics if metrics is not None else bool(serves and serves(endpoint))
         self._k = check_k(settings.k) if server.k_per_request else server.k
         self._k_changed = threading.Event()
         super().__init__()
@@ -63,7 +69,11 @@ class ServerSession(RunControls):
     def __iter__(self) -> Iterator[ev.Event]:
         return self._run()
 
+    def close(self) -> None:
+        """Nothing is held here: the stream ends with the run (or with `stop`)."""
+
     def _run(self) -> Iterator[ev.Event]:
+        counted_before = spec_metrics.read(self.endpoint) if self.metrics else None
         t_start = time.perf_counter()
         builder = StepBuilder(ORACLE, self.source, self.server.engine, self._k,
                               speculates=self.server.speculation is not None)
@@ -91,6 +101,8 @@ class ServerSession(RunControls):
             yield from builder.finish(_ms_since(mark))
             reason = reason or self._ended(stream, builder)
         self.summary = self._summary(builder, reason, first_chunk_ms, t_start)
+        self.server_counts = spec_metrics.read_after(self.endpoint, counted_before,
+                                                     self.summary.totals.tokens)
         yield self.summary
 
     def _request(self, builder: StepBuilder) -> tuple[str, dict]:

@@ -1,0 +1,149 @@
+"""A server's own speculation counters, from its Prometheus `/metrics`, and a run's share.
+
+llama-server (started with `--metrics`) and vLLM name them alike, each under its own prefix
+(`llamacpp:`, `vllm:`): drafts verified (`spec_decode_num_drafts`), draft tokens, accepted
+draft tokens, and accepted tokens by draft position
+(`spec_decode_num_accepted_tokens_per_pos{position="i"}`: the drafts whose token at position
+i was accepted, and with it every token before it). The counters are the server's since it
+started, so a run's own are the difference of a reading before and one after; they are
+exact where the run is the server's only client (a server specviz started is), else they
+include the other clients' requests. llama-server adds a request's counts when its slot is
+released, just after the stream ends (or, for a request cut short, once it notices), so the
+reading after a run waits, briefly, until the server has counted the run's tokens.
+
+Parsed with prometheus_client's own text parser (the Prometheus project's Python client,
+pure Python): label quoting and escapes, `_total` suffixes and comments are its business.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import httpx
+
+from .sse import Endpoint
+
+PER_POSITION = "spec_decode_num_accepted_tokens_per_pos"
+COUNTERS = {"spec_decode_num_drafts": "drafts",
+            "spec_decode_num_draft_tokens": "draft_tokens",
+            "spec_decode_num_accepted_tokens": "accepted",
+            "tokens_predicted": "generated",  # llama-server
+            "generation_tokens": "generated"}  # vLLM
+NOT_ENABLED = (404, 405, 501)  # llama-server without --metrics answers 501
+
+
+@dataclass(frozen=True)
+class SpecCounts:
+    """Speculation counted by the server: totals since it started, or a run's difference."""
+
+    engine: str  # the metrics' prefix: llamacpp, vllm
+    drafts: int = 0  # verification steps that checked a draft
+    draft_tokens: int = 0
+    accepted: int = 0
+    generated: int = 0  # tokens generated, drafted or not
+    accepted_by_position: tuple[int, ...] = ()  # drafts whose position i was accepted
+
+    def since(self, before: SpecCounts | None) -> SpecCounts:
+        """What was counted after `before` (a reading of the same server)."""
+        if before is None:
+            return self
+        n = max(len(self.accepted_by_position), len(before.accepted_by_position))
+        now, then = _padded(self.accepted_by_position, n), _padded(before.accepted_by_position, n)
+        return SpecCounts(self.engine, self.drafts - before.drafts,
+                          self.draft_tokens - before.draft_tokens,
+                          self.accepted - before.accepted, self.generated - before.generated,
+                          tuple(a - b for a, b in zip(now, then, strict=True)))
+
+    def acceptance_by_position(self) -> list[float]:
+        """For each draft position, the share of drafts accepted up to it (vLLM's and
+        llama.cpp's per-position acceptance rate); positions past the last accepted left out."""
+        if not self.drafts:
+            return []
+        used = _trimmed(self.accepted_by_position)
+        return [a / self.drafts for a in used]
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens else None
+
+    def to_dict(self) -> dict:
+        """For a run's JSON and trace: the counts, and the rates by position."""
+        data = asdict(self)
+        data["accepted_by_position"] = list(_trimmed(self.accepted_by_position))
+        data["acceptance_by_position"] = [round(r, 4) for r in self.acceptance_by_position()]
+        rate = self.acceptance_rate
+        data["acceptance_rate"] = None if rate is None else round(rate, 4)
+        return data
+
+
+def parse(text: str) -> SpecCounts | None:
+    """The speculation counters in a /metrics text; None where it has none (or is not
+    Prometheus text)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    engine, totals, positions = None, {}, {}
+    try:
+        samples = [s for family in text_string_to_metric_families(text)
+                   for s in family.samples]
+    except (ValueError, TypeError, IndexError):  # the parser's ways of refusing a text
+        return None
+    for sample in samples:
+        prefix, _, base = sample.name.partition(":")
+        base = base.removesuffix("_total")
+        if base == PER_POSITION and "position" in sample.labels:
+            position = int(sample.labels["position"])
+            positions[position] = positions.get(position, 0) + int(sample.value)
+        elif base in COUNTERS:
+            field = COUNTERS[base]
+            totals[field] = totals.get(field, 0) + int(sample.value)  # summed over labels
+        else:
+            continue
+        engine = engine or prefix
+    if "drafts" not in totals and not positions:
+        return None
+    by_position = tuple(positions.get(i, 0) for i in range(max(positions, default=-1) + 1))
+    return SpecCounts(engine or "?", accepted_by_position=by_position, **totals)
+
+
+def read(endpoint: Endpoint) -> SpecCounts | None:
+    """The server's counters now; None where it has no /metrics (llama-server without
+    `--metrics`), cannot be reached, or counts no speculation. Never fails a run: the
+    counters are an addition to what the stream says."""
+    try:
+        response = httpx.get(endpoint.join("/metrics"), headers=endpoint.headers(),
+                             timeout=endpoint.timeout())
+    except httpx.HTTPError:
+        return None
+    if response.status_code in NOT_ENABLED or response.status_code >= 400:
+        return None
+    return parse(response.text)
+
+
+def read_after(endpoint: Endpoint, before: SpecCounts | None, tokens: int,
+               wait_s: float = 2.0) -> SpecCounts | None:
+    """A run's own counts: read until the server has counted the run's `tokens` (it adds a
+    request's counts once its slot is released), at most `wait_s`; then the difference from
+    `before`. None where there was no reading before."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        after = read(endpoint)
+        if after is None:
+            return None
+        run = after.since(before)
+        if run.generated >= tokens or time.monotonic() >= deadline:
+            return run
+        time.sleep(0.05)
+
+
+def _padded(values: tuple[int, ...], n: int) -> tuple[int, ...]:
+    return values + (0,) * (n - len(values))
+
+
+def _trimmed(values: tuple[int, ...]) -> tuple[int, ...]:
+    end = len(values)
+    while end and not values[end - 1]:
+        end -= 1
+    return values[:end]
