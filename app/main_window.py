@@ -31,6 +31,7 @@ from ..widgets.inspector import StepInspector
 from ..widgets.palette import DARK, THEMES, Theme
 from ..widgets.tree_view import TreeView
 from .export.window_exports import WindowExports
+from .run.engine_tasks import EngineTasks
 from .run.live import LiveRunner
 from .run.model_fetch import FetchDialog
 from .run.preflight import Checks
@@ -40,6 +41,7 @@ from .run.trace_player import ReplayPlayer
 from .state.lanes_model import BoardModel
 from .state.run_setup import DEFAULT_TARGET, MAX_LANES, profile_costs, traces_dir
 from .state.settings import AppSettings
+from .views.advise_dialog import AdviseDialog
 from .views.appearance import WINDOW_SPLIT, Appearance, apply_theme
 from .views.board import LaneBoard
 from .views.key_dialog import ServerKeyDialog
@@ -70,6 +72,7 @@ class MainWindow(QMainWindow):
         self.replay = ReplayControl(self.board, self)
         self.run_task: asyncio.Future | None = None
         self._build_layout()
+        self._advice: AdviseDialog | None = None  # Run > Advise…, made when first asked
         self.checks = Checks(self.runner, self.board, self.busy, self.prompt.model_choice,
                              self.show_status, self._show_costs)
         self.exports = WindowExports(self)
@@ -304,6 +307,15 @@ class MainWindow(QMainWindow):
                 return
 
     # ------------------------------------------------------------ settings and closing
+
+    def show_advice(self) -> AdviseDialog:
+        """Run > Advise…: one dialog, kept open between asks, on the window's engine."""
+        if self._advice is None:
+            self._advice = AdviseDialog(EngineTasks(self.runner), self.prompt.model_choice,
+                                        self.add_lane, self)
+        self._advice.show()
+        self._advice.raise_()
+        return self._advice
 
     def ask_server_key(self) -> ServerKeyDialog:
         """The API key of a server (the first server lane's, to begin with)."""

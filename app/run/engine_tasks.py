@@ -1,6 +1,7 @@
 """Work the window asks of an engine process besides runs: measuring this machine's cost
-profile, checking a draft model for the target. Sent to the engine of the run's device (the
-models loaded for runs serve here too); progress and results come back as signals.
+profile, checking a draft model for the target, advising which oracle to run. Sent to the
+engine of the run's device (the models loaded for runs serve here too); progress and results
+come back as signals.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class EngineTasks(QObject):
     def pair(self, model: ModelChoice, draft: str, max_tokens: int = 48) -> str | None:
         """Check `draft` against the target (tokenizers, acceptance, speedup by K)."""
         return self._send("pair", model, draft=draft, max_tokens=max_tokens)
+
+    def advise(self, model: ModelChoice, kinds: list[str]) -> str | None:
+        """Rank every oracle and draft found for the target on these kinds of prompts."""
+        return self._send("advise", model, kinds=kinds)
 
     def busy(self, kind: str) -> bool:
         return kind in self.pending.values()

@@ -79,6 +79,7 @@ class WindowMenus:
         run = menus.addMenu("&Run")
         run.addActions(self._run_actions)
         run.addSeparator()
+        run.addAction(self._action("Advise…", self.window.show_advice))
         run.addAction(self._action("Server API key…", self.window.ask_server_key))
         menus.addMenu("Re&play").addActions(self._replay_actions)
         self._view_menu(menus.addMenu("&View"))

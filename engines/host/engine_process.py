@@ -30,7 +30,7 @@ from .lanes import CONTROLS, Lane
 from .model_pool import ModelPool
 from .run_builder import build_lane, model_keys
 from .server_lanes import remember_key
-from .tasks import Task, run_task
+from .tasks import TASKS, Task, run_task
 
 NICENESS = 5  # CPU weight about a third of the window's, when they compete for a core
 
@@ -66,7 +66,7 @@ class Engine:
             with self._lock:
                 self.stopping = self.paused = False
             self.runs.put(rs.from_dict(message["spec"]))
-        elif kind in ("profile", "pair"):
+        elif kind in TASKS:
             self.runs.put(Task(kind, str(message["task"]), message.fields))
         elif kind == "shutdown":
             self._all("stop")

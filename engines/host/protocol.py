@@ -4,6 +4,10 @@ JSON, not pickle: a message is data, never code, so the same lines can later tra
 socket to an engine on another machine. Every message carries the protocol version `v` and its
 kind `msg`; the rest are the kind's fields. A peer refuses a version it does not speak.
 
+A run spec's lanes carry each oracle input as a key of the lane's own (run_spec.lane_to_dict),
+under the name it had when inputs were LaneSpec fields, so this version 1 reads lanes from
+older peers and older peers read its lanes (tests/test_protocol.py holds both to fixtures).
+
 To the engine:
   run      {spec}                       a run spec (engines.host.run_spec.to_dict)
   set_k    {lane, k}                    a lane's K from its next step
@@ -15,6 +19,8 @@ To the engine:
                                         any run in progress
   pair     {task, model, draft,         check a draft for the target (engines.pair.check),
             prompts, max_tokens}        after any run in progress
+  advise   {task, model, kinds,         rank every oracle and draft found for the target
+            max_tokens}                 (engines.advise), after any run in progress
   shutdown {}                           stop and exit
   secret   {name, value}                an API key for the server lanes that name the
                                         variable `name` (SPECVIZ_KEY_…); never echoed
@@ -51,7 +57,7 @@ from ..errors import SpecvizError
 
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
-             "pair", "shutdown", "secret", "auth")
+             "pair", "advise", "shutdown", "secret", "auth")
 FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "note", "status", "done",
                "progress", "finished", "task_failed", "error", "died")
 # The fields each request must have, and their types: a peer checks a request before acting
@@ -63,6 +69,7 @@ REQUIRED = {
     "set_knob": {"lane": str, "name": str, "value": (int, float)},
     "profile": {"task": str, "model": dict},
     "pair": {"task": str, "model": dict, "draft": str},
+    "advise": {"task": str, "model": dict},
     "secret": {"name": str, "value": str},
     "auth": {"token": str},
 }

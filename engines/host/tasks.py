@@ -1,6 +1,7 @@
-"""What the engine process does besides runs: measure a cost profile, check a draft pair.
+"""What the engine process does besides runs: measure a cost profile, check a draft pair,
+advise which oracle to run.
 
-Both run models, so the engine runs them on its stepping thread between runs, with models
+All run models, so the engine runs them on its stepping thread between runs, with models
 from the same pool the runs use (a profile measured on the target a run keeps loaded costs no
 second load). Progress and the result go back as protocol messages.
 """
@@ -24,7 +25,7 @@ Send = Callable[..., None]
 class Task:
     """A profile or pair request, as it came from the window."""
 
-    kind: str  # "profile" | "pair"
+    kind: str  # one of TASKS
     task: str  # the window's name for it, echoed in every reply
     fields: dict
 
@@ -36,10 +37,7 @@ def run_task(task: Task, pool: ModelPool, send: Send) -> None:
 
     try:
         model = rs.model_from_dict(task.fields["model"])
-        if task.kind == "profile":
-            result = _profile(pool, model, progress)
-        else:
-            result = _pair(pool, model, task.fields, progress)
+        result = TASKS[task.kind](pool, model, task.fields, progress)
     except SpecvizError as exc:
         send("task_failed", task=task.task, message=str(exc))
         return
@@ -49,7 +47,7 @@ def run_task(task: Task, pool: ModelPool, send: Send) -> None:
     send("finished", task=task.task, result=result)
 
 
-def _profile(pool: ModelPool, model: rs.ModelChoice, progress) -> dict:
+def _profile(pool: ModelPool, model: rs.ModelChoice, _fields: dict, progress) -> dict:
     target = acquire(pool, model, model.target)
     try:
         measured = prof.measure(target, model.target, model.threads, repeats=3,
@@ -79,3 +77,29 @@ def _pair(pool: ModelPool, model: rs.ModelChoice, fields: dict, progress) -> dic
         pool.release(draft)
         pool.release(target)
     return report.to_dict()
+
+
+def _advise(pool: ModelPool, model: rs.ModelChoice, fields: dict, progress) -> dict:
+    """`specviz advise` for the window: each line it says is a progress stage."""
+    from ..advise import prompts
+    from ..advise.advise import Options, advise
+    from ..models import local
+
+    kinds = prompts.parse_kinds(",".join(fields.get("kinds") or prompts.KINDS[:2]))
+    sets, problems = prompts.bundled_sets(kinds, int(fields.get("per_kind") or prompts.PER_KIND))
+    if not sets:
+        raise SpecvizError("no prompts to answer: " + ("; ".join(problems) or "none given"))
+    # Other tools' stores and the registry only: a folder named by the request could make a
+    # served engine list a client's choice of host folders.
+    places = local.Places.here()
+    options = Options(int(fields.get("max_tokens") or 128), model.threads, model.n_ctx,
+                      places=places, problems=problems)
+    target = acquire(pool, model, model.target)
+    try:
+        advice = advise(target, model.target, sets, options, lambda line: progress(line, 0, 0))
+    finally:
+        pool.release(target)
+    return advice.to_dict()
+
+
+TASKS = {"profile": _profile, "pair": _pair, "advise": _advise}
