@@ -107,7 +107,7 @@ def load_head(model: nn.Module, model_path: str | Path, folder: Path | None = No
                             "--eagle-head")
     shape = _shape(config, model, folder)
     layers = _layers(config, model, folder)
-    state = _read_weights(folder)
+    state = read_weights(folder)
     head = EagleHead(shape)
     _fill(head, state, folder)
     weight = lm_head_of(model).weight
@@ -158,7 +158,7 @@ def _layers(config: dict, model, folder: Path) -> list[int]:
     return [int(i) for i in layers]
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     try:
         if (folder / WEIGHTS_FILE).exists():
             from safetensors.torch import load_file
