@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from specviz.engines.oracles import make_oracle
 
 PROMPT = "def add(a, b):\n    return a + b\nfor i in range(10):\n    print(add(i, i))\n"
 CLOSE = 1e-4  # float32 logits of the same sums in another order (eager and compiled differ)
+CUDA_CLOSE = 1e-3  # the same on a card: Triton's fused reductions against cuBLAS's
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -51,10 +53,10 @@ def eager(tiny_model_dir):
     return TransformersBackend(tiny_model_dir, device="cpu", compile="off")
 
 
-def both(eager, compiled, call):
+def both(eager, compiled, call, atol=CLOSE):
     """`call` on each backend; their results, which must agree."""
     a, b = call(eager), call(compiled)
-    np.testing.assert_allclose(a, b, atol=CLOSE, rtol=0)
+    np.testing.assert_allclose(a, b, atol=atol, rtol=0)
     return a
 
 
@@ -142,6 +144,79 @@ def test_oracles_decode_on_the_compiled_path_what_they_decode_eagerly(
     assert texts[0] == texts[1]
 
 
+@pytest.mark.parametrize("kind", ["cuda", None])
+def test_on_cuda_the_graphs_are_captured_and_no_step_keeps_a_replays_buffer(eager, kind,
+                                                                           monkeypatch):
+    """A CUDA device (its kind given: nothing here runs CUDA) compiles with CUDA graph trees,
+    starts a new generation before every step and hands out a copy of the graph's output
+    buffer, which the next replay overwrites; the CPU model itself (no kind given) asks for
+    neither and hands out what the graph returned."""
+    import torch
+
+    from specviz.engines.backends import hf_compiled
+
+    asked, steps_begun = [], []
+    buffer = torch.arange(24.0).reshape(1, 4, 6)  # the captured graph's own output
+
+    def fake_compile(fn, **options):
+        asked.append(options)
+        return lambda *args: buffer
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin",
+                        lambda: steps_begun.append(len(steps_begun)))
+    steps = hf_compiled.CompiledSteps(eager.model, tell=lambda _: None, device_kind=kind)
+    rows = [steps.rows(None, None, None, None, width=4) for _ in range(3)]
+    if kind == "cuda":
+        assert asked == [{"dynamic": None, "fullgraph": True, "mode": "reduce-overhead"}]
+        assert steps_begun == [0, 1, 2]
+        assert all(torch.equal(r, buffer) and r.data_ptr() != buffer.data_ptr() for r in rows)
+        assert len({r.data_ptr() for r in rows}) == 3
+    else:
+        assert asked == [{"dynamic": None, "fullgraph": True}] and steps_begun == []
+        assert all(r is buffer for r in rows)
+
+
+@pytest.mark.gpu
+def test_on_the_card_the_cuda_graphs_give_eager_logits_and_hidden_rows(tiny_model_dir):
+    """On CUDA (SPECVIZ_TEST_DEVICE=cuda; benchmarks/gpu/figures.py runs it there): chains,
+    padded widths, a rollback, a tree and Medusa's hidden rows through the captured graphs
+    equal eager decoding, and no graph fell back to launching kernels one by one."""
+    from torch._dynamo.utils import counters
+
+    from specviz.engines.backends.hf import TransformersBackend
+
+    eager = TransformersBackend(tiny_model_dir, device="cuda", dtype="float32", compile="off")
+    compiled = TransformersBackend(tiny_model_dir, device="cuda", dtype="float32",
+                                   compile="on")
+    assert compiled.compiled == "on" and compiled._steps.cuda_graphs
+    skips = counters["inductor"]["cudagraph_skips"]
+    for b in (eager, compiled):
+        b.keep_hidden(True)
+    prompt = eager.tokenize(PROMPT)
+    same = functools.partial(both, eager, compiled, atol=CUDA_CLOSE)
+    same(lambda b: b.forward(prompt, "last"))
+    for _ in range(2):  # a graph is recorded on its second call and replayed after
+        for token in (5, 17, 33):
+            same(lambda b, t=token: b.forward([t]))
+        same(lambda b: b.forward([7, 8, 9, 10, 11], "all"))
+        for b in (eager, compiled):
+            b.truncate(b.n_past - 3)
+    held = [(eager.hidden_at(p), compiled.hidden_at(p)) for p in range(eager.n_past - 2,
+                                                                          eager.n_past)]
+    same(lambda b: b.forward_tree([1, 2, 3, 4, 5], [-1, 0, 0, 2, -1]))
+    for b in (eager, compiled):
+        b.keep_path([0, 2, 3])
+    same(lambda b: b.forward([14]))
+    for a, c in held:  # rows kept from an earlier replay, read after later replays
+        assert a is not None and c is not None
+        np.testing.assert_allclose(a.float().cpu().numpy(), c.float().cpu().numpy(),
+                                   atol=CUDA_CLOSE, rtol=0)
+    assert counters["inductor"]["cudagraph_skips"] == skips
+    for b in (eager, compiled):
+        b.close()
+
+
 def test_a_shared_backend_has_a_static_cache_of_its_own(compiled):
     other = compiled.share()
     compiled.reset()
@@ -149,6 +224,28 @@ def test_a_shared_backend_has_a_static_cache_of_its_own(compiled):
     other.forward([4])
     assert other._kv is not compiled._kv and other.n_past == 1 and compiled.n_past == 3
     other.close()
+
+
+def test_auto_races_once_and_the_next_load_takes_the_remembered_choice(tiny_model_dir,
+                                                                        tmp_path, monkeypatch):
+    """The race's choice follows its own times, and a second load of the model here races
+    nothing. (Any round spread is taken as steady: this is about the memory, and the machine
+    running the tests may be busy.)"""
+    from specviz.engines.backends import compile_choice
+    from specviz.engines.backends.hf import TransformersBackend
+
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    monkeypatch.setattr(compile_choice, "ROUND_SPREAD", float("inf"))
+    first = TransformersBackend(tiny_model_dir, device="cpu", compile="auto")
+    trial = first.compile_trial
+    assert trial is not None and trial["steady"] and trial["choice"] == first.compiled
+    fast = trial["compiled_ms"] <= compile_choice.MARGIN * trial["eager_ms"]
+    assert first.compiled == ("on" if fast else "off")
+    assert (first._steps is not None) == fast
+    second = TransformersBackend(tiny_model_dir, device="cpu", compile="auto")
+    assert second.compile_trial is None and second.compiled == first.compiled
+    for b in (first, second):
+        b.close()
 
 
 def test_a_compile_choice_other_than_on_off_auto_is_one_line(tiny_model_dir):

@@ -51,13 +51,14 @@ class Sizes:
     shot_tokens: int
     profile: tuple[str, ...]  # extra `specviz profile` arguments
     shapes: tuple[str, ...]  # shapes.py's shapes profiled with random weights, smallest first
+    rounds: int  # interleaved rounds of the compiled path's comparisons
 
 
 GPU = Sizes(code_limit=5, spec_limit=2, code_tokens=256, spec_tokens=128, shot_tokens=200,
-            profile=(), shapes=("qwen2.5-1.5b", "llama3.1-8b"))
+            profile=(), shapes=("qwen2.5-1.5b", "llama3.1-8b"), rounds=3)
 QUICK = Sizes(code_limit=1, spec_limit=1, code_tokens=32, spec_tokens=16, shot_tokens=24,
               profile=("--batches", "1,2,4,8", "--contexts", "128", "--repeats", "1"),
-              shapes=("tiny",))
+              shapes=("tiny",), rounds=2)
 TOKENIZER = "{home}/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # smollm2's, for shapes.py
 
 
@@ -96,10 +97,12 @@ def shape_steps(backend: str, shape: str, device: str, sizes: Sizes) -> list[Ste
 
 
 def steps(device: str, sizes: Sizes) -> list[Step]:
-    """llama.cpp's figures first (seconds each there), then transformers' (minutes); what two
-    H200 sessions measured already (the shapes' profiles, generate()) last."""
+    """Issue #64's compiled path first (what no session has measured yet), then llama.cpp's
+    figures (seconds each there), then transformers' (minutes); what two H200 sessions
+    measured already (the shapes' profiles, generate()) last."""
     s = sizes
-    out = [profile_step("llama", device, s)]
+    out = compiled_steps(device, s)
+    out.append(profile_step("llama", device, s))
     out += [bench_step("llama", device, prompts, s) for prompts in ("spec", "code")]
     out.append(Step(
         "shot",
@@ -199,3 +202,47 @@ def why_slow_step(device: str, sizes: Sizes) -> Step:
          str(PROMPTS / "code_edit_dev.jsonl"), "--limit", "2", "--max-tokens", tokens,
          "--oracles", "none,ngram", "--k", "auto", "--json", "{results}/bench-plain.json"]],
         cap_s=120, needs=("model",), note="plain decoding through run and bench, profiled")
+
+
+def compiled_steps(device: str, sizes: Sizes) -> list[Step]:
+    """Issue #64, point 3: the transformers backend compiled (a static cache, the widths'
+    graphs captured as CUDA graphs) on the card. Its CUDA graphs against eager on the tiny
+    model first (are the figures after it lossless?); plain decoding compiled against eager
+    and llama.cpp; against transformers' own generate() at its best; a 9-token verification
+    against one token on an 8B shape, against the memory's limit; then the oracles' ratios over
+    the compiled baseline."""
+    s = sizes
+    py = sys.executable
+    return [
+        Step("test-compiled",
+             [[py, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=",
+               "-m", "gpu", "tests/test_hf_compiled.py",
+               "--junitxml={results}/tests-compiled.xml"]],
+             cap_s=150, env={"SPECVIZ_TEST_DEVICE": device},
+             note="CUDA graphs against eager: chains, padding, rollback, tree, hidden rows"),
+        Step("compiled-plain",
+             [[py, "benchmarks/compiled_plain.py", "--target", TARGET, "--device", device,
+               "--ways", "eager,compiled,llama", "--rounds", str(s.rounds), "--max-tokens",
+               str(s.code_tokens), "--json", "{results}/compiled-plain.json",
+               "--markdown", "{results}/compiled-plain.md"]],
+             cap_s=180, needs=("model",),
+             note="plain decoding: compiled, eager and llama.cpp, interleaved (llama.cpp "
+                  "left out where it is not built)"),
+        Step("hf-generate-static",
+             [[py, "benchmarks/gpu/hf_generate_peer.py", "--target", TARGET, "--device",
+               device, "--rounds", str(s.rounds), "--max-tokens", str(s.code_tokens),
+               "--json", "{results}/hf-generate-static.json",
+               "--markdown", "{results}/hf-generate-static.md"]],
+             cap_s=180, needs=("model",),
+             note="generate() with a static cache and torch.compile, against specviz compiled"),
+        Step(f"verify-width-{s.shapes[-1]}",
+             [[py, "benchmarks/gpu/verify_width.py", "--shape", s.shapes[-1], "--device",
+               device, "--dtype", "bfloat16" if device == "cuda" else "float32",
+               "--widths", "1,9", "--repeats", str(5 * s.rounds),
+               "--json", f"{{results}}/verify-width-{s.shapes[-1]}.json"]],
+             cap_s=300, note="9 tokens against 1, compiled and eager, against bytes/bandwidth"),
+        Step("bench-transformers-compiled-code",
+             [bench("transformers", device, "code_edit_dev", s.code_limit, s.code_tokens,
+                    SPECULATORS, "compiled-code", ("--compile", "on"))],
+             cap_s=240, needs=("model",), note="the oracles' ratios over the compiled baseline"),
+    ]

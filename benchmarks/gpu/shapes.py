@@ -177,24 +177,32 @@ def write_hf(shape: Shape, source: Path, out: Path, device: str = "cpu",
              dtype: str = "bfloat16", seed: int = 0) -> Path:
     """A transformers folder of the shape (Llama or Qwen2 layers), random weights in `dtype`,
     made on `device` (a GPU makes an 8B in seconds), with smollm2's tokenizer."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    model = random_model(shape, device, dtype, seed, tok.bos_token_id, tok.eos_token_id)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def random_model(shape: Shape, device: str = "cpu", dtype: str = "bfloat16", seed: int = 0,
+                 bos: int | None = None, eos: int | None = None):
+    """A transformers causal LM of the shape (Llama or Qwen2 layers), random weights in
+    `dtype`, made on `device`."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     config = AutoConfig.for_model(
         "qwen2" if shape.arch == "qwen2" else "llama", vocab_size=shape.vocab,
         hidden_size=shape.hidden, intermediate_size=shape.ffn, num_hidden_layers=shape.layers,
         num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
         rope_theta=shape.rope_base, rms_norm_eps=shape.eps, max_position_embeddings=32768,
-        tie_word_embeddings=False, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, initializer_range=0.02)
+        tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos, initializer_range=0.02)
     torch.manual_seed(seed)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+        return AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
 
 
 def main(argv: list[str] | None = None) -> int:

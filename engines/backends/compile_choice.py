@@ -99,12 +99,14 @@ def _eager_ms(backend, ids: list[int]) -> float:
     model, cache = backend.model, DynamicCache()
     kw = {cache_keyword(model): cache}
     with torch.inference_mode():
-        model(input_ids=torch.tensor([ids[:CONTEXT]]), use_cache=True, logits_to_keep=1, **kw)
+        model(input_ids=torch.tensor([ids[:CONTEXT]], device=backend.device), use_cache=True,
+              logits_to_keep=1, **kw)
         times = []
         for i in range(CONTEXT, CONTEXT + STEPS + 1):
             started = time.perf_counter()
-            model(input_ids=torch.tensor([ids[i:i + 1]]), use_cache=True, logits_to_keep=1,
-                  **kw)
+            model(input_ids=torch.tensor([ids[i:i + 1]], device=backend.device), use_cache=True,
+                  logits_to_keep=1, **kw)
+            backend.synchronize()  # a GPU's queued work counts, not just its launches
             times.append(time.perf_counter() - started)
     return 1000.0 * statistics.median(times[1:])
 
@@ -119,6 +121,7 @@ def _compiled_ms(backend, ids: list[int]) -> float:
         for i in range(CONTEXT, CONTEXT + STEPS + 1):
             started = time.perf_counter()
             head(hf_compiled.run_rows(backend._steps, kv, ids[i:i + 1], i))
+            backend.synchronize()
             times.append(time.perf_counter() - started)
     return 1000.0 * statistics.median(times[1:])
 

@@ -19,6 +19,18 @@ Forwards wider than the widest graph (a prompt), and those that need hooks insid
 cache. The graphs are compiled once per model, dtype, device and width, on first use in a
 process; inductor's caches live under the specviz cache (`compile/`), so a later process
 reads the compiled code from disk instead of compiling it again.
+
+On CUDA the graphs are also captured as CUDA graphs, one launch a step instead of one per
+kernel, by PyTorch's CUDA graph trees (`mode="reduce-overhead"`, as transformers' own
+`generate()` compiles a static cache) rather than by capturing `torch.cuda.CUDAGraph`s here:
+the trees already keep what a capture needs. The cache's tensors keep their address (the
+StaticCache marks them with `mark_static_address`, so the graph writes them in place instead
+of copying them in); the ids, positions and mask are copied into the graph's own inputs; a
+graph is recorded per width and cache size, and again for another backend's cache on the same
+weights (a different static address: recorded once more, not counted against the trees'
+re-record limit), then found again by its addresses. A replay overwrites the previous
+replay's output, so each step starts a new generation (`cudagraph_mark_step_begin`) and
+clones its rows: the LM head's hook keeps them (Medusa's hidden rows).
 """
 
 from __future__ import annotations
@@ -95,10 +107,19 @@ def _decoder_rows(decoder, ids, positions, mask, cache, keyword: str):
     return out.last_hidden_state
 
 
+def compile_options(device_kind: str) -> dict:
+    """torch.compile's arguments for the decoder on a device of this kind ("cpu", "cuda",
+    ...): on CUDA the graphs are captured as CUDA graphs (the module's docstring says how)."""
+    options = {"dynamic": None, "fullgraph": True}
+    if device_kind == "cuda":
+        options["mode"] = "reduce-overhead"
+    return options
+
+
 class CompiledSteps:
     """The compiled decoder of one loaded model, shared by the backends on its weights."""
 
-    def __init__(self, model, tell=None) -> None:
+    def __init__(self, model, tell=None, device_kind: str | None = None) -> None:
         import torch
 
         from .hf_cache import cache_keyword
@@ -109,7 +130,10 @@ class CompiledSteps:
         self.model = model
         self.decoder = model.get_decoder()
         self.keyword = cache_keyword(self.decoder)
-        self._compiled = torch.compile(_decoder_rows, dynamic=None, fullgraph=True)
+        kind = device_kind or model.device.type
+        self.options = compile_options(kind)
+        self.cuda_graphs = self.options.get("mode") == "reduce-overhead"
+        self._compiled = torch.compile(_decoder_rows, **self.options)
         self._ready: set[int] = set()  # widths compiled (or read from disk) in this process
         self._tell = tell or say
         self.compile_seconds: dict[int, float] = {}
@@ -121,7 +145,13 @@ class CompiledSteps:
             self._tell(f"compiling the transformers step of width {width} for this machine, "
                       "once (later starts read it from the cache)")
             started = time.perf_counter()
+        if self.cuda_graphs:
+            import torch
+
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's output is dead
         out = self._compiled(self.decoder, ids, positions, mask, cache, self.keyword)
+        if self.cuda_graphs:
+            out = out.clone()  # the graph's own buffer: the next replay writes over it
         if first:
             self._ready.add(width)
             self.compile_seconds[width] = round(time.perf_counter() - started, 2)
