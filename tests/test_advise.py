@@ -125,10 +125,11 @@ def test_a_profile_far_from_forwards_timed_now_is_said():
 
     price = costs()
     assert drift_line(price, "m") == ""
-    off = Costs(price.profile, {1: 1.0, 2: 0.2, 4: 1.1}, 0.0)
+    assert drift_line(Costs(price.profile, {1: 2.0, 2: 3.0}, 0.0), "m") == ""  # busier alike
+    off = Costs(price.profile, {1: 1.0, 2: 0.3}, 0.0)
     line = drift_line(off, "m")
-    assert "2 rows cost 0.20x what it says" in line and "--refresh" in line
-    assert off.scale(3) == pytest.approx(0.65)  # between the row counts timed
+    assert "a batch costs 0.30x what it says" in line and "--refresh" in line
+    assert off.scale(1) == 1.0 and off.scale(5) == 0.3  # a batch's regime beyond two rows
 
 
 def test_auto_k_declines_what_cannot_pay():

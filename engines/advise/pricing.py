@@ -21,7 +21,8 @@ from ..cost.step_cost import break_even_acceptance, first_k_reaching
 from ..pair.acceptance import Answer
 
 TIMED_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16)  # K up to 8 each, longer drafts sampled
-REPEATS = 3
+REPEATS = 5  # of each forward timed now
+PROFILE_REPEATS = 3  # a missing profile measured as a lane's auto K measures it
 # A draft that would not gain this much over a plain step even if this share of its tokens
 # held is not worth its teacher-forced pass (auto K's own test before it explores a draft).
 OPTIMISTIC_ACCEPT, MIN_GAIN = 0.9, 0.05
@@ -30,7 +31,7 @@ OPTIMISTIC_ACCEPT, MIN_GAIN = 0.9, 0.05
 @dataclass(frozen=True)
 class Costs:
     """Milliseconds of a step here: `scales[rows]` is the live forward over the profiled one,
-    for the row counts timed (interpolated between them, the last beyond)."""
+    for the row counts given (interpolated between them, the last beyond)."""
 
     profile: Profile
     scales: dict[int, float] = field(default_factory=lambda: {1: 1.0})
@@ -74,19 +75,18 @@ class Costs:
                                 k_max, rate) == 0
 
 
-DRIFT = 2.0  # a forward timed now this many times dearer or cheaper than its profile's
+DRIFT = 2.0  # batches timed now this many times dearer or cheaper than the profile says
 
 
 def drift_line(costs: Costs, name: str) -> str:
-    """One line where forwards timed now are far from the stored profile in shape (auto K
-    prices with the stored profile, so a lane would choose from a wrong shape), else ""."""
-    one = costs.scales.get(1, 1.0)
-    off = {n: s / one for n, s in costs.scales.items() if n > 1 and not
-           1 / DRIFT <= s / one <= DRIFT}
-    if not off:
+    """One line where batches timed now are far from the stored profile, against one row
+    (auto K prices with the stored profile, so a lane would choose from a wrong shape), else
+    ""."""
+    one = costs.scale(1)
+    ratio = costs.scale(max(costs.scales)) / one if one > 0 else 1.0
+    if 1 / DRIFT <= ratio <= DRIFT:
         return ""
-    rows, ratio = max(off.items(), key=lambda item: abs(item[1] - 1))
-    return (f"the cost profile of {name} is far from forwards timed now ({rows} rows cost "
+    return (f"the cost profile of {name} is far from forwards timed now (a batch costs "
             f"{ratio:.2f}x what it says, against one row); `specviz profile --target {name} "
             "--refresh` measures it again (auto K, here and in a lane, prices with the stored "
             "one)")
@@ -95,7 +95,10 @@ def drift_line(costs: Costs, name: str) -> str:
 def live_costs(target: Backend, profile: Profile, answers: Sequence[Answer],
                rows: Sequence[int] = TIMED_ROWS, repeats: int = REPEATS) -> Costs:
     """The profile scaled to forwards of `rows` tokens timed now after the first prompt (sizes
-    interleaved, so machine noise hits them all alike)."""
+    interleaved, so machine noise hits them all alike). Scaled per cost regime, as auto K
+    scales it (one row, which mostly reads weights; a batch, which mostly computes), each by
+    the median ratio over its sizes: on a busy machine one timing preempted (a 2-row forward
+    of 8 s among ones of 50 ms) would otherwise make its size look free or ruinous."""
     prefix = answers[0].prompt_ids
     rows = [n for n in rows if len(prefix) + n < target.n_ctx] or [1]
     filler = (list(prefix) * (rows[-1] // len(prefix) + 1))[: rows[-1]]
@@ -110,7 +113,10 @@ def live_costs(target: Backend, profile: Profile, answers: Sequence[Answer],
             times[n].append(time_in_loop(target, filler[:n], len(prefix), settled))
     target.reset()
     live = step_costs(times, settled)
-    scales = {n: live[n] / max(profile.cost_ms(n, len(prefix)), 1e-9) for n in rows}
+    ratio = {n: live[n] / max(profile.cost_ms(n, len(prefix)), 1e-9) for n in rows}
+    scales = {1: ratio[1]}
+    if len(rows) > 1:
+        scales[2] = statistics.median(ratio[n] for n in rows if n > 1)
     other = statistics.median([ms for a in answers for ms in a.other_ms] or [0.0])
     return Costs(profile, scales, other)
 
@@ -120,14 +126,15 @@ def target_profile(target: Backend, name: str, threads: int | None,
     """The target's stored cost profile, or one measured now (with progress) and stored; and
     a line saying which. Measured rather than assumed: without one the cost model would take
     batches as free, as on a GPU, and promise a CPU speedups it never gives."""
-    stored, problem = prof.read(name, target.name, target.device, threads, target.dtype)
+    stored, problem = prof.read(name, target.name, target.device, threads, target.dtype,
+                                target.profile_variant)
     if stored is not None and stored.fits(target):
         return stored, f"the stored {target.name}/{target.device} profile"
     why = (f"the stored one is not usable: {problem}" if problem else
            "the stored one was measured with other products" if stored else "none stored")
     say(f"measuring the cost profile of {name} ({why}; about "
         f"{prof.estimate_seconds(target):.0f} s, once)")
-    measured = prof.measure(target, name, threads, repeats=REPEATS,
+    measured = prof.measure(target, name, threads, repeats=PROFILE_REPEATS,
                             on_progress=prof.progress_lines(f"cost profile of {name}", say))
     prof.keep(measured, say)
     return measured, f"a {target.name}/{target.device} profile measured now"
