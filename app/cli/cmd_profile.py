@@ -11,6 +11,7 @@ from tqdm import tqdm
 from ...engines.backends import load_backend
 from ...engines.backends.base import Backend
 from ...engines.backends.cpu_dtype import remembered_for
+from ...engines.backends.llama_widths import profile_variant
 from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
 from ...engines.machine.device_choice import DeviceFacts, model_dtype
@@ -63,8 +64,11 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
         args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device),
         remembered_for(model, args.threads) if args.backend == "transformers" else None)
     if not getattr(args, "refresh", False):
+        variant = (backend.profile_variant if backend
+                   else profile_variant(args.backend, device))
         stored = prof.load(model, args.backend, device, args.threads, dtype,
-                           say=lambda line: _say(f"{line}; measuring it again"))
+                           say=lambda line: _say(f"{line}; measuring it again"),
+                           variant=variant)
         if stored and set(batches) <= set(stored.batches) and set(contexts) <= set(stored.contexts):
             return stored
     own = backend is None

@@ -208,7 +208,7 @@ def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
     from ...engines.cost.why_slower import loss_reason
 
     stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype,
-                       say=_say)
+                       say=_say, variant=target.profile_variant)
     if stored is None:
         return ""
     costs = [stored.relative(n, 512) for n in range(1, 34)]

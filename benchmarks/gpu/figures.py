@@ -102,8 +102,8 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     measured already (the shapes' profiles, generate()) last."""
     s = sizes
     out = compiled_steps(device, s)
+    out += padded_steps(device, s)
     out.append(profile_step("llama", device, s))
-    out += [bench_step("llama", device, prompts, s) for prompts in ("spec", "code")]
     out.append(Step(
         "shot",
         [specviz("shot", "{results}/shot.png", "--prompt-file", SHOT_PROMPT, "--oracles",
@@ -148,6 +148,20 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     return out
 
 
+def padded_steps(device: str, sizes: Sizes) -> list[Step]:
+    """Issue #64, point 4: llama.cpp's verifications padded to fixed widths (on a GPU by
+    default: engines/backends/llama_widths.py) against unpadded, code edits and prose, each
+    pair back to back; each measures its own cost profile (stored apart)."""
+    out = []
+    for prompts in ("code", "spec"):
+        for padded in (False, True):
+            step = bench_step("llama", device, prompts, sizes,
+                              tag=f"{prompts}-{'padded' if padded else 'unpadded'}")
+            step.env = {"SPECVIZ_LLAMA_PAD": "on" if padded else "off"}
+            out.append(step)
+    return out
+
+
 def traces_step(backend: str, device: str, sizes: Sizes) -> Step:
     """The window's three lanes as traces (`specviz shot --replay` makes the shot anywhere):
     on transformers, where a batch costs what a token does, auto K drafting long."""
@@ -171,7 +185,8 @@ def profile_step(backend: str, device: str, sizes: Sizes) -> Step:
                 note="forward time per batch size: K+1 tokens against one")
 
 
-def bench_step(backend: str, device: str, prompts: str, sizes: Sizes) -> Step:
+def bench_step(backend: str, device: str, prompts: str, sizes: Sizes,
+               tag: str | None = None) -> Step:
     """Code edits, or Spec-Bench prose; transformers decodes a token in ~20 ms on a GPU (a
     Python call per layer), several times llama.cpp's: half the prose questions there."""
     s = sizes
@@ -180,8 +195,9 @@ def bench_step(backend: str, device: str, prompts: str, sizes: Sizes) -> Step:
     else:
         limit = s.spec_limit if backend == "llama" else max(1, s.spec_limit // 2)
         work = ("spec_bench_dev", limit, s.spec_tokens)
-    return Step(f"bench-{backend}-{prompts}",
-                [bench(backend, device, *work, SPECULATORS, prompts)],
+    tag = tag or prompts
+    return Step(f"bench-{backend}-{tag}",
+                [bench(backend, device, *work, SPECULATORS, tag)],
                 cap_s=120 if backend == "llama" else 150,
                 needs=("model", "llama") if backend == "llama" else ("model",))
 
@@ -222,8 +238,8 @@ def compiled_steps(device: str, sizes: Sizes) -> list[Step]:
              note="CUDA graphs against eager: chains, padding, rollback, tree, hidden rows"),
         Step("compiled-plain",
              [[py, "benchmarks/compiled_plain.py", "--target", TARGET, "--device", device,
-               "--ways", "eager,compiled,llama", "--rounds", str(s.rounds), "--max-tokens",
-               str(s.code_tokens), "--json", "{results}/compiled-plain.json",
+               "--ways", "eager,compiled,compiled-sdpa,llama", "--rounds", str(s.rounds),
+               "--max-tokens", str(s.code_tokens), "--json", "{results}/compiled-plain.json",
                "--markdown", "{results}/compiled-plain.md"]],
              cap_s=180, needs=("model",),
              note="plain decoding: compiled, eager and llama.cpp, interleaved (llama.cpp "

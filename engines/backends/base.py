@@ -30,6 +30,9 @@ class Backend(ABC):
     provides: frozenset[str] = frozenset()  # capabilities beyond logits (HIDDEN_STATES)
     # What its products compute in; None: the backend's own (llama.cpp: the file's types).
     dtype: str | None = None
+    # Names a cost profile beside model, device, threads and dtype where the same model's
+    # steps cost otherwise (llama.cpp's padded widths on a GPU): "" for none.
+    profile_variant: str = ""
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import BackendError
 from ..machine.device_choice import llama_offload
 from ..machine.hardware import compute_threads, read_cpu
-from . import llama_buffers
+from . import llama_buffers, llama_widths
 from .base import Backend
 
 SEQ = 0  # the sequence id of the context; trees add more while they are verified
@@ -143,6 +143,8 @@ class LlamaBackend(Backend):
         self._pieces: dict[int, bytes] = {}
         self._eos = frozenset(t for t in range(self._n_vocab)
                               if lib.llama_vocab_is_eog(self._vocab, t))
+        self.pad_widths = llama_widths.widths_for(self.device)
+        self.profile_variant = llama_widths.variant(self.pad_widths)
 
     def share(self) -> LlamaBackend:
         """Another backend on this one's loaded weights, with a context (cache) of its own."""
@@ -239,6 +241,10 @@ class LlamaBackend(Backend):
     # ------------------------------------------------------------ cache
 
     def _forward(self, tokens: list[int], n_rows: int) -> np.ndarray:
+        width = llama_widths.padded_width(len(tokens), self.pad_widths,
+                                          min(self.n_ctx - self.n_past, self._n_batch))
+        if width:
+            return self._forward_padded(tokens, n_rows, width)
         out = np.empty((n_rows, self._n_vocab), dtype=np.float32)
         first_row = len(tokens) - n_rows
         for start in range(0, len(tokens), self._n_batch):
@@ -248,6 +254,15 @@ class LlamaBackend(Backend):
             for i, wanted in enumerate(want):
                 if wanted:
                     out[start + i - first_row] = self._logits_row(i)
+        return out
+
+    def _forward_padded(self, tokens: list[int], n_rows: int, width: int) -> np.ndarray:
+        """`tokens` run as a batch of `width` (llama_widths.py): pad rows after them, every
+        row's logits asked for, the pad's cells removed."""
+        n_past = self.n_past
+        self._decode(tokens + [tokens[-1]] * (width - len(tokens)), n_past, [True] * width)
+        out = np.stack([self._logits_row(i) for i in range(len(tokens) - n_rows, len(tokens))])
+        self._truncate(n_past + len(tokens))
         return out
 
     def _decode(self, chunk: list[int], pos0: int, want: list[bool]) -> None:

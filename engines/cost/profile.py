@@ -71,13 +71,15 @@ class Profile:
     version: int = PROFILE_VERSION
     small_rows: list[int] = field(default_factory=list)  # the backend's routed row counts
     dtype: str | None = None  # what the products computed in (None: float32, or llama.cpp's)
+    variant: str = ""  # the backend's profile_variant: steps that cost otherwise (padded)
 
     def fits(self, backend: Backend) -> bool:
         """Whether it was measured with the products `backend` computes now (in its dtype; on
         a CPU the transformers backend routes small ones its own way, which changes the
         profile's shape: see backends/small_rows.py)."""
         return (self.small_rows == routed_rows(backend)
-                and _dtype_key(self.dtype) == _dtype_key(backend.dtype))
+                and _dtype_key(self.dtype) == _dtype_key(backend.dtype)
+                and self.variant == backend.profile_variant)
 
     def cost_ms(self, n_tokens: int, context: int) -> float:
         """Forward time of `n_tokens` at `context` tokens already cached, interpolated.
@@ -191,7 +193,8 @@ def measure(
 
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
                    repeats, machine=machine_info(),
-                   small_rows=routed_rows(backend), dtype=backend.dtype)
+                   small_rows=routed_rows(backend), dtype=backend.dtype,
+                   variant=backend.profile_variant)
 
 
 def progress_lines(what: str, say: Callable[[str], None], every_s: float = 3.0,
@@ -296,10 +299,11 @@ def profiles_dir() -> Path:
 
 
 def profile_path(model: str, backend: str, device: str, threads: int | None,
-                 dtype: str | None = None) -> Path:
+                 dtype: str | None = None, variant: str = "") -> Path:
     name = Path(model).name if ("/" in model or "\\" in model) else model
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     kind = "" if _dtype_key(dtype) == "float32" else f"--{dtype}"  # float32: as ever named
+    kind += f"--{variant}" if variant else ""
     return profiles_dir() / f"{stem}--{backend}--{device}--t{threads_run(threads)}{kind}.json"
 
 
@@ -323,7 +327,7 @@ def save(profile: Profile) -> Path:
     """Store the profile whole (a reader never sees half of one); SpecvizError naming the
     file where it cannot be written."""
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
-                        profile.dtype)
+                        profile.dtype, profile.variant)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -344,10 +348,10 @@ def keep(profile: Profile, say: Say) -> Path | None:
 
 
 def read(model: str, backend: str, device: str, threads: int | None,
-         dtype: str | None = None) -> tuple[Profile | None, str]:
+         dtype: str | None = None, variant: str = "") -> tuple[Profile | None, str]:
     """The stored profile and "", (None, "") where there is none, or (None, why) where
     the file there is not a usable profile (unreadable, corrupt, of the wrong shape)."""
-    path = profile_path(model, backend, device, threads, dtype)
+    path = profile_path(model, backend, device, threads, dtype, variant)
     if not path.exists() and threads_run(threads) == compute_threads():
         older = _before_threads_were_counted(path)
         path = older if older.exists() else path
@@ -368,10 +372,10 @@ def read(model: str, backend: str, device: str, threads: int | None,
 
 
 def load(model: str, backend: str, device: str, threads: int | None,
-         dtype: str | None = None, say: Say | None = None) -> Profile | None:
+         dtype: str | None = None, say: Say | None = None, variant: str = "") -> Profile | None:
     """The stored profile, or None when there is none or it is not usable (then `say`,
     where given, gets one line of why it is not used)."""
-    profile, problem = read(model, backend, device, threads, dtype)
+    profile, problem = read(model, backend, device, threads, dtype, variant)
     if problem and say:
         say(f"not using the stored cost profile {problem}")
     return profile

@@ -26,7 +26,7 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
 
     def profile_of(name: str, backend: Backend) -> prof.Profile:
         stored, problem = prof.read(name, model.backend, backend.device, model.threads,
-                                    backend.dtype)
+                                    backend.dtype, backend.profile_variant)
         if stored is not None and stored.fits(backend) and not refresh:
             return stored  # whatever sizes it has: the cost model interpolates
         say(f"measuring the cost profile of {name}{_why_again(stored, problem, refresh)}, "

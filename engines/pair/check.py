@@ -36,7 +36,7 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
     if vocab.verdict == VERDICT_UNUSABLE:
         return report
     profile = prof.load(target_name, target.name, target.device, threads, target.dtype,
-                        say=say)
+                        say=say, variant=target.profile_variant)
     if profile is None or not profile.fits(target):
         if not measure_profile:
             seconds = prof.estimate_seconds(target)  # what `specviz profile` would do
