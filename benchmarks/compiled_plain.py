@@ -13,9 +13,10 @@ before and after is kept: other work on the machine shows there.
         --ways eager,compiled --rounds 3 --max-tokens 64 --json out.json --markdown out.md
     python benchmarks/compiled_plain.py --device cuda --ways eager,compiled,llama ...
 
-`--ways`: eager, compiled (the transformers backend, --compile off / on), llama (llama.cpp on
-the same GGUF; dropped with a line where llama-cpp-python is not installed or the model is a
-folder).
+`--ways`: eager, compiled (the transformers backend, --compile off / on), compiled-sdpa
+(compiled with transformers' own SDPA attention instead of the packed grouped-query heads:
+hf_compiled.py), llama (llama.cpp on the same GGUF; dropped with a line where
+llama-cpp-python is not installed or the model is a folder).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.models import resolve
 from specviz.engines.oracles.none import NoOracle
 
-WAYS = ("eager", "compiled", "llama")
+WAYS = ("eager", "compiled", "compiled-sdpa", "llama")
 PROMPT = Path("assets/prompts/code-edit-scale.txt")
 
 
@@ -46,11 +47,18 @@ def load(way: str, path: Path, args):
         backend = load_backend("llama", path, device=args.device, threads=args.threads,
                                n_ctx=args.n_ctx)
     else:
-        env = dict(e.split("=", 1) for e in args.compiled_env) if way == "compiled" else {}
+        from specviz.engines.backends import hf_compiled
+
+        compiled = way.startswith("compiled")
+        env = dict(e.split("=", 1) for e in args.compiled_env) if compiled else {}
         with environment(env):
-            backend = load_backend("transformers", path, device=args.device,
-                                   threads=args.threads, dtype=args.dtype,
-                                   compile="on" if way == "compiled" else "off")
+            hf_compiled.PACKED_ATTENTION = way != "compiled-sdpa"
+            try:
+                backend = load_backend("transformers", path, device=args.device,
+                                       threads=args.threads, dtype=args.dtype,
+                                       compile="on" if compiled else "off")
+            finally:
+                hf_compiled.PACKED_ATTENTION = True
     facts = {"load_s": round(time.perf_counter() - started, 2),
              "device": getattr(backend, "device", args.device)}
     if way != "llama":
@@ -124,22 +132,26 @@ def plain(backend, prompt: str, tokens: int):
             "text": summary.text}
 
 
-def step_race(backends: dict, ids: list[int], steps: int) -> dict[str, list[float]]:
+def step_race(backends: dict, ids: list[int], steps: int) -> dict[str, dict[str, list]]:
     """ms of one-token steps on `len(ids) - 1` cached tokens, the ways alternating step by step
-    (each step rolled back): on a shared machine both meet the same moment's load."""
+    (each step rolled back): on a shared machine both meet the same moment's load. Each step
+    by the wall clock and by this process's CPU time: with one thread the CPU time is the
+    step's own work, whatever else the machine runs (with more, threads waiting for each other
+    spin and count too)."""
     n_past = len(ids) - 1
     for backend in backends.values():
         backend.reset()
         backend.forward(ids[:n_past])
-    times = {way: [] for way in backends}
+    times = {"wall": {way: [] for way in backends}, "cpu": {way: [] for way in backends}}
     for i in range(steps + 2):  # two untimed: a CUDA graph is recorded on its second call
         for way, backend in backends.items():
             backend.synchronize()
-            started = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             backend.forward(ids[n_past:])
             backend.synchronize()
             if i >= 2:
-                times[way].append(1000 * (time.perf_counter() - started))
+                times["wall"][way].append(1000 * (time.perf_counter() - wall))
+                times["cpu"][way].append(1000 * (time.process_time() - cpu))
             backend.truncate(n_past)
     return times
 
@@ -149,7 +161,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def race_summary(races: list[dict[str, list[float]]], ways: list[str]) -> dict:
+def race_summary(races: list[dict[str, dict[str, list]]], ways: list[str]) -> dict:
+    """Per clock (wall, cpu): each way's step times, medians, p10 and speed over eager."""
+    return {clock: clock_summary([r[clock] for r in races], ways) for clock in ("wall", "cpu")}
+
+
+def clock_summary(races: list[dict[str, list[float]]], ways: list[str]) -> dict:
     out = {}
     for way in ways:
         medians = [statistics.median(r[way]) for r in races]
@@ -207,10 +224,9 @@ def markdown(result: dict) -> str:
         lines.append(f"| {way} | {', '.join(f'{x:.1f}' for x in s['tok_s'])} | "
                      f"{s['median_tok_s']:.1f} | {s['spread']:.2f} | {s['median_step_ms']:.1f} "
                      f"| {ratio} | {facts['load_s']} | {compile_s} |")
-    race = result.get("step_race")
-    if race:
+    for clock, race in (result.get("step_race") or {}).items():
         lines += ["", f"One-token steps on {result['race_context']} cached tokens, the ways "
-                  "alternating step by step:", "",
+                  f"alternating step by step, {clock} time:", "",
                   "| way | median ms each round | median | p10 | speed over eager: each round "
                   "(median; at p10) |", "|---|---|---|---|---|"]
         for way, r in race.items():
@@ -271,7 +287,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.race_steps:
             races.append(step_race(backends, ids, args.race_steps))
             print(f"race {i + 1}: " + ", ".join(
-                f"{w} {statistics.median(t):.1f} ms" for w, t in races[-1].items()), flush=True)
+                f"{w} {statistics.median(races[-1]['wall'][w]):.1f} ms "
+                f"(cpu {statistics.median(races[-1]['cpu'][w]):.1f})" for w in ways), flush=True)
     dtype = next((f["dtype"] for f in loads.values() if "dtype" in f), args.dtype)
     result = {"target": args.target, "device": args.device, "dtype": dtype,
               "threads": args.threads, "max_tokens": args.max_tokens,

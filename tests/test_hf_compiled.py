@@ -144,6 +144,34 @@ def test_oracles_decode_on_the_compiled_path_what_they_decode_eagerly(
     assert texts[0] == texts[1]
 
 
+@pytest.mark.parametrize("rows", [1, 5, 32])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_packed_grouped_query_attention_is_transformers_sdpa(rows, dtype):
+    """Query heads packed into their key/value head's rows attend as transformers' SDPA does
+    with the keys and values repeated per head: one row, a padded chain's rows, the widest
+    graph's; a tree's mask (rows seeing different slots) included."""
+    import types
+
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from specviz.engines.backends import hf_compiled
+
+    torch.manual_seed(0)
+    dt = getattr(torch, dtype)
+    module = types.SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    query = torch.randn(1, 6, rows, 16, dtype=dt)
+    key, value = (torch.randn(1, 2, 40, 16, dtype=dt) for _ in range(2))
+    allowed = torch.rand(rows, 40) < 0.6
+    allowed[:, 0] = True  # every row sees something
+    mask = torch.zeros(1, 1, rows, 40, dtype=dt).masked_fill(~allowed, torch.finfo(dt).min)
+    want, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
+    got, _ = hf_compiled.packed_gqa_attention(module, query, key, value, mask, scaling=0.25)
+    assert got.shape == want.shape == (1, rows, 6, 16)
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    torch.testing.assert_close(got, want, atol=tolerance, rtol=0)
+
+
 @pytest.mark.parametrize("kind", ["cuda", None])
 def test_on_cuda_the_graphs_are_captured_and_no_step_keeps_a_replays_buffer(eager, kind,
                                                                            monkeypatch):
@@ -253,6 +281,19 @@ def test_a_compile_choice_other_than_on_off_auto_is_one_line(tiny_model_dir):
 
     with pytest.raises(SpecvizError, match="compile takes on, off, auto"):
         TransformersBackend(tiny_model_dir, device="cpu", compile="fast")
+
+
+def test_unasked_the_steps_are_raced_on_cuda_and_eager_elsewhere(monkeypatch):
+    from specviz.engines.backends import compile_choice, hf_compiled
+
+    monkeypatch.delenv(hf_compiled.ENV, raising=False)
+    assert compile_choice.asked_choice(None, "cuda") == "auto"
+    assert compile_choice.asked_choice(None, "cuda:1") == "auto"
+    assert compile_choice.asked_choice(None, "cpu") == "off"
+    assert compile_choice.asked_choice(None, "mps") == "off"
+    assert compile_choice.asked_choice("off", "cuda") == "off"
+    monkeypatch.setenv(hf_compiled.ENV, "on")
+    assert compile_choice.asked_choice(None, "cpu") == "on"
 
 
 def child(code: str, env: dict) -> subprocess.CompletedProcess:

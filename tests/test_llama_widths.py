@@ -1,6 +1,5 @@
-"""llama.cpp's batches padded to fixed widths on a GPU (engines/backends/llama_widths.py): the
-rule by device and setting, and on this CPU (padding forced on) the same logits, cache and
-greedy output as unpadded batches."""
+"""llama.cpp's batches padded to fixed widths (engines/backends/llama_widths.py, opt-in): the
+setting, and on this CPU the same logits, cache and greedy output as unpadded batches."""
 
 from __future__ import annotations
 
@@ -12,16 +11,13 @@ import pytest
 from specviz.engines.backends import llama_widths as lw
 
 
-def test_padding_is_on_for_a_gpu_and_off_for_a_cpu_unless_asked():
-    assert lw.widths_for("cpu", {}) == ()
-    assert lw.widths_for("cuda", {}) == lw.WIDTHS
-    assert lw.widths_for("gpu", {lw.ENV: "auto"}) == lw.WIDTHS
-    assert lw.widths_for("cuda", {lw.ENV: "off"}) == ()
-    assert lw.widths_for("cpu", {lw.ENV: "on"}) == lw.WIDTHS
-    assert lw.widths_for("cpu", {lw.ENV: "16, 4"}) == (4, 16)
+def test_padding_is_off_unless_asked_for():
+    assert lw.widths_for({}) == lw.widths_for({lw.ENV: "off"}) == ()
+    assert lw.widths_for({lw.ENV: "on"}) == lw.WIDTHS
+    assert lw.widths_for({lw.ENV: "16, 4"}) == (4, 16)
     for bad in ("sixteen", "1,8", ","):
         with pytest.raises(ValueError, match=lw.ENV):
-            lw.widths_for("cuda", {lw.ENV: bad})
+            lw.widths_for({lw.ENV: bad})
 
 
 def test_a_batch_runs_at_the_smallest_width_that_holds_it_where_it_fits():
@@ -38,8 +34,9 @@ def test_a_padded_profile_is_stored_apart_from_an_unpadded_one():
     plain = profile_path("m", "llama", "cuda", 4)
     padded = profile_path("m", "llama", "cuda", 4, variant=lw.variant(lw.WIDTHS))
     assert plain != padded and padded.name.endswith("--pad8-16-33.json")
-    assert lw.profile_variant("llama", "cuda", {}) == "pad8-16-33"
-    assert lw.profile_variant("transformers", "cuda", {}) == ""
+    assert lw.profile_variant("llama", {lw.ENV: "on"}) == "pad8-16-33"
+    assert lw.profile_variant("llama", {}) == ""
+    assert lw.profile_variant("transformers", {lw.ENV: "on"}) == ""
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,7 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
         remembered_for(model, args.threads) if args.backend == "transformers" else None)
     if not getattr(args, "refresh", False):
         variant = (backend.profile_variant if backend
-                   else profile_variant(args.backend, device))
+                   else profile_variant(args.backend))
         stored = prof.load(model, args.backend, device, args.threads, dtype,
                            say=lambda line: _say(f"{line}; measuring it again"),
                            variant=variant)

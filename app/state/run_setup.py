@@ -54,7 +54,7 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     except SpecvizError as exc:  # a SPECVIZ_DTYPE it does not know: said, the window opens
         return None, str(exc), False
     stored, problem = prof.read(model.target, model.backend, device, threads, dtype,
-                                profile_variant(model.backend, device))
+                                profile_variant(model.backend))
     if stored is None:
         return None, (f"the stored profile is not usable: {problem}" if problem
                       else "no profile of this machine yet"), False

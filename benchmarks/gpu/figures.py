@@ -101,8 +101,8 @@ def steps(device: str, sizes: Sizes) -> list[Step]:
     figures (seconds each there), then transformers' (minutes); what two H200 sessions
     measured already (the shapes' profiles, generate()) last."""
     s = sizes
-    out = compiled_steps(device, s)
-    out += padded_steps(device, s)
+    compiled = compiled_steps(device, s)  # its plain decoding first, then llama.cpp's widths
+    out = [*compiled[:2], *padded_steps(device, s), *compiled[2:]]
     out.append(profile_step("llama", device, s))
     out.append(Step(
         "shot",

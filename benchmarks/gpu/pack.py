@@ -49,6 +49,8 @@ DEVICE_PYTHON = "3.12"
 # The device's Python is Ubuntu 24.04's 3.12 (glibc 2.39): any manylinux wheel up to 2.39.
 PLATFORMS = ["manylinux2014_x86_64", *(f"manylinux_2_{v}_x86_64" for v in range(17, 40))]
 # Needed at run time but never by the GPU work: av exports videos only (35 MiB).
+# Loaded by the window alone: left behind with --no-shot, where a call's megabytes count.
+QT_ONLY = {"pyqtgraph", "superqt", "qtpy", "qasync", "shiboken6"}
 NOT_CARRIED = {"av": "video export only", "llama-cpp-python": "travels as its sdist",
                "pyside6-essentials": "travels trimmed (below)"}
 
@@ -128,7 +130,7 @@ def pack(args) -> None:
     else:
         trimmed, made["sdist"] = llama_sdist(cache, built)
         add(trimmed, "sdist", "trimmed, recompressed: see made.sdist")
-    wanted = missing_packages()
+    wanted = [(n, v) for n, v in missing_packages() if not (args.no_shot and n in QT_ONLY)]
     made["wheels"] = {name: version for name, version in wanted}
     for wheel in download_wheels(wanted, cache / "wheels"):
         add(wheel, "wheel")

@@ -31,11 +31,13 @@ ROUND_SPREAD = 1.5  # slowest round over the fastest, either path: busy, not rem
 STORE_NAME = "compile-choice.json"
 
 
-def asked_choice(asked: str | None) -> str:
-    """on, off or auto: as asked, else SPECVIZ_COMPILE, else off (the default until auto is
-    proven on more machines)."""
+def asked_choice(asked: str | None, device: str = "cpu") -> str:
+    """on, off or auto: as asked, else SPECVIZ_COMPILE, else the device's default: auto on
+    CUDA (an H200 decoded smollm2 6.4x faster compiled: docs/results/gpu.md), off on a CPU
+    and elsewhere until auto is proven there."""
     if asked in (None, ""):
-        asked = os.environ.get(hf_compiled.ENV) or "off"
+        asked = os.environ.get(hf_compiled.ENV) or ("auto" if device.startswith("cuda")
+                                                     else "off")
     asked = asked.lower()
     if asked not in hf_compiled.CHOICES:
         from ..errors import SpecvizError
@@ -46,7 +48,7 @@ def asked_choice(asked: str | None) -> str:
 
 def decide(backend, asked: str | None) -> tuple[str, str | None]:
     """("on" | "off" | RACE, why the compiled path cannot run, where asked and it cannot)."""
-    choice = asked_choice(asked)
+    choice = asked_choice(asked, backend.device)
     if choice == "off":
         return "off", None
     why = hf_compiled.unsupported(backend.model, cpu=backend.device == "cpu")

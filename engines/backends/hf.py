@@ -80,6 +80,8 @@ class TransformersBackend(Backend):
         self._kv: hf_compiled.StaticKV | None = None
         self.compile_trial: dict | None = None  # compiled against eager, where raced here
         self.compiled = self._choose_compile(compile)
+        # Compiled steps cost otherwise than eager ones (a graph per width): their own profile.
+        self.profile_variant = "compiled" if self.compiled == "on" else ""
 
     def _choose_compile(self, asked: str | None) -> str:
         """"on" where the steps run compiled, "off" where eagerly (compile_choice.py)."""

@@ -12,7 +12,13 @@ another; `torch.compile` fuses them (#64). A compiled graph wants fixed shapes, 
   a tree's ancestors), so trees run in the same graphs; padded rows are seen by no real row,
   and the cache slots they write lie past the kept length, where the next forward writes;
 - the graph ends at the decoder's final norm: the LM head runs outside it on the rows asked
-  for, so a hook on the head (Medusa's hidden rows) sees what it sees eagerly.
+  for, so a hook on the head (Medusa's hidden rows) sees what it sees eagerly;
+- grouped-query attention runs on the key/value heads as they are cached: the query heads
+  that share a key/value head are packed into its rows (transformers' `pack_gqa`, which it
+  uses only for one eager row) instead of copying the cache's keys and values once per query
+  head (`repeat_kv`, what it does when compiling). The static cache is read whole every step,
+  so those copies grew with its size; and on a CPU, bfloat16 attention of one row per head
+  ran several times slower than of the packed rows.
 
 Forwards wider than the widest graph (a prompt), and those that need hooks inside the decoder
 (EAGLE's layer features, early exit's first layers), run the same modules eagerly on the same
@@ -27,10 +33,12 @@ the trees already keep what a capture needs. The cache's tensors keep their addr
 StaticCache marks them with `mark_static_address`, so the graph writes them in place instead
 of copying them in); the ids, positions and mask are copied into the graph's own inputs; a
 graph is recorded per width and cache size, and again for another backend's cache on the same
-weights (a different static address: recorded once more, not counted against the trees'
-re-record limit), then found again by its addresses. A replay overwrites the previous
-replay's output, so each step starts a new generation (`cudagraph_mark_step_begin`) and
-clones its rows: the LM head's hook keeps them (Medusa's hidden rows).
+weights (a different static address), then found again by its addresses. (A graph recorded
+too often, past the trees' re-record limit, runs compiled without a CUDA graph: slower, still
+right; PyTorch 2.13 no longer counts new static addresses against that limit.) A replay
+overwrites the previous replay's output, so each step starts a new generation
+(`cudagraph_mark_step_begin`) and clones its rows: the LM head's hook keeps them (Medusa's
+hidden rows).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ MIN_CAPACITY = 512  # cache slots at first; doubled when outgrown (attention rea
 # logit scaling or soft-capping, which the head's call outside the graph would miss).
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral")
 CACHE_FOLDER = "compile"
+PACKED = "specviz_packed_gqa"  # the attention implementation the compiled models use
+PACKED_ATTENTION = True  # False: transformers' own SDPA (a comparison's other side)
 ENV = "SPECVIZ_COMPILE"  # on, off or auto, where neither the command line nor a spec says
 CHOICES = ("on", "off", "auto")
 
@@ -101,6 +111,49 @@ def use_disk_cache() -> str:
     return folder
 
 
+def packed_gqa_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                         is_causal=None, **kwargs):
+    """transformers' SDPA attention, with the query heads that share a key/value head packed
+    into its rows: query (b, heads, rows, d) as (b, kv_heads, groups * rows, d), the mask's
+    rows repeated for each group. Where that does not apply (no grouping, no explicit mask
+    shared by the heads, more rows than the widest graph: a prompt, whose repeated mask would
+    outweigh the copies it saves) it is transformers' own."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, rows, dim = query.shape
+    if (groups == 1 or attention_mask is None or attention_mask.dim() != 4
+            or attention_mask.shape[1] != 1 or rows > max(WIDTHS)
+            or kwargs.get("position_bias") is not None):
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, is_causal=is_causal,
+                                      **kwargs)
+    packed = query.reshape(batch, key.shape[1], groups * rows, dim)
+    mask = attention_mask
+    if rows > 1:  # row g * rows + i is query row i of the group's head g
+        mask = mask[:, :, None].expand(mask.shape[0], 1, groups, rows, mask.shape[-1])
+        mask = mask.reshape(mask.shape[0], 1, groups * rows, mask.shape[-1])
+    out = torch.nn.functional.scaled_dot_product_attention(packed, key, value, attn_mask=mask,
+                                                           dropout_p=dropout, scale=scaling)
+    return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
+
+
+def use_packed_attention(model) -> bool:
+    """Make `model` attend with packed_gqa_attention where it uses transformers' SDPA; the
+    mask function registered with it is SDPA's, so the model's eager paths build the masks
+    they built before. True where it was switched."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    if not PACKED_ATTENTION or model.config._attn_implementation not in ("sdpa", PACKED):
+        return False
+    AttentionInterface.register(PACKED, packed_gqa_attention)
+    AttentionMaskInterface.register(PACKED, sdpa_mask)
+    model.set_attn_implementation(PACKED)
+    return True
+
+
 def _decoder_rows(decoder, ids, positions, mask, cache, keyword: str):
     out = decoder(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True,
                   **{keyword: cache})
@@ -128,6 +181,7 @@ class CompiledSteps:
         # One code object serves every width and model in the process: room for them all.
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         self.model = model
+        self.packed_attention = use_packed_attention(model)
         self.decoder = model.get_decoder()
         self.keyword = cache_keyword(self.decoder)
         kind = device_kind or model.device.type

@@ -143,7 +143,7 @@ class LlamaBackend(Backend):
         self._pieces: dict[int, bytes] = {}
         self._eos = frozenset(t for t in range(self._n_vocab)
                               if lib.llama_vocab_is_eog(self._vocab, t))
-        self.pad_widths = llama_widths.widths_for(self.device)
+        self.pad_widths = llama_widths.widths_for()
         self.profile_variant = llama_widths.variant(self.pad_widths)
 
     def share(self) -> LlamaBackend:

@@ -1,4 +1,4 @@
-"""Fixed batch widths for llama.cpp on a GPU: a draft's verification padded to a few widths.
+"""Fixed batch widths for llama.cpp: a draft's verification padded to a few widths (opt-in).
 
 Why: on CUDA, llama.cpp builds its compute graph again whenever a batch's shape changes, and
 ggml-cuda keys its captured CUDA graph by that graph: a changed shape resets the capture's
@@ -13,8 +13,12 @@ Padding is lossless: the pad rows come after the real ones, so no real row atten
 (causal), and their cache cells are removed at once. Every row of a padded batch returns
 logits, so the graph's outputs keep one shape too.
 
-`SPECVIZ_LLAMA_PAD`: "auto" (the default: on a GPU, never on a CPU, where each pad row costs
-its full compute), "on", "off", or widths ("8,16,33").
+Off unless asked for: on an H200 (smollm2-135m, code edits and prose, auto K) padded and
+unpadded runs gave the same ratios within a run's noise (docs/results/gpu.md). Auto K drafts
+on 4-6% of steps there, so drafts seldom follow drafts: the switch that costs is between a
+one-token step and a draft, which padding drafts alone leaves in place.
+
+`SPECVIZ_LLAMA_PAD`: "off" (the default), "on" (the widths below), or widths ("8,16,33").
 """
 
 from __future__ import annotations
@@ -26,19 +30,17 @@ ENV = "SPECVIZ_LLAMA_PAD"
 WIDTHS = (8, 16, 33)
 
 
-def widths_for(device: str, environ: Mapping[str, str] = os.environ) -> tuple[int, ...]:
-    """The padded widths for a backend on `device`; () where batches keep their own width."""
-    setting = environ.get(ENV, "auto").strip().lower() or "auto"
+def widths_for(environ: Mapping[str, str] = os.environ) -> tuple[int, ...]:
+    """The padded widths asked for; () where batches keep their own width."""
+    setting = environ.get(ENV, "off").strip().lower() or "off"
     if setting == "off":
         return ()
     if setting == "on":
         return WIDTHS
-    if setting == "auto":
-        return WIDTHS if device not in ("cpu", "") else ()
     try:
         widths = tuple(sorted({int(w) for w in setting.split(",") if w.strip()}))
     except ValueError:
-        raise ValueError(f"{ENV}={setting!r}: give auto, on, off or widths such as 8,16,33") \
+        raise ValueError(f"{ENV}={setting!r}: give on, off or widths such as 8,16,33") \
             from None
     if not widths or widths[0] < 2:
         raise ValueError(f"{ENV}={setting!r}: widths must be 2 or more")
@@ -62,6 +64,6 @@ def variant(widths: tuple[int, ...]) -> str:
     return "pad" + "-".join(map(str, widths)) if widths else ""
 
 
-def profile_variant(backend: str, device: str, environ: Mapping[str, str] = os.environ) -> str:
+def profile_variant(backend: str, environ: Mapping[str, str] = os.environ) -> str:
     """A backend's profile_variant before it is loaded (the window's curves, `profile`)."""
-    return variant(widths_for(device, environ)) if backend == "llama" else ""
+    return variant(widths_for(environ)) if backend == "llama" else ""
