@@ -49,7 +49,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", choices=("on", "off", "auto"), default=None,
                    help="the transformers backend's steps compiled with torch.compile over a "
                         "static cache (on), eager as before (off), or the faster of the two "
-                        "here, raced once a model (auto); default: SPECVIZ_COMPILE, else off")
+                        "here, raced once a model (auto); default: SPECVIZ_COMPILE, else auto on "
+                        "CUDA and off elsewhere")
     g.add_argument("--no-fetch", action="store_true",
                    help="stop at a registry model that is not downloaded instead of fetching "
                         "it (also SPECVIZ_NO_FETCH=1)")
