@@ -39,7 +39,7 @@ from .run.remote_engine import RemoteEngine
 from .run.replay_mode import ReplayControl
 from .run.trace_player import ReplayPlayer
 from .state.lanes_model import BoardModel
-from .state.run_setup import DEFAULT_TARGET, MAX_LANES, profile_costs, traces_dir
+from .state.run_setup import DEFAULT_TARGET, MAX_LANES, lane_problem, profile_costs, traces_dir
 from .state.settings import AppSettings
 from .views.advise_dialog import AdviseDialog
 from .views.appearance import WINDOW_SPLIT, Appearance, apply_theme
@@ -164,6 +164,8 @@ class MainWindow(QMainWindow):
         if not request.prompt.strip():
             self.show_status("type a prompt first")
             return None
+        if self._lanes_refused():
+            return None
         self._save_run_settings(request)
         self._show_costs()
         self._tree_pinned = False
@@ -171,6 +173,18 @@ class MainWindow(QMainWindow):
         self.run_task.add_done_callback(lambda task: self._run_ended(task, request.model))
         self.set_mode()
         return self.run_task
+
+    def _lanes_refused(self) -> bool:
+        """Each lane that cannot start says why in its line (and the status line); then no
+        lane starts."""
+        refused = False
+        for lane in self.board.lanes.values():
+            problem = lane_problem(lane.config())
+            if problem:
+                lane.show_message(problem)
+                self.show_status(problem)
+                refused = True
+        return refused
 
     def _run_ended(self, task: asyncio.Future, model: ModelChoice) -> None:
         # An auto-K lane measures a missing profile during the run: price the curves with it.

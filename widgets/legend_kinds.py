@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from ..engines.oracles import ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
-from ..engines.oracles.registry import SERVER
+from ..engines.oracles.registry import SERVER_KINDS
 from ..engines.sources import KIND_REJECTED, KIND_TARGET, kind_of
 
-# A server names no sources: its tokens are coloured as a draft model's unless it says.
+# A server (given by URL or started for the lane) names no sources: its tokens are coloured
+# as a draft model's unless it says.
 SERVER_SOURCES = ("draft", "ngram")
 
 
 def legend_kinds(oracle: str) -> tuple[str, ...]:
     if is_plain(oracle):
         return (KIND_TARGET,)
-    if oracle == SERVER:
+    if oracle in SERVER_KINDS:
         known: tuple[str, ...] = SERVER_SOURCES
     else:  # a trace may name an oracle this version does not know: target and rejected only
         known = oracle_info(oracle).sources if oracle in ORACLES else ()

@@ -146,10 +146,10 @@ def lane_configs(args: argparse.Namespace) -> list[LaneSpec]:
     auto = args.k == options.AUTO
     names = args.oracles if args.oracles is not None else (
         "" if args.server else "none,prompt-lookup")
-    heads = {"medusa_heads": args.medusa_heads and str(args.medusa_heads),
-             "eagle_head": args.eagle_head and str(args.eagle_head)}
-    local = [LaneSpec(name, 4 if auto else args.k, args.draft,
-                        auto_k=auto and not is_plain(name), **heads)
+    inputs = {"draft": args.draft, "medusa_heads": args.medusa_heads and str(args.medusa_heads),
+              "eagle_head": args.eagle_head and str(args.eagle_head)}
+    local = [LaneSpec(name, 4 if auto else args.k, auto_k=auto and not is_plain(name),
+                      inputs=inputs)
              for name in (n.strip() for n in names.split(",")) if name]
     return local + [LaneSpec(SERVER, 4 if auto else args.k, server=url) for url in args.server]
 

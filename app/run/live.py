@@ -32,6 +32,14 @@ from .remote_engine import RemoteEngine, RemoteEngineClient
 CLOSE_S = 2.0  # an idle engine process is given this long to end before it is killed
 
 
+def models_on_disk(lane: rs.LaneSpec) -> list[str]:
+    """The models a lane needs downloaded before it runs: its oracle's, or the draft a
+    spawned llama-server loads (the server reads it, not the engine's pool)."""
+    if lane.on_server:
+        return [lane.inputs["draft"]] if lane.inputs.get("draft") else []
+    return list(lane.models.values())
+
+
 class LiveRunner(QObject):
     statusChanged = Signal(str, bool)  # message, busy
     finished = Signal()
@@ -130,7 +138,8 @@ class LiveRunner(QObject):
         how to)."""
         if not self.interactive or self.remote is not None or not models.fetch_allowed():
             return True  # a missing model is then each lane's error (a remote engine's own)
-        wanted = [request.model.target, *(lane.config().draft for lane in lanes.values())]
+        wanted = [request.model.target, *(model for lane in lanes.values()
+                                          for model in models_on_disk(lane.config()))]
         loop = asyncio.get_event_loop()
         self.statusChanged.emit("checking the models…", True)
         for name in await loop.run_in_executor(self._executor, models.missing, wanted):

@@ -11,14 +11,27 @@ import re
 import time
 from pathlib import Path
 
-from ...engines.host.run_spec import ModelChoice
+from ...engines.host.run_spec import LaneSpec, ModelChoice
 from ...engines.machine.hardware import compute_threads
 
 MAX_LANES = 4  # lanes side by side in the window
 DEFAULT_TARGET = "smollm2-135m"  # the model a first run uses: small enough for any machine
 
-__all__ = ["DEFAULT_TARGET", "MAX_LANES", "gui_threads", "new_trace_path", "profile_costs",
-           "traces_dir"]
+# How the window asks for the draft file a llama-server lane's type reads (the command line:
+# --draft FILE.gguf).
+ASK_DRAFT = "pick its GGUF in the lane's draft model box"
+
+__all__ = ["ASK_DRAFT", "DEFAULT_TARGET", "MAX_LANES", "gui_threads", "lane_problem",
+           "new_trace_path", "profile_costs", "traces_dir"]
+
+
+def lane_problem(lane: LaneSpec) -> str | None:
+    """What keeps a lane from starting that the window can tell before a run, in one line
+    (a llama-server lane's speculation: a draft type without its draft file); None where
+    nothing does here (the engine checks the rest, each lane in its own line)."""
+    from ...engines.host.server_lanes import spawned_problem
+
+    return spawned_problem(lane, ASK_DRAFT)
 
 
 def traces_dir() -> Path:

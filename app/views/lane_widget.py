@@ -25,7 +25,14 @@ from ...engines import events as ev
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
-from ...engines.oracles.registry import MODEL, SERVER
+from ...engines.oracles.registry import (
+    MODEL,
+    SERVER,
+    SERVER_KINDS,
+    SPAWNED,
+    lane_kinds,
+    lane_words,
+)
 from ...widgets.k_control import KControl
 from ...widgets.legend_kinds import legend_kinds
 from ...widgets.palette import (
@@ -36,6 +43,11 @@ from ...widgets.palette import (
 )
 from ...widgets.token_view import Legend, TokenView
 from .model_combo import ModelCombo
+from .spec_types import SpecTypes
+
+# What "auto" K means on a llama-server lane: the server's own draft length (K 0 in the spec).
+SPAWNED_AUTO_TIP = ("auto: each type drafts up to llama.cpp's own default length; otherwise K "
+                    "is each type's longest draft")
 
 
 def editor_range(span: ev.Span | None, prompt_text: str,
@@ -94,7 +106,8 @@ def picked_inputs() -> tuple[str, ...]:
 
 
 def reads(oracle: str, name: str) -> bool:
-    described = ORACLE_INFO.get(oracle)
+    """Whether a lane of this kind (an oracle, or a lane on a serving engine) reads the input."""
+    described = ORACLE_INFO.get(oracle) or SERVER_KINDS.get(oracle)
     return described is not None and described.input(name) is not None
 
 
@@ -128,17 +141,26 @@ class LaneWidget(QFrame):
         bold = self.title.font()
         bold.setBold(True)
         self.title.setFont(bold)
+        # Every kind of lane the registry declares: the oracles, then the serving engines (a
+        # server at a URL, a llama-server started for the lane), each with its words as a tip.
         self.oracle = QComboBox()
-        self.oracle.addItems([*ORACLE_INFO, SERVER])
+        self.oracle.addItems(list(lane_kinds()))
+        for index, name in enumerate(lane_kinds()):
+            self.oracle.setItemData(index, lane_words(name), Qt.ItemDataRole.ToolTipRole)
         # A model picker per model input of the registry ("draft": the draft, tree and
         # cross-draft oracles' draft model).
         self.pickers = {name: ModelCombo(recent_models) for name in picked_inputs()}
         self.draft = self.pickers["draft"]  # the window checks a picked draft against the target
+        self.draft.setPlaceholderText("pick a draft model")
+        self._draft_chosen = False  # given or picked (a llama-server lane has none by default)
+        # A llama-server lane's speculation types (llama.cpp's own, chained).
+        self.spec_types = SpecTypes()
         self.server = QLineEdit(placeholderText="server URL, e.g. http://127.0.0.1:8080",
                                 toolTip="an OpenAI-compatible server (llama-server, vLLM, "
                                         "SGLang) whose speculation this lane shows")
         self.exit_layer = exit_layer_box()
         self.k = KControl()
+        self._auto_tip = self.k.auto.toolTip()
         self.remove = QToolButton(text="✕", toolTip="Remove this lane")
         self.figures = QLabel(figures_text({}), wordWrap=True)
         self._text_pt, self._message_error = 10, False
@@ -158,6 +180,8 @@ class LaneWidget(QFrame):
         for picker in self.pickers.values():
             picker.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
         self.server.editingFinished.connect(self.configChanged.emit)
+        self.draft.picked.connect(self._on_draft_picked)
+        self.spec_types.changed.connect(self._on_types)
         self.exit_layer.valueChanged.connect(self._on_exit_layer)
         self.k.valueChanged.connect(self._on_k)
         self.k.autoChanged.connect(self._on_auto)
@@ -171,7 +195,8 @@ class LaneWidget(QFrame):
             controls.addWidget(picker, 0, 1)
         controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
         controls.addWidget(self.server, 0, 1)  # and so does a server lane's URL
-        controls.addWidget(self.k, 1, 0, 1, 2)
+        controls.addWidget(self.spec_types, 1, 0, 1, 2)  # a llama-server lane's, under its draft
+        controls.addWidget(self.k, 2, 0, 1, 2)
         controls.setColumnStretch(1, 1)
         top = QHBoxLayout()
         top.addWidget(self.swatch)
@@ -195,8 +220,11 @@ class LaneWidget(QFrame):
         """The lane's settings: what the controls show over what it was given (the oracle's
         other settings, inputs without a picker and server details have no control here and
         are kept; the oracle's settings are dropped when the oracle changes, a picked model
-        where the oracle reads none)."""
+        where the oracle reads none). A llama-server lane is the one `specviz run --oracle
+        llama-server --spec-type TYPES [--draft GGUF] [--k K]` makes: K auto is K 0, the
+        server's own longest draft."""
         oracle = self.oracle.currentText()
+        spawned = oracle == SPAWNED
         # Another oracle's settings are not this one's, even under one name (medusa's budget
         # 0 is its top chain; eagle's starts at 1).
         settings = dict(self._given.settings) if oracle == self._given.oracle else {}
@@ -205,18 +233,24 @@ class LaneWidget(QFrame):
         inputs = {name: value for name, value in self._given.inputs.items()
                   if name not in self.pickers}
         for name, picker in self.pickers.items():
-            if reads(oracle, name) and picker.model():
+            if self._reads(oracle, name) and picker.model():
                 inputs[name] = picker.model()
-        return replace(self._given, oracle=oracle, k=self.k.value(), inputs=inputs,
-                       auto_k=self.k.is_auto() and oracle != SERVER,
+        return replace(self._given, oracle=oracle,
+                       k=0 if spawned and self.k.is_auto() else self.k.value(), inputs=inputs,
+                       auto_k=self.k.is_auto() and oracle not in SERVER_KINDS,
                        server=self.server.text().strip() or None if oracle == SERVER else None,
+                       server_spec=self.spec_types.spec() or None if spawned else None,
                        settings=settings)
 
     def set_config(self, config: LaneSpec) -> None:
         self._given = config
+        self._draft_chosen = bool(config.inputs.get("draft"))
+        self.spec_types.set_types(config.server_spec)
         self.oracle.setCurrentText(config.oracle)
-        self.k.setValue(max(1, config.k))
-        self.k.set_auto(config.auto_k)
+        server_k = config.oracle == SPAWNED and config.k == 0  # the server's own: auto
+        if not server_k:
+            self.k.setValue(max(1, config.k))
+        self.k.set_auto(config.auto_k or server_k)
         for name, picker in self.pickers.items():
             picker.set_model(config.inputs.get(name))
         self.exit_layer.setValue(int(config.settings.get("exit_layer", 0)))
@@ -231,7 +265,7 @@ class LaneWidget(QFrame):
     def set_running(self, running: bool) -> None:
         """While running only K, auto K and L can change (the session takes them at its next
         step)."""
-        for widget in (self.oracle, *self.pickers.values(), self.remove):
+        for widget in (self.oracle, *self.pickers.values(), self.spec_types, self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -340,16 +374,36 @@ class LaneWidget(QFrame):
             self.show_message(f"{text} · {self.message.text()}", error=False)
         # else: a trace problem stays on screen as it is
 
+    def _reads(self, oracle: str, name: str) -> bool:
+        """Whether the lane reads the input now: a llama-server lane its draft file only where
+        a type it chains drafts with one."""
+        return reads(oracle, name) and (oracle != SPAWNED or self.spec_types.takes_draft())
+
     def _on_oracle(self, oracle: str) -> None:
-        for name, picker in self.pickers.items():
-            picker.setVisible(reads(oracle, name))
+        if oracle == SPAWNED and not self._draft_chosen:
+            self.draft.setCurrentIndex(-1)  # no draft model until one is picked
+        self._show_inputs(oracle)
         self.exit_layer.setVisible(_has_exit_layer(oracle))
         self.server.setVisible(oracle == SERVER)
+        self.spec_types.setVisible(oracle == SPAWNED)
         self.k.setEnabled(not is_plain(oracle))
+        self.k.auto.setToolTip(SPAWNED_AUTO_TIP if oracle == SPAWNED else self._auto_tip)
         self.legend.set_kinds(legend_kinds(oracle))
         self._update_title()
         self.oracleChanged.emit(self.lane_id)
         self.configChanged.emit()
+
+    def _show_inputs(self, oracle: str) -> None:
+        for name, picker in self.pickers.items():
+            picker.setVisible(self._reads(oracle, name))
+
+    def _on_types(self) -> None:
+        self._show_inputs(self.oracle.currentText())
+        self._update_title()
+        self.configChanged.emit()
+
+    def _on_draft_picked(self, _name: str) -> None:
+        self._draft_chosen = True
 
     def _on_exit_layer(self, value: int) -> None:
         self.knobChanged.emit(self.lane_id, "exit_layer", value)
@@ -365,6 +419,8 @@ class LaneWidget(QFrame):
 
     def _update_title(self) -> None:
         name = self._replay_title or self.oracle_name()
+        if self._replay_title is None and name == SPAWNED:
+            name = f"{SPAWNED}: {self.spec_types.spec() or 'plain'}"
         self.swatch.setText(f"<b style='color:{self.colour}'>■</b>")
         self.title.setText(name)
         self.title.setToolTip(name)

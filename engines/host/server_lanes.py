@@ -57,7 +57,6 @@ def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) ->
     and the lane's speculation (one line where either is refused); the run's end stops it."""
     from ..machine.hardware import compute_threads
     from ..models.store import resolve
-    from ..servers.llama_speculation import Speculation
     from ..servers.spawn import spawned_session
 
     if model is None:
@@ -66,10 +65,30 @@ def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) ->
     if target.suffix.lower() != ".gguf":
         raise SpecvizError(f"llama-server runs GGUF files; {model.target} is not one")
     draft = lane.inputs.get("draft")
-    speculation = Speculation.parse(lane.server_spec, resolve(draft) if draft else None,
-                                    draft_max=lane.k or None)
+    speculation = speculation_of(lane, resolve(draft) if draft else None)
     return spawned_session(speculation, target, model.threads or compute_threads(), settings,
                            ctx=model.n_ctx)
+
+
+def speculation_of(lane: LaneSpec, draft=None):
+    """A llama-server lane's speculation: its types, the draft file (`draft`: where it was
+    found) and K as the longest draft (0: the server's own)."""
+    from ..servers.llama_speculation import Speculation
+
+    return Speculation.parse(lane.server_spec, draft, draft_max=lane.k or None)
+
+
+def spawned_problem(lane: LaneSpec, ask: str) -> str | None:
+    """What a llama-server lane's speculation lacks before anything starts, in one line (`ask`:
+    how a missing draft file is given), or None; the window asks before a run (the types a
+    build takes and the files are the engine's to check)."""
+    if lane.oracle != SPAWNED:
+        return None
+    try:
+        speculation_of(lane, lane.inputs.get("draft")).check_plan(ask=ask)
+    except SpecvizError as exc:
+        return str(exc)
+    return None
 
 
 def url_of(lane: LaneSpec, session: ServerSession) -> str:

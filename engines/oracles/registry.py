@@ -328,6 +328,48 @@ def _by_name() -> dict[str, Input]:
 INPUTS = _by_name()
 
 
+@dataclass(frozen=True)
+class ServerKind:
+    """A lane on a serving engine, which no oracle above describes: the engine speculates and
+    the lane reads its stream (engines/servers, engines/host/server_lanes.py). The window's
+    oracle picker lists these after the oracles, with their words."""
+
+    name: str  # LaneSpec.oracle
+    label: str  # what the picker calls it
+    summary: str
+    inputs: tuple[Input, ...] = ()  # what it may read beside the target, as an oracle's
+
+    def input(self, name: str) -> Input | None:
+        return next((i for i in self.inputs if i.name == name), None)
+
+
+SERVER_KINDS: dict[str, ServerKind] = {kind.name: kind for kind in (
+    ServerKind(SERVER, "a serving engine at a URL", "an OpenAI-compatible server (llama-server, "
+               "vLLM, SGLang) whose speculation the lane shows"),
+    ServerKind(SPAWNED, "llama.cpp's own speculation (llama-server)",
+               "a llama-server specviz starts on 127.0.0.1 for the lane, with the run's model "
+               "(a GGUF) and llama.cpp's speculation types (chained); K is the longest draft; "
+               "stopped with the run", inputs=(
+                   Input("draft", MODEL, "the GGUF its draft types read: a draft model or an "
+                         "EAGLE-3 head", label="draft model"),)),
+)}
+
+
+def lane_kinds() -> tuple[str, ...]:
+    """What a lane may be: an oracle of the table above as it is now, or a lane on a serving
+    engine (the window's picker)."""
+    return (*ORACLE_INFO, *SERVER_KINDS)
+
+
+def lane_words(name: str) -> str:
+    """What a lane kind is, in a line (the picker's tooltip)."""
+    if name in SERVER_KINDS:
+        kind = SERVER_KINDS[name]
+        return f"{kind.label}: {kind.summary}"
+    described = ORACLE_INFO.get(name)
+    return described.summary if described else ""
+
+
 def info(name: str) -> OracleInfo:
     try:
         return ORACLE_INFO[name]

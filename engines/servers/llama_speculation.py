@@ -35,6 +35,20 @@ MAX_OPTION = {"draft": "--spec-draft-n-max", "ngram-mod": "--spec-ngram-mod-n-ma
               "ngram-map-k": "--spec-ngram-map-k-size-m",
               "ngram-map-k4v": "--spec-ngram-map-k4v-size-m"}
 MIN_OPTION = {"draft": "--spec-draft-n-min", "ngram-mod": "--spec-ngram-mod-n-min"}
+# The types llama-cpp-python 0.3.36's llama.cpp takes, in its `--help`'s order: what the window
+# offers before any server runs (a run checks the build's own `--help`, known_types; a lane
+# may name a newer build's type the window does not list).
+TYPES = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+         "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+# What each type drafts from, in the window's words (its tooltip).
+TYPE_WORDS = {**{name: f"drafts with {what} (a GGUF)" for name, what in DRAFT_FILES.items()},
+              "draft-mtp": "drafts with the target's own MTP layers, or an MTP head's GGUF",
+              "ngram-simple": "prompt lookup: the context's last tokens matched earlier in it",
+              "ngram-map-k": "a map of the context's n-grams to what followed them (keys)",
+              "ngram-map-k4v": "that map, keeping up to four continuations per n-gram",
+              "ngram-mod": "a hashed table of the context's n-grams",
+              "ngram-cache": "n-gram caches of the context (a fixed draft of 8)"}
+ASK_DRAFT = "--draft FILE.gguf"  # how the command line asks for a missing draft file
 _SPEC_TYPE_LINE = re.compile(r"--spec-type\s+([a-z0-9,-]+)")
 
 
@@ -69,10 +83,19 @@ class Speculation:
 
     def check(self, known: tuple[str, ...]) -> None:
         """One line for the first thing llama.cpp would refuse or quietly ignore."""
+        self.check_plan(known)
+        if self.draft is not None:
+            _check_draft_file(self.draft)
+
+    def check_plan(self, known: tuple[str, ...] | None = None, ask: str = ASK_DRAFT) -> None:
+        """One line for what is wrong before a server or a file is looked at: a type `known`
+        lacks (None: not asked), 'none' among others, two types drafting with GGUFs of their
+        own, a type's draft file missing (`ask`: how to give it) or given to none, a length
+        out of range. The window asks this before a run starts."""
         for name in self.types:
             if name == NONE:
                 raise SpecvizError("'none' means a plain server; name no other type with it")
-            if name not in known:
+            if known is not None and name not in known:
                 raise SpecvizError(f"llama.cpp has no speculation type {name!r}; this "
                                    f"llama-server knows {', '.join(known)}")
         users = [t for t in self.types if t in DRAFT_FILES
@@ -82,9 +105,10 @@ class Speculation:
                                "a llama-server holds one: chain at most one of them")
         if users and self.draft is None:  # only types that must have one are left here
             raise SpecvizError(f"{users[0]} drafts with {DRAFT_FILES[users[0]]}: give it "
-                               "(--draft FILE.gguf)")
-        if self.draft is not None:
-            _check_draft(self.draft, users)
+                               f"({ask})")
+        if self.draft is not None and not users:
+            raise SpecvizError(f"a draft file ({self.draft.name}) needs a type that drafts with "
+                               f"it: {', '.join((*DRAFT_FILES, *MAY_DRAFT_FILE))}")
         _check_lengths(self.draft_max, self.draft_min)
 
     def arguments(self) -> list[str]:
@@ -130,10 +154,12 @@ def _help_types(binary: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
     return tuple(t for t in found[1].split(",") if t and t != NONE)
 
 
-def _check_draft(draft: Path, users: list[str]) -> None:
-    if not users:
-        raise SpecvizError(f"a draft file ({draft.name}) needs a type that drafts with it: "
-                           f"{', '.join((*DRAFT_FILES, *MAY_DRAFT_FILE))}")
+def takes_draft(name: str) -> bool:
+    """Whether the type drafts with a GGUF of its own (draft-mtp: where one is given)."""
+    return name in DRAFT_FILES or name in MAY_DRAFT_FILE
+
+
+def _check_draft_file(draft: Path) -> None:
     if not draft.is_file():
         raise SpecvizError(f"no such draft file: {draft}")
     with open(draft, "rb") as f:
