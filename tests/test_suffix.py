@@ -565,3 +565,22 @@ def add_while_locked(memory: SuffixMemory, tokens: list[int], label: str, monkey
     monkeypatch.setattr(suffix_memory, "LOCK_WAIT_S", 0.05)
     with FileLock(str(memory.path) + ".lock"):
         memory.add(tokens, label)
+
+
+@pytest.mark.parametrize("tree", [0, 1])
+def test_a_draft_auto_k_prices_out_is_declined_in_the_lanes_own_shape(tree):
+    """A chain lane (tree 0, as `specviz advise` replays suffix decoding) never gets a tree,
+    not even an empty declined one; a tree lane gets its tree."""
+    import numpy as np
+
+    from specviz.engines.oracles.base import Proposal, RunContext, TreeProposal
+    from specviz.engines.sampling import GREEDY
+
+    oracle = suffix(SuffixMemory(), tree=tree)
+    prompt = [*A, 11, 12, *A[:4]]
+    oracle.start(RunContext(tuple(prompt), "", (), GREEDY, np.random.default_rng(0)))
+    oracle.price_with(lambda rows, n_ctx: 1.0 + 100.0 * (rows - 1))  # a draft never pays
+    sent = oracle.propose(prompt, 8)
+    assert sent.declined == ev.DECLINE_AUTO_K and not sent.tokens
+    assert isinstance(sent, TreeProposal) == bool(tree)
+    assert isinstance(sent, Proposal if not tree else TreeProposal)

@@ -132,8 +132,9 @@ class SuffixOracle(CopyingOracle):
         if self.price is not None and kept:
             count = affordable([spec.nodes[i].prob for i in kept], self._trust.factor,
                                (time.perf_counter() - t0) * 1e3, len(context), self.price)
-            if count == 0:
-                return TreeProposal(source=self.source, declined=DECLINE_AUTO_K)
+            if count == 0:  # declined as the lane drafts: a chain lane never gets a tree
+                shape = TreeProposal if self.settings.tree else Proposal
+                return shape(source=self.source, declined=DECLINE_AUTO_K)
             kept = kept[:count]
         passed_over = (self._passed_over if remembered or not kept
                        else self._memory_score(context))
