@@ -215,3 +215,34 @@ def test_a_profile_of_an_older_version_is_measured_again(tmp_path, monkeypatch):
     assert prof.load("m", "llama", "cpu", 2) == table
     prof.save(dataclasses.replace(table, version=prof.PROFILE_VERSION - 1))  # fewer sizes
     assert prof.load("m", "llama", "cpu", 2) is None
+
+
+# smollm2-135m on llama.cpp, 2 threads, timed while test workers had both cores (2026-11-27):
+# stored, it made auto K decline nearly every draft in every later run.
+BUSY_ROW = [23.064, 313.453, 348.882, 149.75, 184.904, 521.641, 419.666, 221.956, 164.911]
+QUIET_ROW = [15.63, 20.1, 23.4, 27.0, 30.2, 33.1, 32.5, 27.6, 29.9]  # the 0.5B's dips: 1.2x
+BATCHES = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_a_table_timed_on_a_busy_machine_is_told_from_a_quiet_ones_dips():
+    assert prof.uneven([128], BATCHES, [QUIET_ROW]) == ""
+    busy = prof.uneven([128, 512], BATCHES, [QUIET_ROW, BUSY_ROW])
+    assert busy.startswith("at 512 cached tokens a batch of 2 took 313.5 ms, 2.1x a batch of 4")
+    assert prof.uneven([64], [1, 2, 4], [[0.9, 2.4, 1.0]]) == ""  # 1 ms apart: a tiny model's
+
+
+def test_a_busy_profile_is_not_stored_and_a_stored_one_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    busy = prof.Profile("m", "llama", "cpu", 2, [128], BATCHES, [BUSY_ROW])
+    said: list[str] = []
+    assert prof.keep(busy, said.append) is None
+    assert len(said) == 1 and "timed while other work had the cores" in said[0]
+    assert "specviz profile --target m --refresh" in said[0]
+    assert not prof.profile_path("m", "llama", "cpu", 2).exists()
+    path = prof.profile_path("m", "llama", "cpu", 2)  # one stored by an earlier version
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(busy.to_dict()))
+    stored, why = prof.read("m", "llama", "cpu", 2)
+    assert stored is None and "a batch of 2 took 313.5 ms" in why
+    quiet = dataclasses.replace(busy, ms=[QUIET_ROW])
+    assert prof.keep(quiet, said.append) == path and prof.load("m", "llama", "cpu", 2) == quiet

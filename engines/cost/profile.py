@@ -323,9 +323,38 @@ def _dtype_key(dtype: str | None) -> str:
     return dtype or "float32"
 
 
+# A batch that costs this many times a larger one at the same context (and this many ms more)
+# was timed while other work had the cores: a quiet machine's dips stay within 1.2x (16
+# tokens against 12 on a 2-core EPYC), a busy one's reached 5x and 300 ms for smollm2's 23.
+UNEVEN_RATIO, UNEVEN_MS = 1.5, 2.0
+
+
+def uneven(contexts: Sequence[int], batches: Sequence[int], ms: Sequence[Sequence[float]]) -> str:
+    """"" for a table a quiet machine could have measured; else, in words, the batch that cost
+    far more than a larger one: auto K would take batches as that dear and never draft, and a
+    stored profile is used on every later run."""
+    for context, row in zip(contexts, ms):
+        for i, cost in enumerate(row):
+            larger = row[i + 1:]
+            if not larger:
+                continue
+            cheaper = min(larger)
+            if cost > UNEVEN_RATIO * cheaper and cost - cheaper > UNEVEN_MS:
+                other = batches[i + 1 + larger.index(cheaper)]
+                return (f"at {context} cached tokens a batch of {batches[i]} took {cost:.1f} ms, "
+                        f"{cost / max(cheaper, 1e-9):.1f}x a batch of {other} ({cheaper:.1f} "
+                        "ms): timed while other work had the cores")
+    return ""
+
+
 def save(profile: Profile) -> Path:
     """Store the profile whole (a reader never sees half of one); SpecvizError naming the
-    file where it cannot be written."""
+    file where it cannot be written, or saying why a profile timed on a busy machine is not
+    kept (the next run measures again)."""
+    busy = uneven(profile.contexts, profile.batches, profile.ms)
+    if busy:
+        raise SpecvizError(f"{busy}; measure it again on a quiet machine (`specviz profile "
+                           f"--target {profile.model} --refresh`)")
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype, profile.variant)
     try:
@@ -365,7 +394,8 @@ def read(model: str, backend: str, device: str, threads: int | None,
         data = json.loads(text)
     except ValueError as exc:  # json's errors are ValueErrors
         return None, f"{path}: not JSON ({exc})"
-    wrong = profile_shape.problem(data, PROFILE_VERSION)
+    wrong = profile_shape.problem(data, PROFILE_VERSION) or uneven(
+        data["contexts"], data["batches"], data["ms"])
     if wrong:
         return None, f"{path}: {wrong}"
     return Profile.from_dict(data), ""
