@@ -144,6 +144,36 @@ def test_oracles_decode_on_the_compiled_path_what_they_decode_eagerly(
     assert texts[0] == texts[1]
 
 
+def test_a_rollback_far_back_swaps_the_cache_for_a_smaller_one_and_back(eager, compiled,
+                                                                         monkeypatch):
+    """Attention reads every slot: after a long context, a rollback (a new prompt) goes on in
+    a smaller cache with what was kept copied in, and a long context again finds its first
+    big cache (the same tensors: CUDA graphs recorded on them replay)."""
+    from specviz.engines.backends import hf_compiled
+
+    monkeypatch.setattr(hf_compiled, "MIN_CAPACITY", 16)
+    small = compiled.share()
+    eager.reset()
+
+    def long_run():
+        both(eager, small, lambda b: b.forward(list(range(3, 15)), "last"))
+        for token in range(30):
+            both(eager, small, lambda b, t=token: b.forward([t + 1, t + 2], 1))
+
+    long_run()
+    big, big_cache = small._kv.capacity, small._kv.cache
+    assert big == 128
+    for b in (eager, small):
+        b.truncate(2)
+    assert small._kv.capacity == 64  # 2 kept and a widest step (32) after them
+    both(eager, small, lambda b: b.forward([5, 6, 7], "all"))  # the 2 kept slots came along
+    for b in (eager, small):
+        b.reset()
+    long_run()
+    assert small._kv.capacity == big and small._kv.cache is big_cache
+    small.close()
+
+
 @pytest.mark.parametrize("rows", [1, 5, 32])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_packed_grouped_query_attention_is_transformers_sdpa(rows, dtype):

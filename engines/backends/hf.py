@@ -306,6 +306,7 @@ class TransformersBackend(Backend):
         self._hidden.cut(n)
         self._features.cut(n)
         if self._kv is not None:
+            self._kv.fit(n)
             self._kv.set_length(n)
             return
         if self._cache is None:

@@ -217,12 +217,18 @@ class CompiledSteps:
 
 class StaticKV:
     """One backend's static cache: its length follows the backend's context; slots past it
-    hold whatever the last forward wrote there (padding, discarded nodes), masked out."""
+    hold whatever the last forward wrote there (padding, discarded nodes), masked out.
+
+    Attention reads every slot, so the cache in use is the smallest that holds the context:
+    grown by doubling, and given back for a smaller one when a rollback leaves it far too big
+    (a new prompt after a long one). Each size's cache is kept once made, so its tensors keep
+    their addresses and the CUDA graphs recorded on them replay."""
 
     def __init__(self, model, device: str, dtype, n_ctx: int) -> None:
         self.model, self.device, self.dtype, self.n_ctx = model, device, dtype, n_ctx
         self.cache = None
         self.capacity = 0
+        self._made: dict[int, object] = {}  # capacity -> its StaticCache
 
     def room(self, needed: int) -> bool:
         """Make the cache hold `needed` slots (grown by doubling); False past the context."""
@@ -230,13 +236,37 @@ class StaticKV:
             return True
         if needed > self.n_ctx:
             return False
-        capacity = max(MIN_CAPACITY, self.capacity)
-        while capacity < needed:
-            capacity *= 2
-        self._grow(min(capacity, self.n_ctx))
+        self._use(self._fitting(needed), kept=self.capacity)
         return True
 
-    def _grow(self, capacity: int) -> None:
+    def fit(self, n: int) -> None:
+        """After a rollback to `n` positions: the smallest cache that holds them and a widest
+        step after them, where that is smaller than the one in use (its first `n` slots
+        copied over)."""
+        capacity = self._fitting(n + max(WIDTHS))
+        if self.cache is not None and capacity < self.capacity:
+            self._use(capacity, kept=n)
+
+    def _fitting(self, needed: int) -> int:
+        capacity = MIN_CAPACITY
+        while capacity < needed:
+            capacity *= 2
+        return min(capacity, self.n_ctx)
+
+    def _use(self, capacity: int, kept: int) -> None:
+        """Switch to the cache of `capacity` slots, the first `kept` positions copied in."""
+        import torch
+
+        cache = self._made.get(capacity) or self._make(capacity)
+        if self.cache is not None and kept:
+            with torch.inference_mode():  # the cache's tensors were made in it
+                for old, new in zip(self.cache.layers, cache.layers):
+                    new.keys[:, :, :kept].copy_(old.keys[:, :, :kept])
+                    new.values[:, :, :kept].copy_(old.values[:, :, :kept])
+                    new.cumulative_length.copy_(old.cumulative_length)
+        self.cache, self.capacity = cache, capacity
+
+    def _make(self, capacity: int):
         import torch
         from transformers import StaticCache
 
@@ -249,12 +279,8 @@ class StaticKV:
         for new in cache.layers:
             torch._dynamo.mark_dynamic(new.keys, 2)  # its length: one graph for every size
             torch._dynamo.mark_dynamic(new.values, 2)
-        if self.cache is not None:
-            for old, new in zip(self.cache.layers, cache.layers):
-                new.keys[:, :, :self.capacity].copy_(old.keys)
-                new.values[:, :, :self.capacity].copy_(old.values)
-                new.cumulative_length.copy_(old.cumulative_length)
-        self.cache, self.capacity = cache, capacity
+        self._made[capacity] = cache
+        return cache
 
     def set_length(self, n: int, layers=None) -> None:
         """Where the next forward writes: right after the first `n` positions."""
