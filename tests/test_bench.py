@@ -212,3 +212,18 @@ def test_repeat_must_be_positive(tiny_backend, questions_file):
 @pytest.mark.parametrize(("mean_k", "shown"), [(0.0, "0.0"), (0.013, "< 0.05"), (2.04, "2.0")])
 def test_a_mean_k_that_drafted_a_little_never_reads_zero(mean_k, shown):
     assert bench_tables._k(mean_k) == shown
+
+
+@pytest.mark.parametrize("oracles, prepared", [(["none", "prompt-lookup"], 1), (["none"], 0)])
+def test_what_drafts_need_is_set_up_before_any_lane_is_timed(tiny_backend, questions_file,
+                                                              monkeypatch, oracles, prepared):
+    """A compiled backend compiles a width's graph on its first use: the bench has it done
+    before the first timed step (once, where a lane drafts), so no lane pays a one-time cost
+    the lanes after it do not."""
+    from specviz.engines.oracles import make_oracle
+
+    calls: list[int] = []
+    monkeypatch.setattr(tiny_backend, "prepare_widths", lambda: calls.append(tiny_backend.n_past))
+    bench.run_bench(tiny_backend, make_oracle, bench.load_questions(questions_file)[:2],
+                    [bench.Config(o, 2) for o in oracles], max_tokens=4)
+    assert calls == [0] * prepared  # once, on an empty cache, before the first run

@@ -675,3 +675,17 @@ def test_a_no_to_exploring_is_asked_again_only_now_and_then():
         assert dear.choose(list(range(512 + i))) == 0
         dear.observe(step(0, 0, position=512 + i, index=i + 1))
     assert Counted.asked <= 5
+
+
+def test_a_stall_teaches_auto_k_nothing():
+    """A batch that took 200 times its price (the transformers backend compiling the graph of
+    a width on its first use) is not what batches cost: learnt, the lane stopped drafting for
+    the rest of the run."""
+    policy = AutoK(FakeLookup(), Profile("m", "transformers", "cpu", None, [512], [1, 9],
+                                         [[20.0, 24.0]]))
+    for _ in range(5):
+        policy.observe(timed_step(0, 20.0))
+    policy.observe(timed_step(8, 4000.0))  # compiling the 16-wide graph
+    for _ in range(5):
+        policy.observe(timed_step(8, 24.0))
+    assert policy.step_ms(8, 512) - policy.overhead_ms == pytest.approx(24.0, rel=0.05)

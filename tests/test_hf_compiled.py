@@ -174,6 +174,15 @@ def test_a_rollback_far_back_swaps_the_cache_for_a_smaller_one_and_back(eager, c
     small.close()
 
 
+def test_every_width_can_be_compiled_before_a_timed_step(compiled):
+    from specviz.engines.backends import hf_compiled
+
+    n_past = compiled.n_past
+    compiled.prepare_widths()
+    assert set(hf_compiled.WIDTHS) <= set(compiled._steps.compile_seconds)
+    assert compiled.n_past == n_past  # on a scratch cache: the backend's own is untouched
+
+
 @pytest.mark.parametrize("rows", [1, 5, 32])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_packed_grouped_query_attention_is_transformers_sdpa(rows, dtype):

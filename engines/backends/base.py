@@ -185,6 +185,10 @@ class Backend(ABC):
     def reset(self) -> None:
         self.truncate(0)
 
+    def prepare_widths(self) -> None:
+        """Set up now what verifications of any width need (compiled steps' graphs), so that
+        no timed step pays for it; most backends need nothing."""
+
     # ------------------------------------------------------------ trees
 
     def forward_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> np.ndarray:

@@ -106,6 +106,10 @@ class TransformersBackend(Backend):
                 return "off"
         return "on"
 
+    def prepare_widths(self) -> None:
+        if self._steps is not None:
+            hf_compiled.warm(self._steps, self._static_kv(), hf_compiled.WIDTHS)
+
     def _static_kv(self) -> hf_compiled.StaticKV:
         return hf_compiled.StaticKV(self._model, self.device, self._dtype, self.n_ctx)
 

@@ -31,6 +31,10 @@ EXPLORE_K, EXPLORE_JUDGED = 2, 12
 OPTIMISTIC_ACCEPT, EXPLORE_GAIN = 0.9, 0.05
 EXPLORE_RECHECK = 16  # steps before a "no" to exploring is asked again
 EMA = 0.1  # weight of the newest step in the running timing estimates
+# A verification this many times its profiled price is a stall (a graph compiled on the first
+# use of its width, the process swapped out), not what a step costs: learnt, one compile of a
+# few seconds priced every later batch as ruinous, and auto K never drafted again in the run.
+STALL = 10.0
 MIN_SEEN = 3  # steps of one cost regime before its own live scale is trusted
 # A lookup asked on every step of a stretch where nothing is sent is what a declining copying
 # oracle costs: on an H200, llama.cpp decodes smollm2 in 1.2 ms a step and the n-gram cache's
@@ -379,7 +383,7 @@ class AutoK:
 
     def _add_verify(self, rows: int, position: int, ms: float) -> None:
         predicted = self.profile.cost_ms(rows, position)
-        if predicted > 0 and ms > 0:
+        if predicted > 0 and 0 < ms < STALL * predicted:
             ratio = ms / predicted
             # The overall scale settles like each regime's (no start value lingers): it prices
             # batches not yet seen, and a lagging one makes them look cheap or dear.
