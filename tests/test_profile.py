@@ -246,3 +246,33 @@ def test_a_busy_profile_is_not_stored_and_a_stored_one_is_measured_again(tmp_pat
     assert stored is None and "a batch of 2 took 313.5 ms" in why
     quiet = dataclasses.replace(busy, ms=[QUIET_ROW])
     assert prof.keep(quiet, said.append) == path and prof.load("m", "llama", "cpu", 2) == quiet
+
+
+def test_a_row_timed_while_the_machine_was_busy_is_timed_again(tiny_backend, monkeypatch):
+    """The first pass at one context meets a busy machine (2-token batches at 300 ms among
+    5-ms steps): that row alone is timed once more, and the progress counts the extra work."""
+    busy = {"left": 1}
+
+    def in_loop(backend, tokens, ctx, settled_steps=None):
+        slow = ctx == 16 and busy["left"] and len(tokens) == 2
+        return 300.0 if slow else 5.0 + len(tokens)
+
+    def finished_row(*_):
+        busy["left"] = 0  # the machine is quiet again after the first pass at 16
+
+    monkeypatch.setattr(prof, "time_forward", lambda backend, tokens, ctx: 5.0)
+    monkeypatch.setattr(prof, "time_in_loop", in_loop)
+    ticks: list[tuple[int, int]] = []
+    real_row = prof._row
+
+    def row(*args):
+        out = real_row(*args)
+        if args[2] == 16:
+            finished_row()
+        return out
+
+    monkeypatch.setattr(prof, "_row", row)
+    p = prof.measure(tiny_backend, "tiny", batches=[1, 2, 4], contexts=[8, 16], repeats=3,
+                     on_progress=lambda done, total: ticks.append((done, total)))
+    assert prof.uneven(p.contexts, p.batches, p.ms) == ""
+    assert ticks[-1] == (27, 27)  # two rows of 3 x 3, and the busy one again
