@@ -298,3 +298,21 @@ def test_auto_ks_exploring_steps_are_marked_in_the_trace(tiny_backend, tiny_draf
     old = ev.to_dict(steps[0])
     del old["explored"]  # a trace written before the field
     assert not ev.from_dict(old).explored
+
+
+def test_a_runs_noise_covers_wide_verifications_and_batch_written_context(tiny_backend,
+                                                                           monkeypatch):
+    """What a parting is held to: the larger of a 9-row and a 33-row verification's noise and
+    of a token read after batch-written context, measured on the run's own context; the
+    backend is left empty."""
+    from specviz.engines.bench import compare as cmp
+
+    ids = [*prompt_ids_of(tiny_backend, PROMPT), *range(5, 45)]
+    history = cmp._history_noise(tiny_backend, ids, 8)
+    assert tiny_backend.n_past == 0 and 0.0 <= history < 1e-3  # float32: last bits only
+    asked: list[int] = []
+    monkeypatch.setattr(cmp, "batch_noise", lambda b, i, width: asked.append(width) or width)
+    monkeypatch.setattr(cmp, "_history_noise", lambda b, i, width: 50.0)
+    assert cmp.run_noise(tiny_backend, ids) == 50.0 and asked == [9, 33]
+    monkeypatch.setattr(cmp, "_history_noise", lambda b, i, width: 0.0)
+    assert cmp.run_noise(tiny_backend, ids) == 33

@@ -78,6 +78,39 @@ def batch_noise(backend: Backend, ids: Sequence[int], width: int = 9) -> float:
     return float(np.abs(batched - single).max())
 
 
+def run_noise(backend: Backend, ids: Sequence[int]) -> float:
+    """How far apart the logits of one context come out by the ways a speculative run can
+    reach it: the batch noise of a 9-token verification and of a 33-token one (K = 32: on the
+    transformers backend's compiled path, past its widest graph, run eagerly), and a token's
+    logits after context that a batch wrote into the cache against context written a token at
+    a time. A run meets all three; a probe of one batch alone missed what parted bfloat16
+    outputs on a GPU (2026-11-27)."""
+    ids = list(ids)
+    noise = max(batch_noise(backend, ids, width) for width in (9, 33))
+    return max(noise, _history_noise(backend, ids, 8))
+
+
+def _history_noise(backend: Backend, ids: Sequence[int], width: int) -> float:
+    """The last token's logits after `width` tokens the cache took as one batch, against after
+    the same tokens taken one at a time."""
+    width = min(width, len(ids) - 2)
+    if width < 2:
+        return 0.0
+    head, written, last = list(ids[: -width - 1]), list(ids[-width - 1 : -1]), ids[-1]
+    rows = []
+    for batched in (True, False):
+        backend.reset()
+        backend.forward(head)
+        if batched:
+            backend.forward(written, "all")
+        else:
+            for token in written:
+                backend.forward([token])
+        rows.append(backend.forward([last]))
+    backend.reset()
+    return float(np.abs(rows[0] - rows[1]).max())
+
+
 def _plain_margin(plain: Sequence[ev.StepEvent], index: int) -> float | None:
     """Plain decoding emits one target token per step, so step i made token i."""
     return plain[index].target.margin if index < len(plain) else None
@@ -90,4 +123,4 @@ def check_against_plain(target: Backend, prompt_ids: Sequence[int],
     if result.identical:
         return result
     context = [*prompt_ids, *emitted(plain)[: result.first_difference + 1]]
-    return compare(spec, plain, batch_noise(target, context))
+    return compare(spec, plain, run_noise(target, context))
