@@ -276,3 +276,24 @@ def test_a_row_timed_while_the_machine_was_busy_is_timed_again(tiny_backend, mon
                      on_progress=lambda done, total: ticks.append((done, total)))
     assert prof.uneven(p.contexts, p.batches, p.ms) == ""
     assert ticks[-1] == (27, 27)  # two rows of 3 x 3, and the busy one again
+
+
+def test_the_profile_a_backend_will_use_is_known_before_it_loads(tmp_path, monkeypatch,
+                                                                   tiny_model_dir):
+    """The window's curves and `specviz profile` look a profile up before any model loads:
+    a transformers target's compiled steps where asked, or where a race here kept them."""
+    from specviz.engines.backends import compile_choice, hf_compiled, llama_widths
+
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    monkeypatch.delenv(hf_compiled.ENV, raising=False)
+    monkeypatch.setenv(llama_widths.ENV, "on")
+    plan = prof.planned_variant
+    folder = str(tiny_model_dir)
+    assert plan("llama", "cuda", "m.gguf", 2, None) == "pad8-16-33"
+    assert plan("transformers", "cpu", folder, 2, "float32", "on") == "compiled"
+    assert plan("transformers", "cpu", folder, 2, "float32", None) == ""  # off on a CPU
+    assert plan("transformers", "cuda", folder, 2, "float32", None) == ""  # auto: not raced
+    compile_choice.remember(compile_choice.store_path(), tiny_model_dir, 2, "cuda", "float32",
+                            {"choice": "on", "eager_ms": 20.0, "compiled_ms": 3.0})
+    assert plan("transformers", "cuda", folder, 2, "float32", None) == "compiled"
+    assert plan("transformers", "cuda", str(tmp_path / "absent"), 2, "float32", "auto") == ""

@@ -11,7 +11,6 @@ from tqdm import tqdm
 from ...engines.backends import load_backend
 from ...engines.backends.base import Backend
 from ...engines.backends.cpu_dtype import remembered_for
-from ...engines.backends.llama_widths import profile_variant
 from ...engines.cost import profile as prof
 from ...engines.errors import SpecvizError
 from ...engines.machine.device_choice import DeviceFacts, model_dtype
@@ -64,8 +63,8 @@ def get_profile(model: str, args: argparse.Namespace, batches: list[int],
         args.backend, device, getattr(args, "dtype", None), DeviceFacts.about(device),
         remembered_for(model, args.threads) if args.backend == "transformers" else None)
     if not getattr(args, "refresh", False):
-        variant = (backend.profile_variant if backend
-                   else profile_variant(args.backend))
+        variant = (backend.profile_variant if backend else prof.planned_variant(
+            args.backend, device, model, args.threads, dtype, getattr(args, "compile", None)))
         stored = prof.load(model, args.backend, device, args.threads, dtype,
                            say=lambda line: _say(f"{line}; measuring it again"),
                            variant=variant)

@@ -53,7 +53,6 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     a label, and whether there is one: (None, why, False) when there is none (the curves are
     then not drawn: free batches would promise what a CPU cannot keep)."""
     from ...engines.backends.cpu_dtype import remembered_for
-    from ...engines.backends.llama_widths import profile_variant
     from ...engines.cost import profile as prof
     from ...engines.errors import SpecvizError
     from ...engines.machine.device_choice import DeviceFacts, model_dtype
@@ -67,7 +66,8 @@ def profile_costs(model: ModelChoice, context: int = 512) -> tuple[list[float] |
     except SpecvizError as exc:  # a SPECVIZ_DTYPE it does not know: said, the window opens
         return None, str(exc), False
     stored, problem = prof.read(model.target, model.backend, device, threads, dtype,
-                                profile_variant(model.backend))
+                                prof.planned_variant(model.backend, device, model.target,
+                                                     model.threads, dtype, model.compile))
     if stored is None:
         return None, (f"the stored profile is not usable: {problem}" if problem
                       else "no profile of this machine yet"), False

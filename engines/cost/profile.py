@@ -325,6 +325,26 @@ def profile_path(model: str, backend: str, device: str, threads: int | None,
     return profiles_dir() / f"{stem}--{backend}--{device}--t{threads_run(threads)}{kind}.json"
 
 
+def planned_variant(backend: str, device: str, target: str, threads: int | None,
+                    dtype: str | None, compile: str | None = None) -> str:
+    """The `profile_variant` a backend of these settings will have, known before it loads
+    (the window's curves, `specviz profile`'s lookup): llama.cpp's padded widths as set; the
+    transformers backend's compiled steps where asked, or raced here before and kept."""
+    from ..backends import compile_choice, llama_widths
+    from ..models import resolve
+
+    if backend == "llama":
+        return llama_widths.profile_variant(backend)
+    try:
+        choice = compile_choice.asked_choice(compile, device)
+        if choice == "auto":
+            choice = compile_choice.remembered(compile_choice.store_path(), resolve(target),
+                                               threads, device, dtype or "float32")
+    except SpecvizError:  # a target not here yet, a setting it does not know: said elsewhere
+        return ""
+    return "compiled" if backend == "transformers" and choice == "on" else ""
+
+
 def threads_run(threads: int | None) -> int:
     """The threads a profile's steps run on, which name it: None (the command line's "auto")
     runs on every core, so it shares the profile of a window that asks for that many (one
