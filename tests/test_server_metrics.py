@@ -86,3 +86,18 @@ def test_a_server_without_metrics_gives_none_at_once():
     with FakeServer({}) as server:
         assert spec_metrics.read(Endpoint(server.url)) is None
     assert spec_metrics.read(Endpoint("http://127.0.0.1:9", connect_timeout=1.0)) is None
+
+
+def test_a_position_no_accepted_draft_reached_is_a_zero_not_left_out():
+    """A draft length of 4 where no draft held its fourth token: the graph shows four
+    positions, the last at 0%."""
+    text = CAPTURED.read_text()
+    for position, count in (("4", "0"), ("5", "0"), ("6", "0"), ("7", "0")):
+        text = text.replace(f'per_pos_total{{position="{position}"}} ',
+                            f'per_pos_total{{position="{position}"}} {count} #', 1)
+    text = "\n".join(line.split(" #")[0] for line in text.splitlines())
+    counts = spec_metrics.parse(text)
+    assert counts.accepted_by_position[4:] == (0, 0, 0, 0)
+    rates = counts.acceptance_by_position()
+    assert len(rates) == 8 and rates[4:] == [0.0] * 4
+    assert counts.to_dict()["accepted_by_position"][4:] == [0, 0, 0, 0]

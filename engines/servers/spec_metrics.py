@@ -56,12 +56,12 @@ class SpecCounts:
                           tuple(a - b for a, b in zip(now, then, strict=True)))
 
     def acceptance_by_position(self) -> list[float]:
-        """For each draft position, the share of drafts accepted up to it (vLLM's and
-        llama.cpp's per-position acceptance rate); positions past the last accepted left out."""
+        """For each draft position the server counts (llama.cpp: every one up to its longest
+        draft), the share of drafts accepted up to it (vLLM's and llama.cpp's per-position
+        acceptance rate); a position no draft's acceptance reached is 0, not left out."""
         if not self.drafts:
             return []
-        used = _trimmed(self.accepted_by_position)
-        return [a / self.drafts for a in used]
+        return [a / self.drafts for a in self.accepted_by_position]
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -70,7 +70,7 @@ class SpecCounts:
     def to_dict(self) -> dict:
         """For a run's JSON and trace: the counts, and the rates by position."""
         data = asdict(self)
-        data["accepted_by_position"] = list(_trimmed(self.accepted_by_position))
+        data["accepted_by_position"] = list(self.accepted_by_position)
         data["acceptance_by_position"] = [round(r, 4) for r in self.acceptance_by_position()]
         rate = self.acceptance_rate
         data["acceptance_rate"] = None if rate is None else round(rate, 4)
@@ -140,10 +140,3 @@ def read_after(endpoint: Endpoint, before: SpecCounts | None, tokens: int,
 
 def _padded(values: tuple[int, ...], n: int) -> tuple[int, ...]:
     return values + (0,) * (n - len(values))
-
-
-def _trimmed(values: tuple[int, ...]) -> tuple[int, ...]:
-    end = len(values)
-    while end and not values[end - 1]:
-        end -= 1
-    return values[:end]
