@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QMenu, QToolButton, QWidget
+from PySide6.QtWidgets import QMenu, QSizePolicy, QToolButton, QWidget
 
 from ...engines.servers.llama_speculation import TYPE_WORDS, TYPES, takes_draft
 
@@ -21,6 +21,8 @@ class SpecTypes(QToolButton):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        # The lane's width, not the text's: the menu's arrow is drawn over a text-sized button.
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip("llama.cpp's speculation types for this lane's llama-server; several "
                         "chain (each step the first that drafts is verified); a draft type "
                         "reads the draft model picked beside")
