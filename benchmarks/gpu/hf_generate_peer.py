@@ -23,13 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from specviz.engines.backends import load_backend
-from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.models import resolve
-from specviz.engines.oracles.none import NoOracle
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from compiled_plain import plain  # benchmarks/: specviz's plain decoding, timed
 
 WAYS = ("generate-static", "generate", "specviz")
 PROMPT = Path("assets/prompts/code-edit-scale.txt")
@@ -88,28 +90,9 @@ def generate_rate(backend, ids, way: str, tokens: int) -> dict:
             "step_ms": round(1000 * (whole - first) / max(n - 1, 1), 3)}
 
 
-def warm(backend, prompt_ids) -> None:
-    """A one-token forward, so the first timed step does not pay for cold caches; one token,
-    not session.warm_up's eight: on the compiled path eight would compile the 8-wide graph,
-    which plain decoding never uses."""
-    backend.reset()
-    backend.forward(list(prompt_ids[:1]))
-    backend.reset()
-
-
-def specviz_rate(backend, prompt: str, tokens: int) -> dict:
-    session = Session(backend, NoOracle(), RunSettings(prompt, chat=True, k=0,
-                                                       max_tokens=tokens))
-    warm(backend, session.prompt_ids)
-    summary = session.run_to_end()
-    totals = summary.totals
-    return {"tokens": totals.tokens, "tok_s": round(summary.tok_per_s, 2),
-            "step_ms": round(totals.compute_ms / max(totals.steps, 1), 3)}
-
-
 def one(backend, way: str, prompt: str, ids, tokens: int) -> dict:
     if way == "specviz":
-        return specviz_rate(backend, prompt, tokens)
+        return plain(backend, prompt, tokens)
     return generate_rate(backend, ids, way, tokens)
 
 
