@@ -12,14 +12,15 @@ from pathlib import Path
 from ...engines import events as ev
 from ...engines.backends.cpu_dtype import raced_since, racing, store_path, trial_line
 from ...engines.bench.compare import check_against_plain
+from ...engines.bench.rounds import Rounds, run_rounds
+from ...engines.bench.speedup import NOISE, SLOWER
 from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
 from ...engines.host.model_pool import ModelPool
 from ...engines.host.run_builder import build_lane, build_server_lane
-from ...engines.loop.session import RunSettings, Session
+from ...engines.loop.session import Session
 from ...engines.oracles import is_plain
-from ...engines.oracles.none import NoOracle
-from ...engines.oracles.registry import SPAWNED
+from ...engines.oracles.registry import PLAIN, SPAWNED
 from ...engines.text_file import read_text
 from ...engines.trace import TraceWriter
 from . import options
@@ -39,7 +40,11 @@ def register(sub) -> None:
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
     out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
     out.add_argument("--baseline", action="store_true",
-                     help="also decode plainly in the same process and report the speedup")
+                     help="also decode plainly in the same process, the two stepped by turns, "
+                          "and report the speedup with its interval")
+    out.add_argument("--rounds", type=_rounds, default=3,
+                     help="with --baseline: rounds of both, each a ratio of their speeds "
+                          "(default 3; one round gives no interval)")
     out.add_argument("--show-rejected", action="store_true",
                      help="print rejected draft tokens struck through")
     p.set_defaults(func=run)
@@ -63,19 +68,32 @@ def run(args: argparse.Namespace) -> int:
     if args.server or args.oracle == SPAWNED:
         return run_server(args, request)
     pool = ModelPool()
-    lane = build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)
+    lanes = [build_lane("run", options.lane_spec(args, args.oracle), request, pool, say=_say)]
     try:
-        return _run(args, lane)
+        if args.baseline:
+            lanes.append(build_lane("plain", options.lane_spec(args, PLAIN), request, pool,
+                                    say=_say))
+        return _run(args, *lanes)
     finally:
-        lane.close()
+        for lane in lanes:
+            lane.close()
         pool.close()
 
 
-def _run(args: argparse.Namespace, lane: LocalLane) -> int:
+def _rounds(text: str) -> int:
+    n = int(text)
+    if not 1 <= n <= 50:
+        raise argparse.ArgumentTypeError(f"rounds must be between 1 and 50, got {n}")
+    return n
+
+
+def _run(args: argparse.Namespace, lane: LocalLane, plain: LocalLane | None = None) -> int:
     session = lane.session
     target = session.target
     printer = EventPrinter(show_rejected=args.show_rejected)
-    steps = _drive(lane, None if args.json else printer, args.trace)
+    shown = None if args.json else printer
+    rounds = _drive_rounds(args, lane, plain, shown) if plain else None
+    steps = rounds.lane_steps if rounds else _drive(lane, shown, args.trace)
     notice = lane.notice()
     if notice:
         _say(notice)
@@ -92,8 +110,8 @@ def _run(args: argparse.Namespace, lane: LocalLane) -> int:
     if session.k_policy and steps:
         result["mean_k"] = round(sum(s.k for s in steps) / len(steps), 3)
         result["explored_steps"] = sum(1 for s in steps if s.explored)
-    if args.baseline:
-        result.update(_baseline(target, session, steps, summary))
+    if rounds:
+        result.update(_baseline(target, session, rounds))
         why = _why_slower(args, target, result)
         if why:
             result["why_slower"] = why
@@ -187,19 +205,61 @@ def _drive(lane: Lane, printer: EventPrinter | None, trace: Path | None) -> list
     return steps
 
 
-def _baseline(target, session: Session, steps, summary: ev.SummaryEvent) -> dict:
-    plain = Session(target, NoOracle(), RunSettings(**{**session.settings.__dict__, "k": 0}))
-    plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
-    base = plain.summary
-    cmp = check_against_plain(target, session.prompt_ids, steps, plain_steps)
+def _drive_rounds(args: argparse.Namespace, lane: LocalLane, plain: LocalLane,
+                  printer: EventPrinter | None) -> Rounds:
+    """The lane and plain decoding by turns, `args.rounds` times; the first round's lane is
+    the one printed and traced."""
+    writer = TraceWriter(args.trace, lane.header) if args.trace else None
+
+    def shown(event: ev.Event) -> None:
+        if writer:
+            writer.write(event)
+        if printer and isinstance(event, ev.StepEvent):
+            printer.step(event)
+
+    def more(n: int) -> None:
+        if n == 1 and not args.json:
+            print(flush=True)  # the streamed text ends its line before the note
+            printer.ended_line = True
+            _say(f"timing {args.rounds - 1} more round{'s' if args.rounds > 2 else ''} of "
+                 "both, for the speedup's interval")
+
+    try:
+        return run_rounds(lane.steps(), plain.steps(), lane.session, plain.session,
+                          args.rounds, shown, more)
+    except KeyboardInterrupt:
+        lane.stop()
+        plain.stop()
+        raise
+    finally:
+        if writer:
+            writer.close()
+
+
+def _baseline(target, session: Session, rounds: Rounds) -> dict:
+    base = rounds.plain[0]
+    cmp = check_against_plain(target, session.prompt_ids, rounds.lane_steps,
+                              rounds.plain_steps)
+    speed = rounds.speedup()
+    drafted = any(s.totals.proposed for s in rounds.lane)
     out = {
-        "baseline_tok_per_s": round(base.tok_per_s, 3),
-        "speedup": round(summary.tok_per_s / base.tok_per_s, 4) if base.tok_per_s else None,
-        "identical_to_baseline": cmp.identical and summary.text == base.text,
+        "baseline_tok_per_s": round(_speed(rounds.plain), 3),
+        **speed.to_dict(),
+        "identical_to_baseline": cmp.identical and rounds.lane[0].text == base.text,
     }
+    if not drafted and not is_plain(session.oracle.name):
+        out["verdict"] = NOISE  # nothing proposed: plain decoding's own work, never a loss
+        out["drafted"] = False
     if not cmp.identical:
         out["divergence"] = cmp.to_dict()
+        out["near_tie"] = cmp.near_tie
     return out
+
+
+def _speed(summaries: list[ev.SummaryEvent]) -> float:
+    """Tokens per compute second over every round."""
+    ms = sum(s.totals.compute_ms for s in summaries)
+    return sum(s.totals.tokens for s in summaries) / (ms / 1000) if ms > 0 else 0.0
 
 
 def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
@@ -209,8 +269,8 @@ def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
 
     stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype,
                        say=_say, variant=target.profile_variant)
-    if stored is None:
-        return ""
+    if stored is None or result.get("verdict") != SLOWER:
+        return ""  # a loss within the machine's noise has no cause to explain
     costs = [stored.relative(n, 512) for n in range(1, 34)]
     return loss_reason(args.oracle, result, costs)
 
@@ -256,15 +316,37 @@ def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
             "steady": True}  # remembered: a steady race, as one run here would say
 
 
+def _speedup_words(result: dict) -> str:
+    """"1.18x (1.09-1.27 over 3 rounds): faster", from the JSON's fields."""
+    if result.get("interval") is None:
+        return f"{result['speedup']:.2f}x (one round: no interval)"
+    low, high = result["interval"]
+    words = (f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {result['rounds']} "
+             f"rounds): {result['verdict']}")
+    if result.get("drafted") is False:
+        words += ", proposed nothing"
+    return words
+
+
+def _sameness(result: dict) -> str:
+    """A parting inside the backend's measured batched-vs-single noise is a near-tie, said as
+    such; one outside it stays loud."""
+    if result.get("identical_to_baseline"):
+        return "identical"
+    if result.get("near_tie"):
+        return "identical up to a near-tie (see the note)"
+    return "DIFFERENT"
+
+
 def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict) -> None:
-    print(file=sys.stdout, flush=True)
+    if not printer.ended_line:
+        print(file=sys.stdout, flush=True)
     line = summary_line(summary)
     if "mean_k" in result:
         line += f"; auto K, {result['mean_k']:.1f} on average"
     if "speedup" in result:
-        same = "identical" if result["identical_to_baseline"] else "DIFFERENT"
-        line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s, speedup "
-                 f"{result['speedup']:.2f}x, output {same}")
+        line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s; speedup "
+                 f"{_speedup_words(result)}; output {_sameness(result)}")
     print(line, file=sys.stderr)
     if result["lossy"]:
         print("note: LOSSY typical acceptance: this text does not follow the target's "

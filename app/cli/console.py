@@ -27,6 +27,7 @@ class EventPrinter:
         self.out = out or sys.stdout  # looked up now: tests and pagers swap sys.stdout
         self.colour = self.out.isatty() if colour is None else colour
         self.show_rejected = show_rejected
+        self.ended_line = False  # the streamed text's line was ended before the footer
 
     def step(self, event: ev.StepEvent) -> None:
         self.out.write(self.render(event))

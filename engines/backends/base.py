@@ -9,7 +9,8 @@ backend so that both implementations behave identically.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -33,11 +34,31 @@ class Backend(ABC):
     # Names a cost profile beside model, device, threads and dtype where the same model's
     # steps cost otherwise (llama.cpp's padded widths on a GPU): "" for none.
     profile_variant: str = ""
+    # True while a cost profile is timed: the thread count it is named for, throughout.
+    threads_held: bool = False
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order
         # The last forward_masked's (tokens, depths, visible), held in the cache until kept.
         self._nodes: tuple[list[int], list[int], list[set[int]]] | None = None
+
+    @contextmanager
+    def holding_threads(self) -> Iterator[None]:
+        """Its nominal thread count throughout, however busy the machine (a cost profile is
+        timed at the count it is named for, not at what the free cores allowed)."""
+        self.threads_held = True
+        self._hold_threads()
+        try:
+            yield
+        finally:
+            self.threads_held = False
+
+    def _hold_threads(self) -> None:
+        """Back to the nominal thread count now (backends that follow the free cores)."""
+
+    def busy_note(self) -> str | None:
+        """What other work on the machine made it do differently this run, in one line."""
+        return None
 
     # ------------------------------------------------------------ properties
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
+from ..machine.cpu_load import ThreadGauge
 from ..machine.device_choice import llama_offload
 from ..machine.hardware import compute_threads, read_cpu
 from . import llama_buffers, llama_widths
@@ -125,6 +126,12 @@ class LlamaBackend(Backend):
         self.device = weights.device
         self.weight_buffers = weights.buffers  # buffer type -> MiB of weights in it
         self.threads = threads or compute_threads()
+        self._threads_asked = threads
+        # Threads left to "auto" follow the cores other work leaves free (machine/cpu_load.py);
+        # a count asked for is kept. A GPU's layers do not wait on CPU threads.
+        self._gauge = (ThreadGauge(self.threads) if threads is None and self.threads > 1
+                       and weights.device == "cpu" else None)
+        self._threads_now = self.threads
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self._n_batch = n_batch
@@ -150,8 +157,8 @@ class LlamaBackend(Backend):
         """Another backend on this one's loaded weights, with a context (cache) of its own."""
         if self._model is None:
             raise BackendError("this backend is closed")
-        return LlamaBackend(self.model_path, self._n_ctx_asked, self.threads, self._n_batch,
-                            weights=self._weights.acquire())
+        return LlamaBackend(self.model_path, self._n_ctx_asked, self._threads_asked,
+                            self._n_batch, weights=self._weights.acquire())
 
     def _new_context(self, n_ctx: int):
         lib = self._lib
@@ -274,9 +281,38 @@ class LlamaBackend(Backend):
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = SEQ
             b.logits[i] = want[i]
+        self._follow_free_cores()
         ret = self._lib.llama_decode(self._ctx, b)
         if ret != 0:
             raise BackendError(f"llama_decode failed (code {ret}) at position {pos0}")
+
+    def _follow_free_cores(self) -> None:
+        if self._gauge is None or self.threads_held:
+            return
+        n = self._gauge.check()
+        if n != self._threads_now:
+            self._lib.llama_set_n_threads(self._ctx, n, n)
+            self._threads_now = n
+
+    def _hold_threads(self) -> None:
+        if self._threads_now != self.threads:
+            self._lib.llama_set_n_threads(self._ctx, self.threads, self.threads)
+            self._threads_now = self.threads
+
+    @property
+    def threads_now(self) -> int:
+        return self._threads_now
+
+    def busy_note(self) -> str | None:
+        """One line when other work took cores during the run and fewer threads were used."""
+        gauge = self._gauge
+        if gauge is None or gauge.fewest >= self.threads:
+            return None
+        fewest, gauge.fewest = gauge.fewest, self.threads  # said once: the next run says its own
+        return (f"other work took cores during the run (last seen {gauge.others:.1f} of "
+                f"{gauge.cores}): llama.cpp ran on {fewest} thread"
+                f"{'s' if fewest > 1 else ''} instead of {self.threads} while it did, "
+                "so no thread waited for a core")
 
     def _logits_row(self, i: int) -> np.ndarray:
         ptr = self._lib.llama_get_logits_ith(self._ctx, i)
@@ -326,6 +362,7 @@ class LlamaBackend(Backend):
             b.n_seq_id[i] = len(seqs)
             for k, seq in enumerate(seqs):
                 b.seq_id[i][k] = seq
+        self._follow_free_cores()
         ret = lib.llama_decode(self._ctx, b)
         if ret != 0:
             self._drop_groups()

@@ -34,6 +34,13 @@ class Comparison:
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None and v != ""}
 
+    @property
+    def near_tie(self) -> bool:
+        """Parted where plain decoding's top two were closer than the backend's measured
+        batched-vs-single noise: a rounding tie, not a change of method."""
+        return (not self.identical and self.margin is not None
+                and self.tie_threshold is not None and self.margin < self.tie_threshold)
+
 
 def emitted(steps: Sequence[ev.StepEvent]) -> list[int]:
     return [t for s in steps for t in s.emitted_ids]

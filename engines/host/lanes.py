@@ -109,7 +109,9 @@ class LocalLane(_Delegated):
         return backend_build(self.session.target.name)
 
     def notice(self) -> str | None:
-        return self.session.oracle.notice()
+        notes = [n for n in (self.session.oracle.notice(), self.session.target.busy_note())
+                 if n]
+        return "; ".join(notes) or None
 
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         session = self.session

@@ -55,6 +55,7 @@ def build_session(lane: LaneSpec, settings: RunSettings,
 def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) -> ServerSession:
     """A session on a llama-server started for this lane with the run's model and threads
     and the lane's speculation (one line where either is refused); the run's end stops it."""
+    from ..machine.cpu_load import start_threads
     from ..machine.hardware import compute_threads
     from ..models.store import resolve
     from ..servers.spawn import spawned_session
@@ -66,8 +67,10 @@ def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) ->
         raise SpecvizError(f"llama-server runs GGUF files; {model.target} is not one")
     draft = lane.inputs.get("draft")
     speculation = speculation_of(lane, resolve(draft) if draft else None)
-    return spawned_session(speculation, target, model.threads or compute_threads(), settings,
-                           ctx=model.n_ctx)
+    # A server's thread count is fixed when it starts: the cores free then (its threads
+    # would stall at every barrier beside work that holds one of theirs).
+    threads = model.threads or start_threads(compute_threads())
+    return spawned_session(speculation, target, threads, settings, ctx=model.n_ctx)
 
 
 def speculation_of(lane: LaneSpec, draft=None):

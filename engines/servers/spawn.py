@@ -116,9 +116,9 @@ class SpawnedServer:
         argv = [str(self.binary), "--host", HOST, "--port", str(self.port), *self.argv_tail]
         # The server runs exactly these arguments: llama.cpp also reads LLAMA_ARG_* variables.
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
-        # Its OpenMP threads otherwise spin while they wait: on a busy 2-core machine a
-        # draft-eagle3 server ran at 3.9 tok/s instead of 18.7, and took 6 s to start, not 0.7.
-        env.setdefault("OMP_WAIT_POLICY", "passive")
+        # OpenMP's own waits: sleeping at once (passive) put a futex wake in every one of a
+        # step's barriers, a third of the server's quiet speed. A busy machine is met by the
+        # thread count instead (server_lanes.spawned: the cores free at its start).
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=env,

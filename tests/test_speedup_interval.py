@@ -1,0 +1,104 @@
+"""A speedup with its uncertainty (engines/bench/speedup.py, rounds.py) and `specviz run
+--baseline`'s rounds: the interval, the verdict, rounds stepped by turns."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from specviz.app.cli.main import main
+from specviz.engines import events as ev
+from specviz.engines.bench import speedup as sp
+from specviz.engines.bench.rounds import by_turns
+
+
+def test_rounds_far_above_one_are_faster():
+    s = sp.from_ratios([1.18, 1.22, 1.20])
+    assert s.verdict == sp.FASTER and s.low > 1.0 and s.low < s.ratio < s.high
+    assert s.ratio == pytest.approx(math.exp(sum(map(math.log, [1.18, 1.22, 1.20])) / 3))
+
+
+def test_rounds_below_one_are_slower():
+    assert sp.from_ratios([0.80, 0.83, 0.82, 0.81]).verdict == sp.SLOWER
+
+
+def test_rounds_that_straddle_one_are_within_noise():
+    assert sp.from_ratios([0.96, 1.05, 1.01]).verdict == sp.NOISE
+
+
+def test_a_difference_smaller_than_the_resolution_is_never_called():
+    # a tight interval that excludes 1x, by less than the machine can tell apart
+    s = sp.from_ratios([1.010, 1.011, 1.012, 1.011, 1.010])
+    assert s.low > 1.0 and s.verdict == sp.NOISE
+
+
+def test_the_interval_is_students_t_on_the_logs():
+    ratios = [1.1, 1.3]
+    logs = [math.log(r) for r in ratios]
+    half = 12.706 * abs(logs[0] - logs[1]) / math.sqrt(2) / math.sqrt(2)
+    s = sp.from_ratios(ratios)
+    centre = sum(logs) / 2
+    assert s.low == pytest.approx(math.exp(centre - half))
+    assert s.high == pytest.approx(math.exp(centre + half))
+
+
+def test_one_round_has_no_interval_and_calls_nothing():
+    s = sp.from_ratios([1.4])
+    assert s.low is None and s.verdict == sp.NOISE and "no interval" in s.words()
+    assert s.to_dict()["interval"] is None
+
+
+def test_a_rounds_ratio_is_of_speeds():
+    assert sp.round_ratio(100, 1000.0, 50, 1000.0) == pytest.approx(2.0)
+    assert sp.round_ratio(100, 500.0, 100, 1000.0) == pytest.approx(2.0)
+
+
+def test_two_runs_step_by_turns_until_both_end():
+    def run(name, n):
+        for i in range(n):
+            yield f"{name}{i}"
+        yield ev.SummaryEvent(name, "max-tokens", "", ev.Totals(0, 0, 0, 0, 0.0, 0.0, 0.0),
+                              0.0, 0.0)
+
+    order = [(who, e if isinstance(e, str) else "end") for who, e in
+             by_turns(run("a", 2), run("b", 4))]
+    assert order == [(0, "a0"), (1, "b0"), (0, "a1"), (1, "b1"), (0, "end"), (1, "b2"),
+                     (1, "b3"), (1, "end")]
+
+
+@pytest.mark.parametrize("oracle", ["none", "prompt-lookup"])
+def test_run_baseline_reports_rounds_an_interval_and_a_verdict(capsys, tiny_model_dir, oracle):
+    argv = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
+            "--prompt", "def add(a, b):\n    return a + b\n\ndef add(", "--max-tokens", "16",
+            "--oracle", oracle, "--k", "3", "--baseline", "--rounds", "4", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["rounds"] == 4 and len(result["round_ratios"]) == 4
+    low, high = result["interval"]
+    assert low <= result["speedup"] <= high
+    assert result["verdict"] in (sp.FASTER, sp.SLOWER, sp.NOISE)
+    assert result["identical_to_baseline"] is True
+
+
+def test_plain_against_plain_reads_within_noise(capsys, tiny_model_dir):
+    argv = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
+            "--prompt", "def add(a, b):\n    return a + b\n\ndef add(", "--max-tokens", "24",
+            "--oracle", "none", "--baseline", "--rounds", "5"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "over 5 rounds): within noise" in err and "output identical" in err
+
+
+def test_a_lane_that_proposed_nothing_never_reads_as_a_loss(capsys, tiny_model_dir):
+    # the prompt has nothing to copy from: prompt lookup declines every step
+    argv = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
+            "--prompt", "xyz", "--max-tokens", "12", "--oracle", "prompt-lookup",
+            "--k", "3", "--baseline", "--rounds", "3", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    if result["proposed"]:
+        pytest.skip("the tiny model's text repeated the prompt: something was proposed")
+    assert result["verdict"] == sp.NOISE and result["drafted"] is False
+    assert "why_slower" not in result
