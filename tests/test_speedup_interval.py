@@ -46,13 +46,40 @@ def test_the_interval_is_students_t_on_the_logs():
 
 def test_one_round_has_no_interval_and_calls_nothing():
     s = sp.from_ratios([1.4])
-    assert s.low is None and s.verdict == sp.NOISE and "no interval" in s.words()
+    assert s.low is None and s.verdict == sp.NOISE and "too short" in s.words()
     assert s.to_dict()["interval"] is None
 
 
 def test_a_rounds_ratio_is_of_speeds():
     assert sp.round_ratio(100, 1000.0, 50, 1000.0) == pytest.approx(2.0)
     assert sp.round_ratio(100, 500.0, 100, 1000.0) == pytest.approx(2.0)
+
+
+def test_one_rounds_interval_comes_from_stretches_of_the_text():
+    plain = [10.0] * 64
+    lane = [(2, 10.0)] * 32  # two tokens in a plain step's time: 2x everywhere
+    s = sp.from_stretches(lane, plain)
+    assert s.ratio == pytest.approx(2.0) and s.low == pytest.approx(2.0)
+    assert s.stretches == 64 // sp.STRETCH and s.verdict == sp.FASTER
+
+
+def test_stretches_pair_the_same_positions_and_stop_at_the_shorter_run():
+    plain = [10.0] * 16 + [30.0] * 16 + [10.0] * 4  # a slow middle in plain decoding
+    lane = [(4, 40.0)] * 4 + [(4, 40.0)] * 4 + [(4, 40.0)]  # the last step is past 32+4
+    s = sp.from_stretches(lane, plain)
+    assert s.stretches == 2 and s.ratio == pytest.approx((160 + 480) / 320)
+
+
+def test_too_few_stretches_give_no_interval():
+    s = sp.from_stretches([(1, 10.0)] * 20, [10.0] * 20)
+    assert s.low is None and s.verdict == sp.NOISE
+
+
+def test_noisy_equal_work_stays_within_noise():
+    rng = __import__("numpy").random.default_rng(1)
+    plain = list(10 + rng.normal(0, 2, 256))
+    lane = [(1, t) for t in 10 + rng.normal(0, 2, 256)]
+    assert sp.from_stretches(lane, plain).verdict == sp.NOISE
 
 
 def test_two_runs_step_by_turns_until_both_end():
@@ -82,13 +109,15 @@ def test_run_baseline_reports_rounds_an_interval_and_a_verdict(capsys, tiny_mode
     assert result["identical_to_baseline"] is True
 
 
-def test_plain_against_plain_reads_within_noise(capsys, tiny_model_dir):
+@pytest.mark.parametrize(("rounds", "over"), [("5", "over 5 rounds"),
+                                              ("1", "stretches of the text")])
+def test_plain_against_plain_reads_within_noise(capsys, tiny_model_dir, rounds, over):
     argv = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
-            "--prompt", "def add(a, b):\n    return a + b\n\ndef add(", "--max-tokens", "24",
-            "--oracle", "none", "--baseline", "--rounds", "5"]
+            "--prompt", "def add(a, b):\n    return a + b\n\ndef add(", "--max-tokens", "96",
+            "--oracle", "none", "--baseline", "--rounds", rounds]
     assert main(argv) == 0
     err = capsys.readouterr().err
-    assert "over 5 rounds): within noise" in err and "output identical" in err
+    assert f"{over}): within noise" in err and "output identical" in err
 
 
 def test_a_lane_that_proposed_nothing_never_reads_as_a_loss(capsys, tiny_model_dir):

@@ -42,9 +42,9 @@ def register(sub) -> None:
     out.add_argument("--baseline", action="store_true",
                      help="also decode plainly in the same process, the two stepped by turns, "
                           "and report the speedup with its interval")
-    out.add_argument("--rounds", type=_rounds, default=3,
-                     help="with --baseline: rounds of both, each a ratio of their speeds "
-                          "(default 3; one round gives no interval)")
+    out.add_argument("--rounds", type=_rounds, default=1,
+                     help="with --baseline: rounds of both (default 1: the interval comes "
+                          "from stretches of the text; 3 or more: from the rounds' ratios)")
     out.add_argument("--show-rejected", action="store_true",
                      help="print rejected draft tokens struck through")
     p.set_defaults(func=run)
@@ -319,10 +319,11 @@ def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
 def _speedup_words(result: dict) -> str:
     """"1.18x (1.09-1.27 over 3 rounds): faster", from the JSON's fields."""
     if result.get("interval") is None:
-        return f"{result['speedup']:.2f}x (one round: no interval)"
+        return f"{result['speedup']:.2f}x (too short for an interval)"
     low, high = result["interval"]
-    words = (f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {result['rounds']} "
-             f"rounds): {result['verdict']}")
+    over = (f"{result['rounds']} rounds" if result["rounds"] > 1
+            else f"{result['stretches']} stretches of the text")
+    words = f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {over}): {result['verdict']}"
     if result.get("drafted") is False:
         words += ", proposed nothing"
     return words

@@ -1,4 +1,4 @@
-"""A lane and plain decoding timed against each other in rounds, stepped by turns.
+"""A lane and plain decoding timed against each other, stepped by turns, in one round or more.
 
 Within a round the two sessions take turns one step at a time, as the window's lanes do, so
 a burst of other work lands on both; the first to step alternates by round, so neither
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..loop.session import Session
-from .speedup import Speedup, from_ratios, round_ratio
+from .speedup import Speedup, from_ratios, from_stretches, round_ratio
 
 OnEvent = Callable[[ev.Event], None]
 
@@ -70,7 +70,20 @@ class Rounds:
                 for a, b in zip(self.lane, self.plain)]
 
     def speedup(self) -> Speedup:
-        return from_ratios(self.ratios())
+        """Several rounds: their ratios; one: the stretches of its text."""
+        if len(self.lane) > 1:
+            return from_ratios(self.ratios())
+        return from_stretches([(len(s.emitted_ids), ms) for s, ms in _times(self.lane_steps)],
+                              [ms for _, ms in _times(self.plain_steps)])
+
+
+def _times(steps: list[ev.StepEvent]) -> list[tuple[ev.StepEvent, float]]:
+    """Each step with its compute ms (the totals' difference: what tokens/s divides by)."""
+    out, before = [], 0.0
+    for step in steps:
+        out.append((step, step.totals.compute_ms - before))
+        before = step.totals.compute_ms
+    return out
 
 
 def one_round(lane: Iterator[ev.Event], plain: Iterator[ev.Event], lane_first: bool,

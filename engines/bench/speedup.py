@@ -1,12 +1,18 @@
-"""A speedup with its uncertainty: rounds of a lane against plain decoding, an interval, a verdict.
+"""A speedup with its uncertainty: a lane against plain decoding, an interval, a verdict.
 
 One pair of runs is not a measurement on a shared machine: the same work read 0.81-1.05x
-against itself, run after run. So a lane and plain decoding are timed in rounds, each round
-giving one ratio of their speeds, measured so that the machine's drifts hit both alike
-(`specviz run` interleaves them step by step; the bench alternates their order by round).
-The speedup is the geometric mean of the rounds' ratios, its interval Student's t on their
-logarithms (ratios multiply; a 2x and a 0.5x round average to 1x), and the verdict calls a
-difference only where the interval excludes 1x and the difference is at least RESOLUTION.
+against itself, run after run, when one ran after the other. So a lane and plain decoding
+are measured so that the machine's drifts hit both alike (`specviz run` and the window step
+them by turns; the bench alternates their order by round), and the interval comes from
+repeats of the comparison:
+- one round: stretches of the text. Each stretch of about STRETCH tokens is the time plain
+  decoding took for those positions against the lane's steps that wrote them; the interval is
+  a bootstrap over stretches (it holds the step-to-step noise and how the speedup varies
+  along the text, so it is wider than the noise alone, never narrower);
+- several rounds: each round's ratio of speeds, the interval Student's t on their logarithms
+  (ratios multiply: a 2x and a 0.5x round average to 1x).
+The verdict calls a difference only where the interval excludes 1x and the difference is at
+least RESOLUTION.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # The smallest difference called at all: plain decoding against itself, interleaved step by
@@ -27,30 +35,37 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 _T95_LARGE = 1.96
 
 
+STRETCH = 16  # tokens a stretch of the text holds, for one round's interval
+MIN_STRETCHES = 4  # fewer, and one round gives no interval
+BOOTSTRAP = 2000
+
+
 @dataclass(frozen=True)
 class Speedup:
-    """A lane's speed over plain decoding's, from `rounds` ratios."""
+    """A lane's speed over plain decoding's, from `rounds` ratios or one round's stretches."""
 
     ratio: float
-    low: float | None  # the 95% interval; None with a single round
+    low: float | None  # the 95% interval; None where there was too little to give one
     high: float | None
     rounds: int
     verdict: str
     ratios: tuple[float, ...] = ()
+    stretches: int = 0  # one round's interval: stretches of the text it came from
 
     def to_dict(self) -> dict:
         return {"speedup": round(self.ratio, 4),
                 "interval": None if self.low is None else [round(self.low, 4),
                                                            round(self.high, 4)],
-                "rounds": self.rounds, "verdict": self.verdict,
+                "rounds": self.rounds, "stretches": self.stretches, "verdict": self.verdict,
                 "round_ratios": [round(r, 4) for r in self.ratios]}
 
     def words(self) -> str:
         """"1.18x (1.09-1.27 over 3 rounds): faster"."""
         if self.low is None:
-            return f"{self.ratio:.2f}x (one round: no interval)"
-        return (f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f} over {self.rounds} "
-                f"rounds): {self.verdict}")
+            return f"{self.ratio:.2f}x (too short for an interval)"
+        over = (f"{self.rounds} rounds" if self.rounds > 1
+                else f"{self.stretches} stretches of the text")
+        return f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f} over {over}): {self.verdict}"
 
 
 def t95(df: int) -> float:
@@ -70,6 +85,44 @@ def from_ratios(ratios: Sequence[float], resolution: float = RESOLUTION) -> Spee
     low, high = math.exp(centre - half), math.exp(centre + half)
     return Speedup(math.exp(centre), low, high, len(ratios),
                    verdict(math.exp(centre), low, high, resolution), ratios)
+
+
+def from_stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[float],
+                   resolution: float = RESOLUTION, seed: int = 0) -> Speedup:
+    """One round's speedup. `lane_ms`: each lane step's (tokens written, ms); `plain_ms`:
+    each plain step's ms (one token each). Positions past the shorter run are left out."""
+    lane_t, plain_t = _stretches(lane_ms, plain_ms)
+    if not lane_t or sum(lane_t) <= 0:
+        raise ValueError("no stretch of the text with a time to compare")
+    ratio = sum(plain_t) / sum(lane_t)
+    if len(lane_t) < MIN_STRETCHES:
+        return Speedup(ratio, None, None, 1, NOISE, (ratio,), len(lane_t))
+    rng = np.random.default_rng(seed)  # a fixed seed: the same steps give the same interval
+    picks = rng.integers(0, len(lane_t), size=(BOOTSTRAP, len(lane_t)))
+    lane_a, plain_a = np.asarray(lane_t), np.asarray(plain_t)
+    resampled = plain_a[picks].sum(axis=1) / lane_a[picks].sum(axis=1)
+    low, high = (float(q) for q in np.percentile(resampled, [2.5, 97.5]))
+    return Speedup(ratio, low, high, 1, verdict(ratio, low, high, resolution), (ratio,),
+                   len(lane_t))
+
+
+def _stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[float]
+               ) -> tuple[list[float], list[float]]:
+    """Times of the lane and of plain decoding over the same stretches of positions: a
+    stretch closes at the first lane step that reaches STRETCH tokens past its start."""
+    lane_t, plain_t = [], []
+    pos = start = 0
+    acc = 0.0
+    for tokens, ms in lane_ms:
+        if pos + tokens > len(plain_ms):
+            break
+        pos += tokens
+        acc += ms
+        if pos - start >= STRETCH:
+            lane_t.append(acc)
+            plain_t.append(sum(plain_ms[start:pos]))
+            start, acc = pos, 0.0
+    return lane_t, plain_t
 
 
 def verdict(ratio: float, low: float, high: float, resolution: float = RESOLUTION) -> str:
