@@ -1,5 +1,6 @@
 """Six live graphs comparing lanes (one run each): acceptance, depth, accepted tokens per
-step, the race, speedup and the cost curve, under one key of the lanes' colours.
+step, the race, speedup (each lane's interval over its races shaded behind it) and the cost
+curve, under one key of the lanes' colours.
 
 The graphs draw a lanes model they observe (app.state.lanes_model.BoardModel: its lanes' counted
 steps, totals, figures and baseline, and the signals it emits when they change); they keep
@@ -31,6 +32,9 @@ WINDOW = 16  # steps in the rolling acceptance rate
 STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
 
 PAINT_GAP_MS = 16  # the second half of the plots is drawn this much later (see refresh)
+# A lane's speedup interval over its races, shaded in its colour: faint enough that the
+# bands of several lanes overlap legibly and the curves stay on top.
+BAND_ALPHA, BAND_EDGE_ALPHA = 40, 110
 
 
 @dataclass(eq=False)
@@ -111,7 +115,8 @@ class LaneGraphs(QWidget):
         return self._baseline
 
     def lane_items(self, lane_id: str) -> dict[str, pg.GraphicsObject]:
-        """A lane's plot items by name: rolling, overall, position, race, speedup, bars."""
+        """A lane's plot items by name: rolling, overall, position, race, speedup, bars, band
+        (its speedup's interval over its races)."""
         return dict(self._lanes[lane_id].items)
 
     # ------------------------------------------------------------ lanes
@@ -226,6 +231,7 @@ class LaneGraphs(QWidget):
         for lane_id in later:
             self._draw_race(lane_id)
             self._draw_speedup(lane_id)
+            self._draw_band(lane_id)
             self._draw_operating_point(lane_id)
         self._settle_views([self.race_plot, self.speedup_plot, self.cost_curve.plot])
 
@@ -295,6 +301,19 @@ class LaneGraphs(QWidget):
         curve.setData(*speedup_curve(lane.column(SECONDS), lane.column(TOKENS),
                                      base.column(SECONDS), base.column(TOKENS)))
 
+    def _draw_band(self, lane_id: str) -> None:
+        """The lane's speedup interval over its races (app.state.lanes_model: rounds), across
+        the plot; hidden until two races give one."""
+        band = self._lanes[lane_id].items["band"]
+        beside = self._baseline not in (None, lane_id)  # else no speedup curve: no band
+        rounds = self.model.rounds(lane_id) if beside else None
+        region = None if rounds is None or rounds.low is None else (rounds.low, rounds.high)
+        if region == (band.getRegion() if band.isVisible() else None):
+            return  # a race under way moves no band: only a race's end does
+        if region is not None:
+            band.setRegion(region)
+        band.setVisible(region is not None)  # the curve redrawn with it moves the auto range
+
     def _make_items(self, lane_id: str, lane: _Lane) -> None:
         lane.items = {
             "rolling": pg.PlotDataItem(name=lane.label),
@@ -304,7 +323,10 @@ class LaneGraphs(QWidget):
             "race": pg.PlotDataItem(name=lane.label),
             "speedup": pg.PlotDataItem(name=lane.label),
             "bars": pg.BarGraphItem(x=[], height=[], width=0.8),
+            "band": pg.LinearRegionItem(orientation="horizontal", movable=False),
         }
+        lane.items["band"].setZValue(-1)  # beneath the curves
+        lane.items["band"].setVisible(False)
         self._style_items(lane_id, lane)
         for plot, item in self._placed(lane):
             plot.addItem(item)
@@ -335,11 +357,17 @@ class LaneGraphs(QWidget):
         items["race"].setPen(_race_pen(colour, lane_id == self._baseline))
         items["position"].setSymbolBrush(colour)
         items["bars"].setOpts(brush=colour, pen=pg.mkPen(colour))
+        band, edge = items["band"], pg.mkPen(_alpha(colour, BAND_EDGE_ALPHA), width=1)
+        band.setBrush(_alpha(colour, BAND_ALPHA))
+        band.update()  # a region's new brush repaints it only when asked
+        for line in band.lines:
+            line.setPen(edge)
 
     def _placed(self, lane: _Lane) -> list[tuple[pg.PlotItem, pg.GraphicsObject]]:
         where = {"rolling": self.acceptance_plot, "overall": self.acceptance_plot,
                  "position": self.position_plot, "race": self.race_plot,
-                 "speedup": self.speedup_plot, "bars": self.histogram_plot}
+                 "speedup": self.speedup_plot, "bars": self.histogram_plot,
+                 "band": self.speedup_plot}
         return [(where[name].getPlotItem(), item) for name, item in lane.items.items()]
 
     # ------------------------------------------------------------ theme
@@ -409,6 +437,12 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def _race_pen(colour: str, baseline: bool):
     style = Qt.PenStyle.DashLine if baseline else Qt.PenStyle.SolidLine
     return pg.mkPen(colour, width=2, style=style)
+
+
+def _alpha(colour: str, alpha: int) -> QColor:
+    shade = QColor(colour)
+    shade.setAlpha(alpha)
+    return shade
 
 
 def _marker_pen(colour: str):

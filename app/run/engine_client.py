@@ -12,11 +12,12 @@ from __future__ import annotations
 import sys
 from collections import deque
 
-from PySide6.QtCore import QObject, QProcess, Signal
+from PySide6.QtCore import QObject, QProcess, QProcessEnvironment, Signal
 
 from ...engines.errors import SpecvizError
 from ...engines.host import protocol
 from ...engines.host.exit_line import death_line
+from ...engines.machine.hardware import BESIDE_A_WINDOW
 
 STDERR_LINES = 20  # the engine's last words, kept for the message when it dies
 
@@ -119,6 +120,9 @@ class EngineClient(EngineLink):
         proc.readyReadStandardOutput.connect(self._read)
         proc.readyReadStandardError.connect(self._read_stderr)
         proc.finished.connect(self._finished)
+        env = QProcessEnvironment.systemEnvironment()
+        env.insert(BESIDE_A_WINDOW, "1")  # its automatic threads leave the GUI a core
+        proc.setProcessEnvironment(env)
         proc.start(sys.executable, ["-m", "specviz.engines.host.engine_process"])
         if not proc.waitForStarted(30_000):
             raise SpecvizError(f"the engine process did not start: {proc.errorString()}")

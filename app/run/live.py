@@ -22,7 +22,7 @@ from ...engines.errors import SpecvizError
 from ...engines.host import run_spec as rs
 from ...engines.host.run_spec import RunRequest
 from ...engines.trace import TraceWriter
-from ..state.run_setup import gui_threads, new_trace_path
+from ..state.run_setup import new_trace_path
 from ..state.server_keys import KeyFor, with_keys
 from ..views.board import LaneBoard
 from .engine_client import EngineClient, EngineLink
@@ -155,7 +155,9 @@ class LiveRunner(QObject):
     async def _run_lanes(self, request: RunRequest, lanes: dict) -> None:
         if self._stopping or not lanes:
             return
-        model = replace(request.model, threads=request.model.threads or gui_threads())
+        # Threads left automatic: the engine's llama.cpp follows the cores the rest of the
+        # machine leaves free (its count beside the window, gui_threads(), at most).
+        model = request.model
         configs, secrets = with_keys({lane_id: lane.config() for lane_id, lane in lanes.items()},
                                      self.server_key)
         spec = rs.RunSpec(replace(request, model=model), configs)

@@ -1,5 +1,6 @@
 """The lanes of the window as plain data: what each lane is set to, what it has received, the
-figures of each and which lane the speedups divide by. No Qt (napari's way: a plain model
+figures of each, which lane the speedups divide by and, over the races run, the rounds of each
+lane's speedup (racing again adds one). No Qt (napari's way: a plain model
 that views observe): the board, the lanes' figures, the graphs and the exports read it and
 listen to its signals (psygnal, the Qt-free signals napari's models use), instead of keeping
 numbers of their own.
@@ -7,12 +8,14 @@ numbers of their own.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 from psygnal import Signal
 
 from ...engines import events as ev
+from ...engines.bench.speedup import Speedup, from_ratios, round_ratio
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
 
@@ -20,6 +23,16 @@ TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 
 # Columns of a lane's per-step rows.
 STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
+
+# What became of a lane's race against plain decoding (figures' "race"): one round more of
+# its speedup, no round (its K or settings changed mid-race), or not (yet) a round.
+JOINED, MIXED, OPEN = "joined", "mixed", "open"
+# Races cut short: the lanes stopped at different points of their text, whose speeds differ.
+CUT_SHORT = ("stopped", ev.REASON_CRASHED)
+# What makes two races rounds of one measurement (with the lane's settings): the prompt, the
+# target and how it ran, the lane's oracle. Not the machine or the prompt's tokens, which
+# follow from these.
+RACE_FIELDS = ("prompt", "target", "draft", "backend", "dtype", "compile", "oracle")
 
 
 class Rows:
@@ -77,6 +90,39 @@ class StepCounts:
 
 
 @dataclass(eq=False)
+class Race:
+    """A lane's latest race against plain decoding, as a round of its speedup."""
+
+    key: str | None = None  # which rounds it may join (race_key); None: no race began
+    mixed: bool = False  # its K or settings changed mid-race: neither's round
+    settled: bool = False  # judged once, so a replay stepping back over its end adds nothing
+    joined: bool = False
+
+
+def race_key(header: dict, config: LaneSpec) -> str:
+    """A race's identity from its lane's trace header: races of one key are rounds of one
+    speedup, so a new prompt, target, oracle, K or setting starts rounds of its own (a person
+    tuning K sees each K's)."""
+    fields = {name: header.get(name) for name in RACE_FIELDS}
+    if header.get("backend") != "server":  # a server lane's device is its URL (below)
+        fields["device"] = header.get("device")
+    settings = dict(header.get("settings") or {})
+    if settings.get("auto_k"):
+        settings.pop("k", None)  # the K auto K starts from is its own, not the person's
+    server = dict(header.get("server") or {})
+    server.pop("url", None)  # a spawned server listens on a new port every race
+    return json.dumps({**fields, "settings": settings, "server": server,
+                       "inputs": config.inputs, "url": config.server},
+                      sort_keys=True, default=str)
+
+
+def tuning(config: LaneSpec) -> tuple:
+    """What the person may change while a lane races: its K (unused under auto K), auto K on
+    or off, its oracle's settings."""
+    return (config.auto_k, None if config.auto_k else config.k, config.settings)
+
+
+@dataclass(eq=False)
 class LaneState:
     lane_id: str
     config: LaneSpec
@@ -90,6 +136,7 @@ class LaneState:
     # A server lane whose server does not say its K: a step's K is the longest draft seen,
     # which grows by itself and is never a change of the person's.
     k_from_drafts: bool = False
+    race: Race = field(default_factory=Race)
 
     @property
     def oracle(self) -> str:
@@ -109,6 +156,11 @@ class LaneState:
         self.plain_server = server is not None and server.get("speculation") is None
         self.k_from_drafts = server is not None and server.get("k") is None and not (
             server.get("k_per_request"))
+        self.race = Race(race_key(header, self.config))  # a header begins every race
+
+    def racing(self) -> bool:
+        """Whether its race is under way: begun and not ended."""
+        return self.race.key is not None and not self.race.settled and self.summary is None
 
     def append(self, event: ev.Event) -> bool:
         """Keep `event`; True when it is a step whose K the person changed."""
@@ -120,7 +172,9 @@ class LaneState:
         self.counts.add(event)
         if event.declined:
             self.declined[event.declined] = self.declined.get(event.declined, 0) + 1
-        return not self.k_from_drafts and k_changed(previous, event, self.max_tokens)
+        changed = not self.k_from_drafts and k_changed(previous, event, self.max_tokens)
+        self.race.mixed = self.race.mixed or changed
+        return changed
 
     def last_tree_step(self) -> ev.StepEvent | None:
         """The newest step that verified a tree, a few steps back at most."""
@@ -161,6 +215,9 @@ class BoardModel:
         self.lanes: dict[str, LaneState] = {}
         self._next_id = 1
         self._baseline: str | None = None
+        # Each lane's rounds against plain decoding, by (lane id, race key): the ratios of its
+        # races that joined them, kept across runs (racing again adds a round).
+        self._rounds: dict[tuple[str, str], list[float]] = {}
 
     def add(self, config: LaneSpec, lane_id: str | None = None) -> LaneState:
         if lane_id is None:
@@ -173,11 +230,16 @@ class BoardModel:
 
     def remove(self, lane_id: str) -> None:
         if self.lanes.pop(lane_id, None) is not None:
+            self._rounds = {key: ratios for key, ratios in self._rounds.items()
+                            if key[0] != lane_id}
             self.removed.emit(lane_id)
             self.update_baseline()
 
     def reconfigure(self, lane_id: str, config: LaneSpec) -> None:
-        self.lanes[lane_id].config = config
+        lane = self.lanes[lane_id]
+        if lane.racing() and tuning(config) != tuning(lane.config):
+            lane.race.mixed = True  # settings no step records, and a K before its step
+        lane.config = config
         self.update_baseline()
 
     def read_header(self, lane_id: str, header: dict) -> None:
@@ -193,6 +255,8 @@ class BoardModel:
         for event in events:
             if lane.append(event):
                 self.k_marked.emit(lane_id, event.step, k_label(event))
+        if lane.summary is not None:
+            self._settle_races(lane_id)
         self.stepped.emit(lane_id)
 
     def clear(self, lane_id: str | None = None) -> None:
@@ -217,7 +281,9 @@ class BoardModel:
 
     def figures(self, lane_id: str) -> dict:
         """A lane's headline numbers so far: its header line, the CSV export, the cost
-        curve's operating point."""
+        curve's operating point. "speedup" is this race's so far; once a race has begun,
+        "rounds" is the speedup over its races (`rounds`) and "race" whether this one is among
+        them (JOINED), changed its K mid-race (MIXED), or not yet or never (OPEN)."""
         totals = self.lanes[lane_id].totals
         if totals is None:
             figures = {"tokens": 0, "tok_per_s": 0.0, "acceptance_rate": None,
@@ -228,7 +294,18 @@ class BoardModel:
                        "decline_rate": totals.decline_rate,
                        "mean_accepted_tokens": totals.mean_accepted_tokens,
                        "speedup": self._speedup(totals)}
+        race = self.lanes[lane_id].race
+        if race.key is not None:  # a lane that began no race has no rounds to speak of
+            figures["rounds"] = self.rounds(lane_id)
+            figures["race"] = JOINED if race.joined else MIXED if race.mixed else OPEN
         return figures
+
+    def rounds(self, lane_id: str) -> Speedup | None:
+        """The lane's speedup over plain decoding from its races of its latest race's key (the
+        one under way included once it has joined); None before any."""
+        lane = self.lanes[lane_id]
+        ratios = self._rounds.get((lane_id, lane.race.key))
+        return from_ratios(ratios) if ratios else None
 
     def declined(self, lane_id: str) -> dict[str, int] | None:
         """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,
@@ -238,9 +315,38 @@ class BoardModel:
             return None
         return dict(lane.declined)
 
+    def _settle_races(self, lane_id: str) -> None:
+        """A lane ended: its race is a round once plain decoding's has ended too (the plain
+        lane ending settles every other lane's)."""
+        baseline = self.baseline()
+        if baseline is None:
+            return
+        base = self.lanes[baseline]
+        others = [lane for lid, lane in self.lanes.items() if lid != baseline]
+        for lane in others if lane_id == baseline else [self.lanes[lane_id]]:
+            self._settle(lane, base)
+
+    def _settle(self, lane: LaneState, base: LaneState) -> None:
+        race = lane.race
+        if race.key is None or race.settled or lane.summary is None or base.summary is None:
+            return
+        race.settled = True
+        if race.mixed or not (finished(lane.summary) and finished(base.summary)):
+            return
+        mine, plain = lane.summary.totals, base.summary.totals
+        ratio = round_ratio(mine.tokens, mine.compute_ms, plain.tokens, plain.compute_ms)
+        if ratio > 0:
+            self._rounds.setdefault((lane.lane_id, race.key), []).append(ratio)
+            race.joined = True
+
     def _speedup(self, totals: ev.Totals) -> float | None:
         baseline = self.baseline()
         base = self.lanes[baseline].totals if baseline else None
         if base is None or base.tok_per_s <= 0 or totals.tok_per_s <= 0:
             return None
         return totals.tok_per_s / base.tok_per_s
+
+
+def finished(summary: ev.SummaryEvent) -> bool:
+    """Whether a run ended by itself (not stopped, crashed or failed)."""
+    return summary.reason not in CUT_SHORT and not summary.error

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 from superqt import QElidingLabel
 
 from ...engines import events as ev
+from ...engines.bench.speedup import Speedup
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
@@ -42,6 +43,7 @@ from ...widgets.palette import (
     source_kind,
 )
 from ...widgets.token_view import Legend, TokenView
+from ..state.lanes_model import JOINED, MIXED
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
 
@@ -68,15 +70,35 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 
 def figures_text(figures: dict) -> str:
     rate = figures.get("acceptance_rate")
-    speedup = figures.get("speedup")
     return " · ".join([
         f"{figures.get('tokens', 0)} tokens",
         f"{figures.get('tok_per_s', 0.0):.1f} tok/s",
         f"acceptance {'-' if rate is None else f'{rate:.0%}'}",
         f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
         *([f"declined {figures.get('decline_rate') or 0.0:.0%}"] if "declined" in figures else []),
-        f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}",
+        speedup_text(figures),
     ])
+
+
+def speedup_text(figures: dict) -> str:
+    """The lane's speed over plain decoding's: its rounds once this race has joined them
+    ("1.18× (1.09-1.27, 3 races): faster"), else this race's figure so far with the rounds
+    before it (a race under way, cut short or with K changed in it)."""
+    speedup, rounds, race = figures.get("speedup"), figures.get("rounds"), figures.get("race")
+    if rounds is not None and race == JOINED:
+        return f"speedup {rounds_words(rounds)}"
+    text = f"speedup {'-' if speedup is None else f'{speedup:.2f}×'}"
+    if race == MIXED:
+        text += " (K or a setting changed mid-race: not a round)"
+    return text if rounds is None else f"{text} · before: {rounds_words(rounds, again=False)}"
+
+
+def rounds_words(rounds: Speedup, again: bool = True) -> str:
+    """A speedup with its interval and verdict; after one race, what gives an interval."""
+    if rounds.low is None:
+        return f"{rounds.ratio:.2f}× ({'race again for an interval' if again else '1 race'})"
+    return (f"{rounds.ratio:.2f}× ({rounds.low:.2f}-{rounds.high:.2f}, {rounds.rounds} races): "
+            f"{rounds.verdict}")
 
 
 def declined_tip(figures: dict) -> str:

@@ -58,7 +58,12 @@ def parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
     return model, frozenset(flags)
 
 
-def compute_threads(beside_a_window: bool = False, cores: int | None = None) -> int:
+# Set by the window in its engine process's environment: that process's automatic threads
+# are the ones beside a window.
+BESIDE_A_WINDOW = "SPECVIZ_BESIDE_A_WINDOW"
+
+
+def compute_threads(beside_a_window: bool | None = None, cores: int | None = None) -> int:
     """Threads for a model's compute: every core, or beside a window all but one, whose GUI
     thread then has a core of its own (llama.cpp's worker threads spin while they wait for
     each other, so a worker that shares a core slows them all).
@@ -66,7 +71,10 @@ def compute_threads(beside_a_window: bool = False, cores: int | None = None) -> 
     Two cores are the exception: there one thread makes a batch cost nearly what its tokens
     cost one by one (smollm2-135m: 8 tokens 6.7 steps at 1 thread, 3.9 at 2), so no oracle
     could pay, while two threads beside the window still decoded plainly as fast as one
-    (129.9 against 125.7 tokens/s) with no GUI stall over 50 ms (docs/results/window.md)."""
+    (129.9 against 125.7 tokens/s) with no GUI stall over 50 ms (docs/results/window.md).
+    `beside_a_window` None: as this process's environment says."""
+    if beside_a_window is None:
+        beside_a_window = os.environ.get(BESIDE_A_WINDOW) == "1"
     cores = cores or os.cpu_count() or 1
     if not beside_a_window or cores <= 2:
         return cores
