@@ -8,17 +8,20 @@ within every repetition so that machine noise hits them all alike.
 
 Profiles are stored as JSON per model, backend, device and thread count in the cache
 (`<cache>/profiles/`, beside `<cache>/models/`), and reused unless asked to measure again.
+One timed while other work had the cores is measured again by the next runs, and stored at
+the last of a few tries all the same, smoothed and marked busy (`save`, profile_noise.py).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..atomic import cannot_write, write_text
@@ -27,6 +30,8 @@ from ..errors import SpecvizError
 from ..machine.hardware import compute_threads
 from ..models import home_dir
 from . import profile_shape
+from .profile_noise import cheapest, smoothed
+from .profile_noise import uneven as uneven  # the busy rule, read through this module too
 
 Say = Callable[[str], None]
 
@@ -72,6 +77,7 @@ class Profile:
     small_rows: list[int] = field(default_factory=list)  # the backend's routed row counts
     dtype: str | None = None  # what the products computed in (None: float32, or llama.cpp's)
     variant: str = ""  # the backend's profile_variant: steps that cost otherwise (padded)
+    busy: str = ""  # why it was kept as measured on a busy machine, smoothed ("": quiet)
 
     def fits(self, backend: Backend) -> bool:
         """Whether it was measured with the products `backend` computes now (in its dtype; on
@@ -172,11 +178,8 @@ def measure(
     batches = sorted({1, *batches})  # a batch's switch back is priced in one-token steps
     filler = _filler_tokens(backend, usable[-1] + batches[-1])
     count = _Count(len(usable) * repeats * len(batches), on_progress)
-    table = [_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
-    for i, ctx in enumerate(usable):  # a row timed while other work took the cores: once more
-        if uneven([ctx], batches, [table[i]]):
-            count.total += repeats * len(batches)
-            table[i] = _row(backend, filler, ctx, batches, repeats, count)
+    with backend.holding_threads():  # timed at the count the profile is named for
+        table = _table(backend, filler, usable, batches, repeats, count)
     backend.reset()
     from ..trace import machine_info
 
@@ -184,6 +187,16 @@ def measure(
                    repeats, machine=machine_info(),
                    small_rows=routed_rows(backend), dtype=backend.dtype,
                    variant=backend.profile_variant)
+
+
+def _table(backend: Backend, filler: list[int], usable: list[int], batches: list[int],
+           repeats: int, count: _Count) -> list[list[float]]:
+    table = [_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
+    for i, ctx in enumerate(usable):  # a row timed while other work took the cores: once more
+        if uneven([ctx], batches, [table[i]]):
+            count.total += repeats * len(batches)
+            table[i] = _row(backend, filler, ctx, batches, repeats, count)
+    return table
 
 
 class _Count:
@@ -361,57 +374,127 @@ def _dtype_key(dtype: str | None) -> str:
     return dtype or "float32"
 
 
-# A batch that costs this many times a larger one at the same context (and this many ms more)
-# was timed while other work had the cores: a quiet machine's dips stay within 1.2x (16
-# tokens against 12 on a 2-core EPYC), a busy one's reached 5x and 300 ms for smollm2's 23.
-UNEVEN_RATIO, UNEVEN_MS = 1.5, 2.0
+# Busy-looking measurements of one profile before it is stored all the same: each run until
+# then measures it again, in the hope of a quieter moment, and each cell keeps its cheapest.
+BUSY_TRIES = 3
+TRIES_ENV = "SPECVIZ_PROFILE_TRIES"
 
 
-def uneven(contexts: Sequence[int], batches: Sequence[int], ms: Sequence[Sequence[float]]) -> str:
-    """"" for a table a quiet machine could have measured; else, in words, the batch that cost
-    far more than a larger one: auto K would take batches as that dear and never draft, and a
-    stored profile is used on every later run."""
-    for context, row in zip(contexts, ms):
-        for i, cost in enumerate(row):
-            larger = row[i + 1:]
-            if not larger:
-                continue
-            cheaper = min(larger)
-            if cost > UNEVEN_RATIO * cheaper and cost - cheaper > UNEVEN_MS:
-                other = batches[i + 1 + larger.index(cheaper)]
-                return (f"at {context} cached tokens a batch of {batches[i]} took {cost:.1f} ms, "
-                        f"{cost / max(cheaper, 1e-9):.1f}x a batch of {other} ({cheaper:.1f} "
-                        "ms): timed while other work had the cores")
-    return ""
+def busy_tries() -> int:
+    """How many busy-looking measurements of a profile are made before it is stored all the
+    same, smoothed (SPECVIZ_PROFILE_TRIES, else BUSY_TRIES; 1 stores the first)."""
+    text = os.environ.get(TRIES_ENV, "").strip()
+    try:
+        return max(1, int(text)) if text else BUSY_TRIES
+    except ValueError:
+        raise SpecvizError(f"{TRIES_ENV} takes a whole number of tries, got {text!r}") from None
 
 
 def save(profile: Profile) -> Path:
     """Store the profile whole (a reader never sees half of one); SpecvizError naming the
-    file where it cannot be written, or saying why a profile timed on a busy machine is not
-    kept (the next run measures again)."""
-    busy = uneven(profile.contexts, profile.batches, profile.ms)
-    if busy:
-        raise SpecvizError(f"{busy}; measure it again on a quiet machine (`specviz profile "
-                           f"--target {profile.model} --refresh`)")
+    file where it cannot be written. One timed on a busy machine is stored only at its
+    `busy_tries()`th measurement (`store` says how); before that SpecvizError says why not,
+    and the next run measures it again."""
+    return store(profile)[0]
+
+
+def store(profile: Profile) -> tuple[Path, Profile]:
+    """`save`, and the profile as stored: as measured where the machine was quiet; else each
+    cell at its cheapest over the tries, quiet as that where it is, or else its noisy cells
+    smoothed (profile_noise.py) and marked `busy`. A quiet measurement replaces a busy one."""
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype, profile.variant)
+    if uneven(profile.contexts, profile.batches, profile.ms):
+        profile = _busy_try(profile, path)
+    _write(path, profile.to_dict())
+    _forget_tries(path)
+    return path, profile
+
+
+def _busy_try(profile: Profile, path: Path) -> Profile:
+    """The profile to store after one more busy-looking measurement; SpecvizError, the try
+    counted beside the profile, where tries are left."""
+    earlier, tries = _earlier(profile, path)
+    ms = cheapest(profile.ms, earlier) if earlier else profile.ms
+    why = uneven(profile.contexts, profile.batches, ms)
+    if not why:  # the tries' quieter moments make a quiet table together
+        return replace(profile, ms=ms, busy="")
+    limit, tries = busy_tries(), tries + 1
+    if tries >= limit:
+        return replace(profile, ms=smoothed(profile.contexts, profile.batches, ms), busy=why)
+    _write(_tries_path(path), {**replace(profile, ms=ms).to_dict(), "tries": tries})
+    raise SpecvizError(f"{why}; it is measured again on the next run (try {tries} of "
+                       f"{limit}; after the last it is stored all the same, smoothed)")
+
+
+def _earlier(profile: Profile, path: Path) -> tuple[list[list[float]] | None, int]:
+    """The table of the earlier busy tries of this profile and how many there were: those
+    counted beside it, or a stored busy profile (its tries all spent); (None, 0) for none."""
+    for where in (_tries_path(path), path):
+        try:
+            data = json.loads(where.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # none, or torn: no earlier tries to go by
+            continue
+        if profile_shape.problem(data, PROFILE_VERSION) or not _alike(data, profile):
+            continue
+        if where != path:
+            return data["ms"], data["tries"] if isinstance(data.get("tries"), int) else 0
+        if data.get("busy"):
+            return data["ms"], busy_tries() - 1
+    return None, 0
+
+
+def _alike(data: dict, profile: Profile) -> bool:
+    """Whether `data` was measured on the same sizes and products as `profile`."""
+    return all(data.get(key) == getattr(profile, key)
+               for key in ("contexts", "batches", "small_rows", "dtype", "variant"))
+
+
+def _tries_path(path: Path) -> Path:
+    """Beside the profile, not named like one (`specviz doctor` lists `*--*.json`)."""
+    return path.with_suffix(".tries")
+
+
+def _forget_tries(path: Path) -> None:
+    try:
+        _tries_path(path).unlink(missing_ok=True)
+    except OSError:  # a count left behind only merges into the next busy try
+        pass
+
+
+def _write(path: Path, data: dict) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(path, exc) from None
-    return write_text(path, json.dumps(profile.to_dict(), indent=1))
+    return write_text(path, json.dumps(data, indent=1))
 
 
 def keep(profile: Profile, say: Say) -> Path | None:
     """`save`, where a profile measured for minutes must not be lost to a folder it cannot
     be written to: the caller goes on with it, and `say` gets one line of why it was not
-    stored (None then)."""
+    stored (None then). A busy-looking profile takes the cells it is stored with (or would
+    be, smoothed), so this run prices as later runs will; once it is stored as busy, `say`
+    is told so, once."""
     try:
-        return save(profile)
+        path, stored = store(profile)
     except SpecvizError as exc:
+        why = uneven(profile.contexts, profile.batches, profile.ms)
+        if why:
+            _take(profile, smoothed(profile.contexts, profile.batches, profile.ms), why)
         say(f"the cost profile was measured but not stored ({exc}); it is used for this "
             "run only")
         return None
+    _take(profile, stored.ms, stored.busy)
+    if stored.busy:
+        say(f"the cost profile of {profile.model} kept looking busy ({stored.busy}): it is "
+            "stored with its noisy cells smoothed and marked so, until a measurement on a "
+            f"quiet machine replaces it (`specviz profile --target {profile.model} --refresh`)")
+    return path
+
+
+def _take(profile: Profile, ms: list[list[float]], busy: str) -> None:
+    profile.ms, profile.busy = ms, busy
 
 
 def read(model: str, backend: str, device: str, threads: int | None,
@@ -461,7 +544,9 @@ def table(profile: Profile) -> str:
             cells.append(f"{profile.ms[i][j]:.1f}{rel}")
         rows.append(cells)
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in rows)
+    text = "\n".join("  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in rows)
+    return text + (f"\nmeasured on a busy machine, its noisy cells smoothed ({profile.busy}); "
+                   "--refresh on a quiet one replaces it" if profile.busy else "")
 
 
 # ---------------------------------------------------------------- interpolation

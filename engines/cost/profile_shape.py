@@ -92,6 +92,8 @@ def _extras(data: dict) -> str:
     rows = data.get("small_rows", [])
     if not isinstance(rows, list) or not all(_whole(n) for n in rows):
         return f"its small_rows are {rows!r}, not a list of row counts"
+    if not isinstance(data.get("busy", ""), str):
+        return f"its busy mark is {data['busy']!r}, not text"
     created = data.get("created", 0.0)
     if isinstance(created, bool) or not isinstance(created, (int, float)):
         return f"its created time is {created!r}, not a number"
