@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from steady_timing import steady_forwards
 from test_cross_draft import other_vocab_backend  # noqa: F401 (a fixture)
 
 from specviz.app.cli.main import main
@@ -178,8 +179,12 @@ def test_a_draft_whose_tokenizer_is_unusable_is_one_line(tiny_backend, other_voc
 def test_a_same_vocabulary_draft_is_predicted_and_kept_for_auto_k(tiny_backend,
                                                                  tiny_draft_backend,
                                                                  monkeypatch):
+    """Its token priced as given: timed, a busy machine made it dearer than a plain step the
+    second time, and the prediction was skipped."""
+    from specviz.engines.advise import drafts
     from specviz.engines.pair import known
 
+    monkeypatch.setattr(drafts, "token_ms", lambda draft, prefix: 1.0)
     answers = {"code": target_answers(tiny_backend, PROMPTS, 16, chat=True)}
     row = predict_draft(tiny_backend, tiny_draft_backend,
                         Candidate("draft twin", "draft", model="twin"), answers,
@@ -187,8 +192,6 @@ def test_a_same_vocabulary_draft_is_predicted_and_kept_for_auto_k(tiny_backend,
     assert row.predicted and row.oracle == "draft"
     assert row.cells[ALL].acceptance == 1.0  # the same model: every guess holds
     assert known.acceptance("tiny-target", "twin")[0] == 1.0
-    from specviz.engines.advise import drafts
-
     monkeypatch.setattr(drafts, "greedy_agreement", lambda *a: pytest.fail("read again"))
     again = predict_draft(tiny_backend, tiny_draft_backend,
                           Candidate("draft twin", "draft", model="twin"), answers,
@@ -294,9 +297,13 @@ def test_heads_configs_are_read_as_training_wrote_them():
 
     from specviz.engines.eagle import checkpoint
     from specviz.engines.medusa import heads
+    from specviz.engines.models import side_folder
 
-    assert (trained.MEDUSA_CONFIG, trained.MEDUSA_FORMAT) == (heads.CONFIG_FILE, heads.FORMAT)
-    assert trained.EAGLE_CONFIG == checkpoint.CONFIG_FILE
+    medusa, eagle = trained.held_out()["medusa"], trained.held_out()["eagle"]
+    assert (medusa.config, medusa.format) == (heads.CONFIG_FILE, heads.FORMAT)
+    assert eagle.config == checkpoint.CONFIG_FILE
+    assert heads.heads_dir("m.gguf") == side_folder("m.gguf", medusa.folder)
+    assert checkpoint.head_dir("m.gguf") == side_folder("m.gguf", eagle.folder)
 
 
 def test_heads_are_found_and_priced_by_their_held_out_acceptance(tmp_path):
@@ -346,15 +353,19 @@ def test_the_verdict_says_plain_when_nothing_pays():
     assert json.loads(json.dumps(advice.to_dict()))["verdict"] == advice.verdict
 
 
-def test_advise_end_to_end_on_smollm2(capsys, smol_llama):
+def test_advise_end_to_end_on_smollm2(capsys, smol_llama, tmp_path, monkeypatch):
     """The command on a real target: answers written, the profile reused, the copying oracles
     replayed, a ranked table and a verdict, quickly. (A profile of a few sizes is measured
-    first: the full one takes longer than the test should.)"""
+    first, into a home of the test's own, its forwards' times given: the full one takes
+    longer than the test should, and one timed on a busy machine is not stored at once.)"""
     from specviz.engines.cost import profile as prof
+    from specviz.engines.models import cache_dir
 
-    if prof.read("smollm2-135m", "llama", smol_llama.device, None)[0] is None:
-        prof.save(prof.measure(smol_llama, "smollm2-135m", None, batches=(1, 2, 4, 8, 16),
-                               contexts=(128, 512), repeats=1))
+    (tmp_path / "models").symlink_to(cache_dir().resolve(), target_is_directory=True)
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    steady_forwards(monkeypatch)
+    prof.save(prof.measure(smol_llama, "smollm2-135m", None, batches=(1, 2, 4, 8, 16),
+                           contexts=(128, 512), repeats=1))
     code = main(["advise", "--target", "smollm2-135m", "--kind", "code", "--per-kind", "1",
                  "--max-tokens", "32", "--only", "prompt-lookup,ngram,eagle", "--json"])
     out, err = capsys.readouterr()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from steady_timing import steady_forwards
 from test_session import CODE_EDIT
 
 from specviz.app.cli import bench_tables
@@ -129,6 +130,7 @@ def test_bench_reports_acceptance_per_detail(capsys, tiny_model_dir, questions_f
 def test_bench_with_auto_k_labels_its_rows(capsys, tiny_model_dir, questions_file, tmp_path,
                                            monkeypatch):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))  # the profile is measured into here
+    steady_forwards(monkeypatch)  # and stored at once, however busy the machine is
     out_json = tmp_path / "b.json"
     code = main(["bench", "--target", str(tiny_model_dir), "--backend", "transformers",
                  "--oracles", "none,prompt-lookup", "--k", "2,auto", "--questions",
@@ -164,11 +166,26 @@ def test_a_turn_after_a_parted_turn_is_not_compared():
     assert rows[1].compared == 0 and rows[1].unexplained == 0
 
 
+def lanes(backend, configs, make_policy=None):
+    """Bench lanes of `configs` around `backend`, plain decoding's first, as
+    run_builder.lane_parts makes them (an auto lane's K policy by `make_policy(oracle)`)."""
+    from specviz.engines.host.run_builder import LaneParts
+    from specviz.engines.host.run_spec import LaneSpec
+    from specviz.engines.oracles import make_oracle
+
+    made = []
+    for config in bench.plain_first(configs):
+        spec = LaneSpec(config.oracle, max(config.k, 0), auto_k=config.k == bench.AUTO_K)
+        oracle = make_oracle(config.oracle)
+        made.append(LaneParts(spec, backend, {}, oracle,
+                              make_policy(oracle) if spec.auto_k else None))
+    return made
+
+
 def _auto_bench(backend, questions_file, repeat):
     """Prompt lookup with auto K over the questions plus one code edit that it can copy."""
     from specviz.engines.cost import profile as prof
     from specviz.engines.cost.auto_k import AutoK
-    from specviz.engines.oracles import make_oracle
 
     cheap = prof.Profile("tiny", "transformers", "cpu", None, [64], [1, 2, 4, 8],
                          [[10, 10.5, 11, 12]])
@@ -180,9 +197,8 @@ def _auto_bench(backend, questions_file, repeat):
 
     questions = [*bench.load_questions(questions_file)[:2],
                  bench.Question(8, "code_edit", (CODE_EDIT,))]
-    records = bench.run_bench(backend, lambda name: make_oracle(name), questions,
-                              [bench.Config("prompt-lookup", bench.AUTO_K)], max_tokens=40,
-                              make_policy=make_policy, repeat=repeat)
+    records = bench.run_bench(lanes(backend, [bench.Config("prompt-lookup", bench.AUTO_K)],
+                                    make_policy), questions, max_tokens=40, repeat=repeat)
     return records, made[0]
 
 
@@ -206,7 +222,7 @@ def test_repeat_takes_the_median_time_and_learns_each_turn_once(tiny_backend, qu
 
 def test_repeat_must_be_positive(tiny_backend, questions_file):
     with pytest.raises(bench.SpecvizError, match="at least 1"):
-        bench.run_bench(tiny_backend, lambda name: None, [], [], repeat=0)
+        bench.run_bench(lanes(tiny_backend, []), [], repeat=0)
 
 
 @pytest.mark.parametrize(("mean_k", "shown"), [(0.0, "0.0"), (0.013, "< 0.05"), (2.04, "2.0")])
@@ -220,10 +236,8 @@ def test_what_drafts_need_is_set_up_before_any_lane_is_timed(tiny_backend, quest
     """A compiled backend compiles a width's graph on its first use: the bench has it done
     before the first timed step (once, where a lane drafts), so no lane pays a one-time cost
     the lanes after it do not."""
-    from specviz.engines.oracles import make_oracle
-
     calls: list[int] = []
     monkeypatch.setattr(tiny_backend, "prepare_widths", lambda: calls.append(tiny_backend.n_past))
-    bench.run_bench(tiny_backend, make_oracle, bench.load_questions(questions_file)[:2],
-                    [bench.Config(o, 2) for o in oracles], max_tokens=4)
+    bench.run_bench(lanes(tiny_backend, [bench.Config(o, 2) for o in oracles]),
+                    bench.load_questions(questions_file)[:2], max_tokens=4)
     assert calls == [0] * prepared  # once, on an empty cache, before the first run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from specviz.app.cli.main import main
-from specviz.engines.machine import doctor
+from specviz.engines import doctor
 
 CPU = {"model": "Intel(R) Xeon(R) Platinum 8488C", "arch": "x86_64", "cores": 2,
        "memory_gib": 16.0, "features": ["avx2", "avx512f", "amx_int8"], "amx": True}

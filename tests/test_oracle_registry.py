@@ -62,7 +62,8 @@ def test_the_command_line_offers_each_flagged_setting_with_what_it_means_per_ora
 def test_an_oracle_needing_what_no_backend_gave_is_one_clear_line():
     with pytest.raises(SpecvizError, match="the medusa oracle needs the target model"):
         make_oracle("medusa")
-    with pytest.raises(SpecvizError, match=r"needs a draft model \(--draft MODEL\)"):
+    with pytest.raises(SpecvizError, match=r"the tree oracle needs --draft MODEL \(its draft "
+                                           r"model; in the window: pick one in the lane\)"):
         make_oracle("tree")
 
 

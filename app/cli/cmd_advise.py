@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ...engines.advise import prompts as kinds
-from ...engines.advise.advise import CHOICES, Options, advise
+from ...engines.advise.advise import Options, advise, choices
 from ...engines.advise.report import render
 from ...engines.errors import SpecvizError
 from ...engines.models import local as local_models
@@ -40,8 +40,8 @@ def register(sub) -> None:
                    help="prompts of each kind the target answers (default: %(default)s)")
     p.add_argument("--max-tokens", type=values.whole_at_least(8), default=128,
                    help="tokens of each answer, at least 8 (default: %(default)s)")
-    p.add_argument("--only", type=_only, default=list(CHOICES),
-                   help=f"consider only these, comma-separated, from {', '.join(CHOICES)} "
+    p.add_argument("--only", type=_only, default=None,
+                   help=f"consider only these, comma-separated, from {', '.join(choices())} "
                         "(draft: every draft model here; default: all)")
     p.add_argument("--folder", action="append", default=[], metavar="DIR",
                    help="also look for draft models in this folder")
@@ -58,9 +58,9 @@ def _kinds(text: str) -> list[str]:
 
 def _only(text: str) -> list[str]:
     chosen = [c.strip() for c in text.split(",") if c.strip()]
-    wrong = [c for c in chosen if c not in CHOICES]
+    wrong = [c for c in chosen if c not in choices()]
     if wrong or not chosen:
-        raise argparse.ArgumentTypeError(f"takes candidates from {', '.join(CHOICES)}, "
+        raise argparse.ArgumentTypeError(f"takes candidates from {', '.join(choices())}, "
                                          f"got {text!r}")
     return chosen
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from .cmd_models import saved_folders
 
     places = local_models.Places.here([*saved_folders(), *args.folder])
-    chosen = Options(args.max_tokens, args.threads, args.n_ctx, tuple(args.only), places,
+    chosen = Options(args.max_tokens, args.threads, args.n_ctx, args.only, places,
                      problems=problems)
     if not sets:  # before loading anything: nothing would be asked
         raise SpecvizError("no prompts to answer: " + ("; ".join(problems) or "none given"))

@@ -13,9 +13,9 @@ from ...engines import atomic
 from ...engines.bench import spec_bench as bench
 from ...engines.errors import SpecvizError
 from ...engines.host import run_builder
-from ...engines.host.k_policy import k_policy
 from ...engines.host.model_pool import ModelPool
-from ...engines.oracles import ORACLES, is_plain
+from ...engines.host.run_spec import LaneSpec
+from ...engines.oracles import ORACLE_INFO, is_plain
 from ...engines.oracles.registry import CORPUS, MEMORY, MODEL
 from ...engines.trace import machine_info
 from . import bench_tables, options
@@ -26,7 +26,7 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="Spec-Bench-style table: speedup per category and oracle")
     options.add_model_args(p)
     p.add_argument("--oracles", default="none,prompt-lookup,ngram",
-                   help=f"comma-separated, from {', '.join(ORACLES)} (default: %(default)s)")
+                   help=f"comma-separated, from {', '.join(ORACLE_INFO)} (default: %(default)s)")
     options.add_input_args(p, kinds=(MODEL,))
     p.add_argument("--k", type=k_list, default=[bench.AUTO_K],
                    help="draft length, or a comma-separated list; auto (the default): "
@@ -53,9 +53,10 @@ def register(sub) -> None:
 
 def configs(args: argparse.Namespace) -> list[bench.Config]:
     names = [n.strip() for n in args.oracles.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ORACLES]
+    unknown = [n for n in names if n not in ORACLE_INFO]
     if unknown:
-        raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from {', '.join(ORACLES)}")
+        raise SpecvizError(f"unknown oracle {unknown[0]!r}; choose from "
+                           f"{', '.join(ORACLE_INFO)}")
     return [bench.Config(n, 0) if is_plain(n) else bench.Config(n, k) for n in names
             for k in ([0] if is_plain(n) else args.k)]
 
@@ -66,27 +67,20 @@ def k_list(text: str) -> list[int]:
             for k in text.split(",")]
 
 
-def _lane_k(ks: list[int]) -> int | str:
-    """The K a lane is built with (each configuration then sets its own)."""
-    return options.AUTO if ks[0] == bench.AUTO_K else ks[0]
+def lane_specs(args: argparse.Namespace) -> list[LaneSpec]:
+    """A lane of each configuration, plain decoding's first, with the oracles' settings and
+    inputs of the command line; one line for an input a lane lacks, before anything loads."""
+    specs = [options.lane_spec(args, c.oracle, options.AUTO if c.k == bench.AUTO_K else c.k)
+             for c in bench.plain_first(configs(args))]
+    for spec in specs:
+        run_builder.check_lane(spec)
+    return specs
 
 
-def policy_maker(args: argparse.Namespace, target, drafts: dict):
-    """Builds the auto-K chooser for an oracle (profiles measured once if not stored), with
-    the draft model its lane loaded (`drafts`, by name)."""
-
-    def make(oracle):
-        lane = options.lane_spec(args, oracle.name, options.AUTO)
-        return k_policy(lane, options.model_choice(args), oracle, target,
-                        drafts.get(lane.draft_model), say=_say)
-
-    return make
-
-
-def _recorded(bar: tqdm, oracles: list) -> None:
+def _recorded(bar: tqdm, lanes: list[run_builder.LaneParts]) -> None:
     bar.update()
-    for oracle in oracles:
-        notice = oracle.notice()
+    for lane in lanes:
+        notice = lane.oracle.notice()
         if notice:
             bar.write(f"specviz: {notice}", file=sys.stderr)
 
@@ -98,38 +92,20 @@ def _say(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     questions = bench.load_questions(args.questions, cats, args.limit)
-    plan = configs(args)
+    specs = lane_specs(args)
     for out in (args.markdown, args.json_out):  # said now, not after minutes of measuring
         if out is not None and not out.parent.is_dir():
             raise SpecvizError(f"cannot write {out}: no folder {out.parent}")
-    pool = ModelPool()  # one target; each draft model loaded once for the oracles using it
+    pool = ModelPool()  # one target for every lane; a draft model's weights loaded once
     model = options.model_choice(args)
     target = run_builder.acquire(pool, model, args.target)
-    drafts: dict = {}
-    built: list = []  # the oracles, asked after each record what arose as a run ended
-
-    def make(name: str):
-        lane = options.lane_spec(args, name, _lane_k(args.k))
-        missing = run_builder.missing_input(run_builder.described_oracle(lane), lane)
-        if missing is not None:
-            raise SpecvizError(f"--oracles {name} needs {missing.asked_with} "
-                               f"{missing.kind.name.upper()}")
-        for model_name in lane.models.values():
-            if model_name not in drafts:
-                drafts[model_name] = run_builder.acquire(pool, model, model_name)
-        models = {input_name: drafts[model_name]
-                  for input_name, model_name in lane.models.items()}
-        oracle = run_builder.build_oracle(lane, target, models, say=_say)
-        built.append(oracle)
-        return oracle
-
     bench.check_fits(target, questions)
-    runs = sum(len(q.turns) for q in questions) * len(bench.plain_first(plan))
+    lanes = [run_builder.lane_parts(spec, model, target, pool, _say) for spec in specs]
+    runs = sum(len(q.turns) for q in questions) * len(lanes)
     with tqdm(total=runs, unit="run", file=sys.stderr, desc="bench") as bar:
-        records = bench.run_bench(target, make, questions, plan, args.max_tokens,
+        records = bench.run_bench(lanes, questions, args.max_tokens,
                                   run_builder.sampling_params(options.run_request(args, "")),
-                                  on_record=lambda r: _recorded(bar, built),
-                                  make_policy=policy_maker(args, target, drafts),
+                                  on_record=lambda r: _recorded(bar, lanes),
                                   repeat=args.repeat)
     rows = bench.summarise(records)
     table = bench_tables.markdown_table(rows)

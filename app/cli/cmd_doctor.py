@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ...engines.machine import doctor
+from ...engines import doctor
 
 
 def register(sub) -> None:

@@ -23,8 +23,7 @@ from specviz.engines.models import (
     source_of,
 )
 from specviz.engines.models import local as local_models
-
-MODEL_ARGS = ("target", "draft", "cross_draft", "eagle_head", "medusa_heads")
+from specviz.engines.oracles.registry import fetched_flags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -105,6 +104,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def model_args() -> tuple[str, ...]:
+    """The options that name models to fetch: --target and the oracles' inputs the registry
+    says are fetched (--draft, --cross-draft, --eagle-head, ...), as argparse stores them."""
+    return ("target", *(flag.replace("-", "_") for flag in fetched_flags()))
+
+
 def fetch_named(args: argparse.Namespace) -> None:
     """Fetch the registry models a command names (--target, --draft, --cross-draft) that are
     not downloaded yet, with a progress bar, so that a first run needs no separate step.
@@ -115,7 +120,7 @@ def fetch_named(args: argparse.Namespace) -> None:
         return  # no local model is loaded
     if getattr(args, "no_fetch", False) or not fetch_allowed():
         return
-    for name in missing([getattr(args, name, None) for name in MODEL_ARGS]):
+    for name in missing([getattr(args, name, None) for name in model_args()]):
         print(f"specviz: {name} is not downloaded yet; fetching it ({size_line(name)}; "
               "--no-fetch stops instead)", file=sys.stderr, flush=True)
         pull_with_bar(name)

@@ -19,7 +19,7 @@ from PySide6.QtCore import QSettings
 from ...engines.atomic import cannot_write
 from ...engines.errors import SpecvizError
 from ...engines.host.run_spec import LaneSpec
-from ...engines.oracles import is_plain
+from ...engines.oracles import ORACLE_INFO, is_plain
 from ...engines.oracles.registry import SERVER
 from ...engines.trace import read_trace
 from ..export.files import save_png
@@ -146,12 +146,22 @@ def lane_configs(args: argparse.Namespace) -> list[LaneSpec]:
     auto = args.k == options.AUTO
     names = args.oracles if args.oracles is not None else (
         "" if args.server else "none,prompt-lookup")
-    inputs = {"draft": args.draft, "medusa_heads": args.medusa_heads and str(args.medusa_heads),
-              "eagle_head": args.eagle_head and str(args.eagle_head)}
+    # Every lane holds every input given (a lane keeps what its oracle does not read, as in
+    # the window, where a person may switch its oracle).
+    inputs = given_inputs(args)
     local = [LaneSpec(name, 4 if auto else args.k, auto_k=auto and not is_plain(name),
                       inputs=inputs)
              for name in (n.strip() for n in names.split(",")) if name]
     return local + [LaneSpec(SERVER, 4 if auto else args.k, server=url) for url in args.server]
+
+
+def given_inputs(args: argparse.Namespace) -> dict[str, str]:
+    """Every oracle input the command line gives, by the registry's names (a name two oracles
+    declare: as the first reads it)."""
+    given: dict[str, str] = {}
+    for name in ORACLE_INFO:
+        given = {**options.oracle_inputs(name, args), **given}
+    return given
 
 
 def _settle(app, window: MainWindow, ctrl_c: CtrlC) -> None:

@@ -13,6 +13,8 @@ from ..cost import profile as prof
 from ..errors import SpecvizError
 from ..models import backend_for
 from ..models import local as local_models
+from ..oracles import ORACLE_INFO
+from ..oracles.registry import HeldOut, Replayed, TeacherForced
 from . import answers as kept
 from . import copying, heads
 from .candidates import DraftModel, draft_models, megabytes, size_reason, weights_size
@@ -23,10 +25,26 @@ from .replay import Record
 from .report import ALL, Advice, Candidate, rank
 
 Say = Callable[[str], None]
-DRAFTING = ("draft",)  # --only's name for every draft model, same tokenizer or not
-CHOICES = (*copying.COPYING, *DRAFTING, *heads.KINDS)
-NOT_PREDICTED = ("lookahead and early-exit are not predicted (their guesses need the target "
-                 "itself: race them with `specviz run --oracle lookahead`)")
+WAYS = (Replayed, TeacherForced, HeldOut)  # how the registry says an oracle is predicted
+
+
+def choices() -> tuple[str, ...]:
+    """What may be predicted, as --only names it: the oracles whose registry entry says how
+    (a teacher-forced oracle's name stands for every draft model here, whatever its
+    tokenizer), replays first, then draft models, then trained heads."""
+    return tuple(name for way in WAYS for name, described in ORACLE_INFO.items()
+                 if isinstance(described.advise, way))
+
+
+def not_predicted() -> str:
+    """The line naming the oracles left to a race ("" where there are none)."""
+    stand_in = {d.other_tokenizer for d in ORACLE_INFO.values() if d.advise is not None}
+    names = [name for name, described in ORACLE_INFO.items()
+             if described.advise is None and not described.plain and name not in stand_in]
+    if not names:
+        return ""
+    return (f"not predicted: {', '.join(names)} (their guesses need the target itself or a "
+            "run's trees; race them with `specviz run --oracle NAME --baseline`)")
 
 
 @dataclass
@@ -34,7 +52,7 @@ class Options:
     max_tokens: int = 128
     threads: int | None = None
     n_ctx: int = 4096
-    only: Sequence[str] = CHOICES  # which candidates to consider
+    only: Sequence[str] | None = None  # which candidates to consider (None: every choice)
     places: local_models.Places | None = None  # other tools' stores (None: none searched)
     chat: bool = True
     problems: list[str] = field(default_factory=list)  # found before (empty prompt files)
@@ -58,7 +76,7 @@ def advise(target: Backend, target_name: str, sets: Sequence[PromptSet], options
     candidates += _heads(target, records, costs, options)
     kinds = [*answers, *([ALL] if len(answers) > 1 else [])]  # one kind: its column is ALL
     advice = Advice(target_name, target.name, kinds, rank(candidates),
-                    [*options.problems, *([drift] if drift else []), NOT_PREDICTED],
+                    [line for line in (*options.problems, drift, not_predicted()) if line],
                     f"{which}, scaled to forwards timed now",
                     _answers_line(answers, from_cache))
     advice.seconds = round(time.perf_counter() - started, 1)
@@ -91,22 +109,33 @@ def _answers_line(answers: dict, from_cache: list[str]) -> str:
 def _copying(target: Backend, records: dict, costs: Costs, options: Options,
              say: Say) -> list[Candidate]:
     out = []
-    for name in copying.COPYING:
-        if name in options.only:
-            say(f"replaying {name} (auto K and fixed K) on the answers")
-            out.append(copying.candidate(name, target, records, costs))
+    for name in _chosen(Replayed, options):
+        say(f"replaying {name} (auto K and fixed K) on the answers")
+        out.append(copying.candidate(name, target, records, costs))
     return out
+
+
+def _chosen(way: type, options: Options) -> list[str]:
+    """The oracles predicted this way that were asked for."""
+    only = choices() if options.only is None else options.only
+    return [name for name, described in ORACLE_INFO.items()
+            if isinstance(described.advise, way) and name in only]
 
 
 def _drafts(target: Backend, target_name: str, answers: dict, costs: Costs, options: Options,
             say: Say) -> list[Candidate]:
-    if "draft" not in options.only:
-        return []
+    return [row for name in _chosen(TeacherForced, options)
+            for row in _draft_rows(name, target, target_name, answers, costs, options, say)]
+
+
+def _draft_rows(oracle: str, target: Backend, target_name: str, answers: dict, costs: Costs,
+                options: Options, say: Say) -> list[Candidate]:
+    """A row for each draft model here, as `oracle` would draft with it."""
     target_bytes = weights_size(target.model_path)
     context = next(iter(answers.values()))[0].prompt_ids
     out = []
     for draft in draft_models(target.model_path, options.places):
-        row = Candidate(f"draft {draft.label}", "draft", model=draft.name)
+        row = Candidate(f"{oracle} {draft.label}", oracle, model=draft.name)
         row.skipped = size_reason(draft, target_bytes)
         if not row.skipped and draft.path is None:
             row.obtain = f"download {megabytes(draft.size)}"
@@ -150,5 +179,5 @@ def _predict(target: Backend, target_name: str, draft: DraftModel, row: Candidat
 def _heads(target: Backend, records: dict, costs: Costs, options: Options) -> list[Candidate]:
     found = heads.find(target.model_path)
     contexts = heads.mean_contexts(records)
-    return [heads.candidate(target, found[kind], kind, costs, contexts)
-            for kind in heads.KINDS if kind in options.only]
+    return [heads.candidate(target, found[name], name, costs, contexts)
+            for name in _chosen(HeldOut, options)]

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..oracles.base import Oracle, Proposal
+from ..oracles.registry import info
 from ..pair import known
 from ..pair.acceptance import (
     Agreement,
@@ -104,8 +105,9 @@ def predict_draft(target: Backend, draft: Backend, found: Candidate,
         found.skipped = f"tokenizer unusable: {vocab.reason}"
         return found
     cross = vocab.verdict == VERDICT_CROSS
-    if cross:
-        found.oracle, found.name = "cross-draft", f"cross-{found.name}"
+    if cross and not _drafts_through_text(found):
+        found.skipped = "its tokenizer is not the target's"
+        return found
     first = every[0]
     prefix = draft.encode_prompt(first.prompt_text, chat=True) if cross else first.prompt_ids
     per_token = token_ms(draft, prefix)
@@ -126,6 +128,17 @@ def predict_draft(target: Backend, draft: Backend, found: Candidate,
     found.note = (f"a draft token {per_token:.1f} ms" + (
         "; estimated through text (the oracle re-tokenizes at the seam)" if cross else ""))
     return found
+
+
+def _drafts_through_text(found: Candidate) -> bool:
+    """Turn a row of a draft of another tokenizer into the oracle its registry entry says
+    drafts with it through text; False where there is none."""
+    other = info(found.oracle).other_tokenizer
+    if not other:
+        return False
+    found.name = other + found.name.removeprefix(found.oracle)
+    found.oracle = other
+    return True
 
 
 def _agreements(target: Backend, draft: Backend, every: Sequence[Answer], cross: bool,

@@ -1,11 +1,12 @@
-"""Trained heads of the target (Medusa heads, an EAGLE head), predicted from the held-out
-acceptance their training recorded, by depth: auto K's own choice of K (the K with the most
-expected tokens per millisecond) at those odds, priced here. Their training held out answers
-to requests like its own, not these prompts, so a head's figure is the same for every kind.
+"""Trained heads of the target (the oracles whose registry entry says registry.HeldOut: Medusa
+heads, an EAGLE head), predicted from the held-out acceptance their training recorded, by
+depth: auto K's own choice of K (the K with the most expected tokens per millisecond) at those
+odds, priced here. Their training held out answers to requests like its own, not these
+prompts, so a head's figure is the same for every kind.
 
-The configs are read as JSON where engines/medusa/heads.py (`medusa.json`) and
-engines/eagle/checkpoint.py (`config.json`, its `specviz` block) write them: importing those
-modules loads torch, which a llama.cpp target never needs.
+Where the heads lie, which config holds their acceptance and what drafting reads are the
+entry's (the configs are read as JSON: the heads' own modules load torch, which a llama.cpp
+target never needs).
 """
 
 from __future__ import annotations
@@ -18,34 +19,43 @@ from pathlib import Path
 from ..backends.base import Backend
 from ..cost.step_cost import best_k, expected_tokens
 from ..models import side_folder
+from ..oracles import ORACLE_INFO
+from ..oracles.registry import HeldOut
 from .pricing import Costs
 from .replay import K_MAX
 from .report import ALL, Candidate, Cell
 
-MEDUSA_CONFIG, MEDUSA_FORMAT = "medusa.json", "specviz-medusa-1"
-EAGLE_CONFIG = "config.json"
-KINDS = ("medusa", "eagle")
 # What training costs, relative to a run's own steps: the target writes this many tokens,
 # `prompt_batch` prompts at a time, and reads about as many (train-heads' defaults), and fitting
 # the heads took about as long again (smollm2-135m on 2 cores: 6-16 min in all,
 # docs/results/heads-training.md).
 TRAIN_TOKENS, TRAIN_BATCH, READ_ROWS, TRAIN_OVERHEAD = 12_000, 8, 32, 3.0
-INT8_SPEEDUP = {"medusa": 4.0, "eagle": 3.5}  # their draft weights in int8 on a CPU (default)
 
 
 @dataclass(frozen=True)
 class Heads:
-    kind: str  # "medusa" or "eagle"
+    kind: str  # the oracle that drafts with them
     folder: Path
     accept: list[float]  # held-out acceptance of each depth, given the depths before held
     draft_vocab: int | None = None  # an EAGLE head's own vocabulary (None: the target's)
     problem: str = ""  # why they cannot be predicted
 
+    @property
+    def way(self) -> HeldOut:
+        return held_out()[self.kind]
+
+
+def held_out() -> dict[str, HeldOut]:
+    """The oracles predicted from their heads' held-out acceptance, with how."""
+    return {name: described.advise for name, described in ORACLE_INFO.items()
+            if isinstance(described.advise, HeldOut)}
+
 
 def find(model_path: str | Path) -> dict[str, Heads | None]:
-    """The target's own heads, by kind (None: none trained), where `train-heads` puts them."""
-    return {"medusa": _medusa(side_folder(model_path, "medusa")),
-            "eagle": _eagle(side_folder(model_path, "eagle"))}
+    """The target's own heads, by oracle (None: none trained), where `train-heads` puts
+    them."""
+    return {name: _read_heads(name, way, side_folder(model_path, way.folder))
+            for name, way in held_out().items()}
 
 
 def _read(path: Path) -> dict | str:
@@ -56,31 +66,26 @@ def _read(path: Path) -> dict | str:
     return data if isinstance(data, dict) else f"{path} is not a heads config"
 
 
-def _medusa(folder: Path) -> Heads | None:
-    if not (folder / MEDUSA_CONFIG).exists():
+def _read_heads(name: str, way: HeldOut, folder: Path) -> Heads | None:
+    path = folder / way.config
+    if not path.exists():
         return None
-    data = _read(folder / MEDUSA_CONFIG)
-    if isinstance(data, str) or data.get("format") != MEDUSA_FORMAT:
-        return Heads("medusa", folder, [], problem=data if isinstance(data, str) else
-                     f"{folder / MEDUSA_CONFIG} is not a {MEDUSA_FORMAT} config")
-    # Each head's top-1 on held-out answers, whatever the heads before it guessed: taken as
-    # its odds given theirs held (an estimate: the heads' errors are not independent).
-    top1 = _probabilities((data.get("accuracy") or {}).get("top1"))
-    return Heads("medusa", folder, top1, problem="" if top1 else "no held-out accuracy recorded")
-
-
-def _eagle(folder: Path) -> Heads | None:
-    if not (folder / EAGLE_CONFIG).exists():
-        return None
-    data = _read(folder / EAGLE_CONFIG)
+    data = _read(path)
     if isinstance(data, str):
-        return Heads("eagle", folder, [], problem=data)
-    accuracy = (data.get("specviz") or {}).get("accuracy") or {}
-    conditional = _probabilities(accuracy.get("conditional"))
+        return Heads(name, folder, [], problem=data)
+    if way.format and data.get("format") != way.format:
+        return Heads(name, folder, [], problem=f"{path} is not a {way.format} config")
+    accept = _probabilities(_within(data, way.accept))
     draft_vocab = data.get("draft_vocab_size")
-    return Heads("eagle", folder, conditional,
-                 draft_vocab if isinstance(draft_vocab, int) else None,
-                 "" if conditional else "no held-out acceptance recorded (a published head?)")
+    return Heads(name, folder, accept, draft_vocab if isinstance(draft_vocab, int) else None,
+                 "" if accept else "no held-out acceptance recorded (a published head?)")
+
+
+def _within(data: dict, keys: Sequence[str]):
+    """data[keys[0]][keys[1]]...; None where one is missing."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _probabilities(values) -> list[float]:
@@ -96,8 +101,8 @@ def _probabilities(values) -> list[float]:
 
 def draft_share(target: Backend, heads: Heads) -> float:
     """A head's drafting of one token as a share of a plain step: the share of the weights a
-    plain step reads that it reads (Medusa: the LM head, read once for all heads; EAGLE: one
-    decoder layer and its LM head, per depth), those weights in int8."""
+    plain step reads that it reads (the LM head, read once for all depths; or, per depth, one
+    decoder layer and its LM head: HeldOut.per_depth), those weights in int8."""
     model = getattr(target, "model", None)
     config = getattr(model, "config", None)
     if model is None or config is None:
@@ -106,11 +111,12 @@ def draft_share(target: Backend, heads: Heads) -> float:
     total = sum(p.numel() for p in model.parameters())
     embed = model.get_input_embeddings().weight
     read = total - (0 if embed is lm else embed.numel())  # a step reads one embedding row
-    if heads.kind == "medusa":
-        return lm.numel() / read / INT8_SPEEDUP["medusa"]
+    way = heads.way
+    if not way.per_depth:
+        return lm.numel() / read / way.int8_speedup
     layer = (read - lm.numel()) / max(int(config.num_hidden_layers), 1)
     rows = heads.draft_vocab or lm.shape[0]
-    return (layer + lm.numel() * rows / lm.shape[0]) / read / INT8_SPEEDUP["eagle"]
+    return (layer + lm.numel() * rows / lm.shape[0]) / read / way.int8_speedup
 
 
 def cells(heads: Heads, share: float, costs: Costs,
@@ -124,7 +130,7 @@ def _cell(heads: Heads, share: float, costs: Costs, context: int) -> Cell:
         if k == 0:
             return 0.0
         per_pass = share * costs.plain_ms(context)
-        return per_pass if heads.kind == "medusa" else k * per_pass  # one pass, or one a depth
+        return k * per_pass if heads.way.per_depth else per_pass
 
     limit = min(len(heads.accept), K_MAX)
     k, rate = best_k(heads.accept, lambda k: costs.step_ms(k, context, draft_ms(k)), limit)
@@ -136,16 +142,17 @@ def _cell(heads: Heads, share: float, costs: Costs, context: int) -> Cell:
 
 def candidate(target: Backend, heads: Heads | None, kind: str, costs: Costs,
               contexts: Mapping[str, int]) -> Candidate:
-    name = f"{kind} heads" if kind == "medusa" else "eagle head"
+    described = ORACLE_INFO[kind]
+    way = described.advise
     if heads is None:
-        return Candidate(name, kind, obtain=f"train, about {train_minutes(costs):.0f} min",
-                         skipped="none trained for this target (`specviz train-heads"
-                                 + (" --kind eagle" if kind == "eagle" else "") + "`)")
-    found = Candidate(name, kind, model=str(heads.folder))
+        return Candidate(way.label, kind, obtain=f"train, about {train_minutes(costs):.0f} min",
+                         skipped=f"none trained for this target (`{way.train}`)")
+    found = Candidate(way.label, kind, model=str(heads.folder))
     if heads.problem:
         found.skipped = heads.problem
-    elif target.name != "transformers":
-        found.skipped = "heads run on the transformers backend: advise with --backend transformers"
+    elif target.name not in described.backends:
+        found.skipped = (f"{kind} runs on the {' or '.join(described.backends)} backend: "
+                         f"advise with --backend {described.backends[0]}")
     else:
         found.cells = cells(heads, draft_share(target, heads), costs, contexts)
         found.note = ("held-out acceptance from its training, the same for every kind; a "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..oracles.registry import info
+
 ALL = "all"  # the column of every kind's answers together
 PAYS = 1.02  # a predicted gain smaller than this is within the prediction's noise
 
@@ -31,7 +33,7 @@ class Cell:
 class Candidate:
     name: str  # as the table shows it
     oracle: str  # the registry's name (--oracle)
-    model: str | None = None  # what --draft takes, or the heads' folder
+    model: str | None = None  # what its model input takes (a draft), or the heads' folder
     obtain: str = "nothing"  # what getting it costs: nothing, a download, training
     cells: dict[str, Cell] = field(default_factory=dict)  # by kind, and ALL
     skipped: str = ""  # why it was not predicted
@@ -49,9 +51,7 @@ class Candidate:
         """The `specviz run` options that run it as predicted."""
         cell = self.cells.get(ALL)
         k = "auto" if cell is None or cell.policy == "auto" else str(cell.best_k)
-        model = f" --draft {self.model}" if self.oracle in ("draft", "cross-draft") else ""
-        backend = "--backend transformers " if self.oracle in ("medusa", "eagle") else ""
-        return f"{backend}--oracle {self.oracle}{model} --k {k}"
+        return info(self.oracle).command_line(k, self.model)
 
 
 @dataclass

@@ -25,8 +25,9 @@ from pathlib import Path
 from .. import events as ev
 from ..backends.base import Backend
 from ..errors import ContextOverflow, SpecvizError
-from ..loop.session import KPolicy, RunSettings, Session, starting_k, warm_up
-from ..oracles.base import Oracle
+from ..host.run_builder import LaneParts
+from ..host.run_spec import LaneSpec
+from ..loop.session import RunSettings, Session, starting_k, warm_up
 from ..oracles.registry import PLAIN, is_plain
 from ..sampling import GREEDY, SamplingParams
 from ..text_file import read_text
@@ -71,6 +72,13 @@ class Config:
         if is_plain(self.oracle):
             return "none"
         return f"{self.oracle} k={'auto' if self.k == AUTO_K else self.k}"
+
+    @classmethod
+    def of(cls, lane: LaneSpec) -> Config:
+        """The configuration a lane runs."""
+        if is_plain(lane.oracle):
+            return cls(lane.oracle, 0)
+        return cls(lane.oracle, AUTO_K if lane.auto_k else lane.k)
 
 
 @dataclass
@@ -161,76 +169,129 @@ def check_fits(target: Backend, questions: Iterable[Question]) -> None:
 
 
 def run_bench(
-    target: Backend,
-    make_oracle: Callable[[str], Oracle],
+    lanes: Sequence[LaneParts],
     questions: Iterable[Question],
-    configs: Sequence[Config],
     max_tokens: int = 256,
     params: SamplingParams = GREEDY,
     on_record: Callable[[Record], None] | None = None,
-    make_policy: Callable[[Oracle], KPolicy] | None = None,
     repeat: int = 1,
 ) -> list[Record]:
-    """Decode every turn of every question with every configuration (plain decoding first),
-    `repeat` times.
-
-    Configurations with k=AUTO_K get a K policy from `make_policy`, one per configuration that
-    keeps learning across the questions, as it would in a long-running process.
-    """
+    """Decode every turn of every question with every lane (plain decoding first), `repeat`
+    times. The lanes share one target (engines/host/run_builder.py's `lane_parts` built them);
+    an auto-K lane's policy keeps learning across the questions, as it would in a
+    long-running process."""
     if repeat < 1:
         raise SpecvizError(f"repeat must be at least 1, got {repeat}")
-    configs = plain_first(configs)
-    oracles = {c.oracle: make_oracle(c.oracle) for c in configs}
-    if any(c.k == AUTO_K for c in configs) and make_policy is None:
-        raise SpecvizError("k=auto needs a K policy (a cost profile)")
-    policies = {c: make_policy(oracles[c.oracle]) for c in configs if c.k == AUTO_K}
+    by_config = _by_config(lanes)
+    questions = list(questions)
+    if questions:
+        _warm_up(by_config, questions[0].turns[0])
     records: list[Record] = []
-    warmed = False
     for q in questions:
-        histories: dict[Config, list[tuple[str, str]]] = {c: [] for c in configs}
+        histories: dict[Config, list[tuple[str, str]]] = {c: [] for c in by_config}
         for turn, user in enumerate(q.turns):
-            before = {c: p.snapshot() for c, p in policies.items()}
-            # An oracle that learns across runs (suffix decoding's memory) answers every
-            # repeat, and every K of it, knowing what it knew before the turn (one answer
-            # of the turn stays remembered for the next questions).
-            learnt = {name: o.snapshot() for name, o in oracles.items()
-                      if hasattr(o, "snapshot")}
-            runs: dict[Config, list] = {c: [] for c in configs}
-            for rep in range(repeat):
-                for config in configs:
-                    if config in policies and rep:
-                        policies[config].restore(before[config])
-                    if config.oracle in learnt:
-                        oracles[config.oracle].restore(learnt[config.oracle])
-                    settings = RunSettings(user, history=tuple(histories[config]),
-                                           k=starting_k(config.oracle, config.k,
-                                                        config.k == AUTO_K),
-                                           max_tokens=max_tokens, params=params)
-                    session = Session(target, oracles[config.oracle], settings,
-                                      k_policy=policies.get(config))
-                    if not warmed:
-                        warm_up(target, session.prompt_ids)
-                        if not all(is_plain(c.oracle) for c in configs):
-                            target.prepare_widths()  # no lane pays a one-time compile
-                        warmed = True
-                    steps = [e for e in session if isinstance(e, ev.StepEvent)]
-                    runs[config].append((session, steps))
-            plain_steps: list[ev.StepEvent] = []
-            for config in configs:
-                session, steps = runs[config][0]
-                summary = session.summary
-                # After an earlier turn parted from plain decoding, this turn's prompt holds
-                # other text: its output cannot be compared with plain decoding's.
-                comparable = histories[config] == histories[configs[0]][:turn]
-                histories[config].append((user, summary.text))
-                record = _record(q, turn, config, summary, steps, plain_steps, target,
-                                 session.prompt_ids, comparable)
-                _set_times(record, [s.summary.totals.compute_ms for s, _ in runs[config]])
-                if is_plain(config.oracle):
-                    plain_steps = steps
+            runs = _turn(by_config, user, histories, max_tokens, params, repeat)
+            for record in _turn_records(q, turn, user, runs, histories):
                 records.append(record)
                 if on_record:
                     on_record(record)
+    return records
+
+
+def _by_config(lanes: Sequence[LaneParts]) -> dict[Config, LaneParts]:
+    """The lanes by their configuration, plain decoding's first: every other lane's output
+    is compared with it."""
+    by_config = {Config.of(lane.lane): lane for lane in lanes}
+    configs = plain_first(list(by_config))
+    if configs[0] not in by_config:
+        raise SpecvizError("the bench compares every lane with plain decoding: give it a lane "
+                           f"of {PLAIN}")
+    if any(c.k == AUTO_K and by_config[c].policy is None for c in configs):
+        raise SpecvizError("k=auto needs a K policy (a cost profile)")
+    return {c: by_config[c] for c in configs}
+
+
+def _warm_up(by_config: dict[Config, LaneParts], first: str) -> None:
+    """Before the first timed step: the target's caches warmed on the first prompt, and a
+    compiled backend's widths made where a lane drafts, so that no lane pays a one-time cost
+    the lanes after it do not."""
+    plain = next(iter(by_config.values()))
+    target = plain.target
+    warm_up(target, turn_session(plain, first, (), 1, GREEDY).prompt_ids)
+    if not all(is_plain(c.oracle) for c in by_config):
+        target.prepare_widths()
+
+
+def turn_session(lane: LaneParts, user: str, history: Sequence[tuple[str, str]],
+                 max_tokens: int, params: SamplingParams) -> Session:
+    """A session of `lane` on one turn of a question, after the earlier turns (`history`,
+    the lane's own answers)."""
+    spec = lane.lane
+    settings = RunSettings(user, history=tuple(history),
+                           k=starting_k(spec.oracle, spec.k, spec.auto_k),
+                           max_tokens=max_tokens, params=params)
+    return Session(lane.target, lane.oracle, settings, k_policy=lane.policy)
+
+
+def run_turn(lane: LaneParts, user: str, history: Sequence[tuple[str, str]], max_tokens: int,
+             params: SamplingParams) -> tuple[Session, list[ev.StepEvent]]:
+    """One lane on one turn of a question, decoded to its end: the session (its summary) and
+    its steps."""
+    session = turn_session(lane, user, history, max_tokens, params)
+    return session, [e for e in session if isinstance(e, ev.StepEvent)]
+
+
+Run = tuple[Session, list[ev.StepEvent]]
+
+
+def _turn(by_config: dict[Config, LaneParts], user: str,
+          histories: dict[Config, list[tuple[str, str]]], max_tokens: int,
+          params: SamplingParams, repeat: int) -> dict[Config, list[Run]]:
+    """Every lane's `repeat` runs of one turn, the lanes in turn each round. A repeat starts
+    from what the lane's K policy and oracle (suffix decoding's memory) knew before the turn,
+    so neither learns a question's text twice; the last run's learning stays for the next."""
+    before = {c: _learnt(lane) for c, lane in by_config.items()}
+    runs: dict[Config, list[Run]] = {c: [] for c in by_config}
+    for rep in range(repeat):
+        for config, lane in by_config.items():
+            if rep:
+                _restore(lane, before[config])
+            runs[config].append(run_turn(lane, user, histories[config], max_tokens, params))
+    return runs
+
+
+def _learnt(lane: LaneParts) -> tuple:
+    oracle = lane.oracle
+    return (lane.policy.snapshot() if lane.policy is not None else None,
+            oracle.snapshot() if hasattr(oracle, "snapshot") else None)
+
+
+def _restore(lane: LaneParts, learnt: tuple) -> None:
+    policy_state, oracle_state = learnt
+    if lane.policy is not None:
+        lane.policy.restore(policy_state)
+    if oracle_state is not None:
+        lane.oracle.restore(oracle_state)
+
+
+def _turn_records(q: Question, turn: int, user: str, runs: dict[Config, list[Run]],
+                  histories: dict[Config, list[tuple[str, str]]]) -> list[Record]:
+    """One record per lane of a turn: the first run's figures, the median time."""
+    configs = list(runs)
+    plain_steps: list[ev.StepEvent] = []
+    records = []
+    for config in configs:
+        session, steps = runs[config][0]
+        # After an earlier turn parted from plain decoding, this turn's prompt holds other
+        # text: its output cannot be compared with plain decoding's.
+        comparable = histories[config] == histories[configs[0]][:turn]
+        histories[config].append((user, session.summary.text))
+        record = _record(q, turn, config, session.summary, steps, plain_steps, session.target,
+                         session.prompt_ids, comparable)
+        _set_times(record, [s.summary.totals.compute_ms for s, _ in runs[config]])
+        if is_plain(config.oracle):
+            plain_steps = steps
+        records.append(record)
     return records
 
 

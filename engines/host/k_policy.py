@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..backends.base import Backend
 from ..cost import profile as prof
-from ..oracles import Oracle, is_plain
+from ..oracles import ORACLE_INFO, Oracle, is_plain
 from .run_spec import LaneSpec, ModelChoice
 
 Say = Callable[[str], None]
@@ -42,10 +42,12 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
 
 
 def _pair_measured(lane: LaneSpec, model: ModelChoice) -> list[float] | None:
-    """`specviz pair`'s acceptance of the lane's draft for the target, where measured."""
+    """`specviz pair`'s acceptance of the lane's draft for the target, where measured and
+    the lane's oracle drafts as pair measures (its registry entry says so)."""
     from ..pair import known
 
-    if lane.oracle not in ("draft", "tree") or not lane.draft_model:
+    described = ORACLE_INFO.get(lane.oracle)
+    if described is None or not described.pair_acceptance or not lane.draft_model:
         return None
     return known.acceptance(model.target, lane.draft_model)
 

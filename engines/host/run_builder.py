@@ -1,20 +1,21 @@
 """A run spec becomes sessions: models from a pool, oracles, K policies, trace headers.
 
 One place that `specviz run`, `specviz bench`, the engine process behind the window (and so
-`specviz shot`) build their lanes with. Each lane gets a target backend of its own (a session
-owns its backend's cache); the pool shares the weights between lanes of one model.
+`specviz shot`) build their lanes with. Each lane of a run gets a target backend of its own (a
+session owns its backend's cache); the pool shares the weights between lanes of one model. The
+bench's lanes decode one after another, so they share its one target (`lane_parts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..backends.base import Backend
 from ..errors import IncompatibleModels, SpecvizError
-from ..loop.session import RunSettings, Session, starting_k
-from ..oracles import Oracle, make_oracle
+from ..loop.session import KPolicy, RunSettings, Session, starting_k
+from ..oracles import Oracle, check_inputs, make_oracle
 from ..oracles import info as oracle_info
 from ..oracles.draft import CROSS_HINT
 from ..oracles.registry import CORPUS, HEADS, MEMORY, MODEL, Input, OracleInfo
@@ -38,26 +39,55 @@ def build_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPoo
     if lane.on_server:
         return build_server_lane(lane_id, lane, request)
     run_settings = settings(lane, request)  # bad settings fail before anything is loaded
-    described = described_oracle(lane)
-    check_inputs(described, lane)
-    backends: list[Backend] = []
+    check_lane(lane)
+    target = acquire(pool, request.model, request.model.target)
+    backends = [target]
     try:
-        target = acquire(pool, request.model, request.model.target)
-        backends.append(target)
-        models = {}
-        for name, model_name in lane.models.items():
-            models[name] = acquire(pool, request.model, model_name)
-            backends.append(models[name])
-        oracle = build_oracle(lane, target, models, say)
-        draft = next(iter(models.values()), None)
-        policy = k_policy(lane, request.model, oracle, target, draft, say)
-        session = Session(target, oracle, run_settings, k_policy=policy)
+        parts = lane_parts(lane, request.model, target, pool, say)
+        backends += parts.models.values()
+        session = Session(target, parts.oracle, run_settings, k_policy=parts.policy)
     except BaseException:
         for backend in backends:
             pool.release(backend, reusable=True)
         raise
     return LocalLane(lane_id, session, trace_header(lane, request, session), lane,
-                     request.model, draft, backends, pool)
+                     request.model, parts.draft, backends, pool)
+
+
+@dataclass
+class LaneParts:
+    """A local lane before it is given a prompt: its target, the models its oracle loads (by
+    input name), its oracle and its K policy (None: a fixed K). `build_lane` gives them one
+    run's prompt; the bench every question's (engines/bench/spec_bench.py)."""
+
+    lane: LaneSpec
+    target: Backend
+    models: dict[str, Backend]
+    oracle: Oracle
+    policy: KPolicy | None = None
+
+    @property
+    def draft(self) -> Backend | None:
+        return next(iter(self.models.values()), None)
+
+
+def lane_parts(lane: LaneSpec, model: ModelChoice, target: Backend, pool: ModelPool,
+               say: Say = lambda _: None) -> LaneParts:
+    """The lane's models (from `pool`), oracle and K policy around a loaded target (slow: a
+    missing cost profile is measured); the models it took go back to the pool if it fails."""
+    check_lane(lane)
+    models: dict[str, Backend] = {}
+    try:
+        for name, model_name in lane.models.items():
+            models[name] = acquire(pool, model, model_name)
+        oracle = build_oracle(lane, target, models, say)
+        draft = next(iter(models.values()), None)
+        policy = k_policy(lane, model, oracle, target, draft, say)
+    except BaseException:
+        for backend in models.values():
+            pool.release(backend, reusable=True)
+        raise
+    return LaneParts(lane, target, models, oracle, policy)
 
 
 def build_server_lane(lane_id: str, lane: LaneSpec, request: RunRequest) -> ServerLane:
@@ -79,19 +109,10 @@ def described_oracle(lane: LaneSpec) -> OracleInfo:
         raise SpecvizError(str(exc)) from None
 
 
-def missing_input(described: OracleInfo, lane: LaneSpec) -> Input | None:
-    """The first input the oracle requires that the lane does not give (checked before
-    anything is loaded)."""
-    return next((each for each in described.inputs
-                 if each.required and not lane.inputs.get(each.name)), None)
-
-
-def check_inputs(described: OracleInfo, lane: LaneSpec) -> None:
-    missing = missing_input(described, lane)
-    if missing is not None:
-        raise SpecvizError(f"the {described.name} oracle needs {missing.asked_with} "
-                           f"{missing.kind.name.upper()} (in the window: pick a "
-                           f"{missing.said} in the lane)")
+def check_lane(lane: LaneSpec) -> None:
+    """The lane's oracle exists and has the inputs it requires: one line, before anything
+    is loaded."""
+    check_inputs(described_oracle(lane), lane.inputs)
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:

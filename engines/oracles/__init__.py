@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from ..backends.base import Backend
@@ -22,6 +23,7 @@ from .base import (
 from .registry import (
     DRAFT_ORACLES,
     INPUTS,
+    MODEL,
     ORACLE_INFO,
     ORACLES,
     PLAIN,
@@ -66,12 +68,20 @@ def _check_needs(described: OracleInfo, target: Backend | None, given: dict) -> 
                            f"{target.name}: use --backend {described.backends[0]}")
     if wanted and target is None:
         raise SpecvizError(f"the {name} oracle needs the target model")
-    missing = next((i for i in described.inputs if i.required and i.name not in given), None)
-    if missing is not None:
-        raise SpecvizError(f"the {name} oracle needs a {missing.said} "
-                           f"({missing.asked_with} {missing.kind.name.upper()})")
+    check_inputs(described, given)
+
+
+def check_inputs(described: OracleInfo, given: Mapping[str, object]) -> None:
+    """One line naming the first input the oracle requires that `given` (by input name) has
+    not: a lane's inputs before anything loads, or what the run builder made of them."""
+    missing = described.missing(given)
+    if missing is None:
+        return
+    picker = "; in the window: pick one in the lane" if missing.kind is MODEL else ""
+    raise SpecvizError(f"the {described.name} oracle needs {missing.asked_with} "
+                       f"{missing.kind.name.upper()} (its {missing.said}{picker})")
 
 
 __all__ = ["DRAFT_ORACLES", "INPUTS", "ORACLES", "ORACLE_INFO", "PLAIN", "AutoKHints", "BuildParts",
            "Oracle", "OracleInfo", "Proposal", "RunContext", "SideBranch", "SideRows",
-           "TreeProposal", "hints_of", "info", "is_plain", "make_oracle"]
+           "TreeProposal", "check_inputs", "hints_of", "info", "is_plain", "make_oracle"]

@@ -1,8 +1,10 @@
 """Every oracle, described once: what it proposes from, what it needs, its inputs (models,
-heads, corpus and memory files), its settings, the backends it runs on and the module that
-builds it. `make_oracle`, the run builder, the command line, a lane's spec, the lane widget,
-each oracle's knobs, `specviz serve`'s confinement, the benchmark and the docs read this
-table instead of spelling oracle names, inputs or settings out.
+heads, corpus and memory files), its settings, the backends it runs on, the module that
+builds it, how `specviz advise` predicts it, how a command line spells a lane of it and what
+auto K may know of it before it runs. `make_oracle`, the run builder, the command line, a
+lane's spec, the lane widget, each oracle's knobs, `specviz serve`'s confinement, the model
+fetch, auto K, `specviz advise`, the benchmark and the docs read this table: no module
+outside this package compares an oracle's name (tests/test_rooms.py holds them to it).
 
 Adding an oracle: one module in this package with a `build(parts)` function (see
 base.BuildParts) and one entry here; its settings, if any, are one dataclass below, its
@@ -11,6 +13,7 @@ inputs a tuple of `Input`s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from ..backends.base import HIDDEN_STATES
@@ -40,12 +43,14 @@ class InputKind:
     hub: bool = False  # a Hub repository name is taken too (read from the Hub cache)
     off: str | None = None  # a word that names no file at all
     metavar: str | None = None  # on the command line
+    # A registry or Hub name given for it is fetched before a command runs, as the target is.
+    fetched: bool = False
 
 
 # A model (registry name, Hub name or path), loaded like the target: `build` gets a Backend.
-MODEL = InputKind("model", file=False)
+MODEL = InputKind("model", file=False, fetched=True)
 # A folder of trained heads, or a Hub repository in the Hub cache: `build` gets its Path.
-HEADS = InputKind("heads folder", file=True, hub=True, metavar="DIR|HUB")
+HEADS = InputKind("heads folder", file=True, hub=True, metavar="DIR|HUB", fetched=True)
 # A text file: `build` gets its tokens (the target's tokenizer).
 CORPUS = InputKind("corpus file", file=True)
 # A file the oracle reads and writes, or "off": `build` gets its Path, or "off".
@@ -90,6 +95,49 @@ class Input:
 
 DRAFT_MODEL = Input("draft", MODEL, "draft model for the draft and cross-draft oracles",
                     required=True, label="draft model")
+
+
+# How `specviz advise` predicts an oracle before any run (OracleInfo.advise); an oracle
+# without one is not predicted (its guesses need the target itself, or a run's trees).
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Its own proposals replayed on the target's answers (engines/advise/replay.py), the
+    oracle built by `make_oracle` with these settings and inputs over its defaults: a replay
+    judges chains, and must not write a memory that lanes read."""
+
+    settings: tuple[tuple[str, float | int], ...] = ()
+    inputs: tuple[tuple[str, str], ...] = ()
+    note: str = ""  # what a lane has that the replay leaves out, beside its row
+
+
+@dataclass(frozen=True)
+class TeacherForced:
+    """Every draft model on this machine, as `specviz pair` judges one: its argmax after each
+    true prefix of the target's answers (one forward pass over them) is what it would have
+    drafted; a draft of another tokenizer is predicted as the oracle `other_tokenizer` names."""
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Trained heads, by the acceptance their training measured on held-out answers at each
+    depth, read as JSON from the config it writes beside them (the heads' own modules load
+    torch, which a llama.cpp target never needs)."""
+
+    label: str  # the candidate's name
+    folder: str  # where `specviz train-heads` puts them beside the target (models.side_folder)
+    config: str  # the file in it
+    accept: tuple[str, ...]  # the keys, one inside the other, to the acceptance by depth
+    format: str = ""  # the config's "format", where it must have one
+    # Drafting reads a decoder layer and the LM head per depth (EAGLE); else the LM head once
+    # for every depth (Medusa's heads all read one hidden state).
+    per_depth: bool = False
+    int8_speedup: float = 1.0  # its drafting with int8 weights on a CPU (the default)
+    train: str = "specviz train-heads"  # the command that trains them
+
+
+TEACHER_FORCED = TeacherForced()
 
 
 def setting(default: float | int, low: float | int, high: float | int, help: str,
@@ -209,6 +257,10 @@ class OracleInfo:
     # The oracle a lane becomes where its draft model's tokenizer is not the target's (the
     # oracle's build raised IncompatibleModels), said to the person; "" the error stands.
     other_tokenizer: str = ""
+    advise: Replayed | TeacherForced | HeldOut | None = None
+    # Auto K may start from `specviz pair`'s acceptance of the lane's draft for its target
+    # (measured token by token: a draft of the target's own vocabulary, chain or tree).
+    pair_acceptance: bool = False
 
     @property
     def plain(self) -> bool:
@@ -220,6 +272,18 @@ class OracleInfo:
 
     def input(self, name: str) -> Input | None:
         return next((i for i in self.inputs if i.name == name), None)
+
+    def missing(self, given: Mapping[str, object]) -> Input | None:
+        """The first input it requires that `given` (by input name) leaves out or empty."""
+        return next((i for i in self.inputs if i.required and _empty(given.get(i.name))), None)
+
+    def command_line(self, k: str, model: str | None = None) -> str:
+        """The `specviz run` options of a lane of it: K ("auto" or a number), `model` by the
+        flag of its model input (a draft's), and its backend where it runs on one only."""
+        backend = f"--backend {self.backends[0]} " if len(self.backends) == 1 else ""
+        takes = next((i for i in self.inputs if i.kind is MODEL), None)
+        given = f" {takes.asked_with} {model}" if model and takes else ""
+        return f"{backend}--oracle {self.name}{given} --k {k}"
 
     @property
     def from_backend(self) -> tuple[str, ...]:
@@ -266,15 +330,17 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
     OracleInfo(PLAIN, "nothing: plain decoding, the baseline", ()),
     OracleInfo("draft", "a smaller model with the same vocabulary", ("draft",),
                settings_type=DraftSettings, inputs=(DRAFT_MODEL,),
-               other_tokenizer="cross-draft"),
+               other_tokenizer="cross-draft", advise=TEACHER_FORCED, pair_acceptance=True),
     OracleInfo("prompt-lookup", "spans of the prompt (and the output) the recent tokens match",
-               ("prompt",), settings_type=PromptLookupSettings),
+               ("prompt",), settings_type=PromptLookupSettings, advise=Replayed()),
     OracleInfo("ngram", "an n-gram cache of what was seen, optionally seeded with a corpus",
                ("ngram",), settings_type=NgramSettings, inputs=(
                    Input("ngram_corpus", CORPUS, "text file whose n-grams seed the ngram "
-                         "oracle's static cache", label="n-gram corpus"),)),
+                         "oracle's static cache", label="n-gram corpus"),),
+               advise=Replayed(note="no --ngram-corpus (a corpus of your own text can only "
+                                    "add guesses)")),
     OracleInfo("rules", "named text heuristics: repeat a line, idioms, brackets, indentation",
-               ("rule",)),
+               ("rule",), advise=Replayed()),
     OracleInfo("cross-draft", "a draft model with another tokenizer, its text re-tokenized",
                ("draft",), inputs=(
                    Input("draft", MODEL, "draft model for the cross-draft oracle (default: "
@@ -283,7 +349,8 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
     OracleInfo("early-exit", "the target's first L layers (self-speculation)", ("early-exit",),
                (NEEDS_HIDDEN,), ("transformers",), EarlyExitSettings),
     OracleInfo("tree", "the draft model, branching where its second choices are likely",
-               ("tree",), settings_type=TreeSettings, inputs=(DRAFT_MODEL,)),
+               ("tree",), settings_type=TreeSettings, inputs=(DRAFT_MODEL,),
+               pair_acceptance=True),
     OracleInfo("lookahead", "Jacobi/lookahead decoding with the target alone", ("lookahead",),
                settings_type=LookaheadSettings),
     OracleInfo("medusa", "heads on the target's hidden state (specviz train-heads)",
@@ -291,7 +358,11 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                MedusaDraftSettings, inputs=(
                    Input("medusa_heads", HEADS, "Medusa heads folder or Hub repository for the "
                          "medusa oracle (transformers backend; default: {default})",
-                         default="beside the target, as `specviz train-heads` saves them"),)),
+                         default="beside the target, as `specviz train-heads` saves them"),),
+               # Each head's top-1 on held-out answers, whatever the heads before it guessed:
+               # taken as its odds given theirs held (the heads' errors are not independent).
+               advise=HeldOut("medusa heads", "medusa", "medusa.json", ("accuracy", "top1"),
+                              format="specviz-medusa-1", int8_speedup=4.0)),
     OracleInfo("eagle", "an EAGLE head on the target's features, its tree grown where it is "
                "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
@@ -299,7 +370,10 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                    Input("eagle_head", HEADS, "EAGLE head for the eagle oracle: a folder "
                          "trained by `specviz train-heads --kind eagle` ({default}) or a "
                          "published EAGLE-3 head, as a folder or a Hub repository (org/repo)",
-                         default="the default, beside the target"),)),
+                         default="the default, beside the target"),),
+               advise=HeldOut("eagle head", "eagle", "config.json",
+                              ("specviz", "accuracy", "conditional"), per_depth=True,
+                              int8_speedup=3.5, train="specviz train-heads --kind eagle")),
     OracleInfo("suffix", "suffix trees over this run's text and earlier runs' outputs "
                "(suffix decoding)", ("suffix", "memory"), settings_type=SuffixSettings,
                inputs=(
@@ -307,11 +381,21 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                          "of earlier text", label="suffix corpus"),
                    Input("suffix_memory", MEMORY, "the suffix oracle's memory of earlier runs: "
                          "a file, or off (this process only); default: {default}",
-                         default="the model's file in the cache"))),
+                         default="the model's file in the cache")),
+               advise=Replayed((("tree", 0),), (("suffix_memory", MEMORY.off),),
+                               "from an empty memory (a lane also drafts from earlier runs' "
+                               "outputs); chains (a lane drafts trees)")),
 )}
 
 ORACLES = tuple(ORACLE_INFO)
 DRAFT_ORACLES = tuple(name for name, info in ORACLE_INFO.items() if info.needs_draft)
+
+
+def fetched_flags() -> tuple[str, ...]:
+    """The flags (without --) of the inputs whose registry or Hub names a command fetches
+    before it runs, each once."""
+    return tuple(dict.fromkeys(i.option for d in ORACLE_INFO.values() for i in d.inputs
+                               if i.kind.fetched))
 
 
 def _by_name() -> dict[str, Input]:
@@ -379,3 +463,7 @@ def info(name: str) -> OracleInfo:
 
 def is_plain(name: str) -> bool:
     return name == PLAIN
+
+
+def _empty(value: object) -> bool:
+    return value is None or value == ""

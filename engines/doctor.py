@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from ..backends import cpu_dtype, probe
-from .hardware import CpuFacts, read_cpu
+from .backends import cpu_dtype, probe
+from .machine.hardware import CpuFacts, read_cpu
 
 PROBE_MODEL = "smollm2-135m"
 REINSTALL = "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
@@ -52,7 +52,7 @@ def gpu_hardware() -> dict:
 
 def window_facts() -> dict:
     """Whether Qt finds the system libraries it needs for a window (on Linux)."""
-    from . import display_libs
+    from .machine import display_libs
 
     if not display_libs.needed():
         return {"checked": False}
@@ -64,8 +64,8 @@ def window_facts() -> dict:
 def llama_facts() -> dict:
     if importlib.util.find_spec("llama_cpp") is None:
         return {"installed": False}
-    from ..backends import llama_buffers
-    from ..backends.llama import llama_lib, system_info
+    from .backends import llama_buffers
+    from .backends.llama import llama_lib, system_info
 
     lib = llama_lib()
     extra = llama_buffers.extra_buffers(lib)
@@ -97,14 +97,14 @@ def torch_facts() -> dict:
 
 
 def model_facts() -> list[dict]:
-    from ..models import is_present, load_registry, model_path
+    from .models import is_present, load_registry, model_path
 
     return [{"name": s.name, "present": is_present(s), "path": str(model_path(s))}
             for s in load_registry().values()]
 
 
 def profile_facts() -> list[str]:
-    from ..cost.profile import profiles_dir
+    from .cost.profile import profiles_dir
 
     folder = profiles_dir()
     # a cost profile's name holds its backend, device and threads; beside them lie the
