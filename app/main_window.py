@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..engines.bench.speedup import SLOWER
 from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
 from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
@@ -42,6 +43,7 @@ from .state.lanes_model import BoardModel
 from .state.run_setup import DEFAULT_TARGET, MAX_LANES, lane_problem, profile_costs, traces_dir
 from .state.settings import AppSettings
 from .views.advise_dialog import AdviseDialog
+from .views.anatomy_dock import AnatomyDock
 from .views.appearance import WINDOW_SPLIT, Appearance, apply_theme
 from .views.board import LaneBoard
 from .views.key_dialog import ServerKeyDialog
@@ -94,6 +96,7 @@ class MainWindow(QMainWindow):
         self.inspector_dock = self._dock("Step", self.inspector,
                                          Qt.DockWidgetArea.RightDockWidgetArea)
         self.tree_dock = self._dock("Tree", self.tree_view, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.anatomy_dock = AnatomyDock(self)  # tabbed behind the Step dock
         self.busy = QProgressBar(maximumWidth=160, visible=False)
         self.busy.setRange(0, 0)
         self.status_text = QLabel("ready")
@@ -201,7 +204,10 @@ class MainWindow(QMainWindow):
         for lane_id, lane in self.board.lanes.items():
             if lane.view.token_count == 0:
                 continue
-            why = loss_reason(lane.oracle_name(), self.board.model.figures(lane_id), costs)
+            figures = self.board.model.figures(lane_id)
+            if getattr(figures.get("rounds"), "verdict", None) != SLOWER:
+                continue  # a loss within the machine's noise has no cause to explain
+            why = loss_reason(lane.oracle_name(), figures, costs)
             if why:
                 lane.add_note(why)
 
@@ -307,6 +313,7 @@ class MainWindow(QMainWindow):
         if 0 <= step < len(steps):
             self.inspector.show_step(steps[step])
             self.tree_view.show_step(steps[step])
+            self.anatomy_dock.show_step(self.board, lane, step)
             self._tree_pinned = True  # the Tree dock keeps this step until the next run
 
     def _follow_tree(self) -> None:

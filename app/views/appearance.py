@@ -39,9 +39,11 @@ class Appearance:
         w = self.window
         self.presenting = on
         w.menus.presentation_action.setChecked(on)
+        w.anatomy_dock.before_presenting(on)
         for widget in (w.prompt_dock, w.inspector_dock, w.tree_dock, w.menus.run_bar,
                        w.menus.replay_bar, w.menuBar(), w.statusBar()):
             widget.setVisible(not on)
+        w.anatomy_dock.after_presenting(on)
         for name, plot in w.graphs.plots.items():
             plot.setVisible(not on or name == "race")
         w.graphs.cost_curve.setVisible(not on)  # its what-if row too
@@ -69,7 +71,7 @@ class Appearance:
         w = self.window
         shown = high_contrast(self.theme) if self.presenting else self.theme
         w.graphs.set_text_size(PRESENTATION_GRAPH_PT if self.presenting else TEXT_PT)
-        for part in (w.board, w.inspector, w.tree_view):
+        for part in (w.board, w.inspector, w.tree_view, w.anatomy_dock):
             part.set_theme(shown)
         apply_theme(shown)
         for lane in w.board.lanes.values():

@@ -114,7 +114,7 @@ class WindowMenus:
             view.addAction(action)
         view.addSeparator()
         view.addActions([w.prompt_dock.toggleViewAction(), w.inspector_dock.toggleViewAction(),
-                         w.tree_dock.toggleViewAction()])
+                         w.tree_dock.toggleViewAction(), w.anatomy_dock.toggleViewAction()])
 
     def check_theme(self, name: str) -> None:
         for action in self.theme_actions.actions():
