@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import platform
+import stat
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ def iter_trace(path: str | Path) -> Iterator[dict[str, Any] | ev.Event]:
     """Yield the header dict, then each event; raise TraceError at the first bad line."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO's open waits, /dev/zero never ends
+            raise TraceError(f"{path} is not a regular file, not a specviz trace")
         f = path.open(encoding="utf-8")
     except OSError as exc:
         raise TraceError(f"cannot open trace {path}: {exc.strerror}") from None

@@ -16,8 +16,11 @@ from specviz.engines.host import relay as srv
 class Conn:
     """A client of `specviz serve`: protocol lines over a socket."""
 
-    def __init__(self, address: srv.Address) -> None:
-        self.sock = socket.create_connection((address.host, address.port), timeout=60)
+    def __init__(self, address: srv.Address, source: str | None = None) -> None:
+        """`source`: the client's own address (any of 127.0.0.0/8 on Linux), as clients on
+        other machines have addresses of their own."""
+        self.sock = socket.create_connection((address.host, address.port), timeout=60,
+                                             source_address=(source, 0) if source else None)
         self.file = self.sock.makefile("rb")
 
     def send(self, kind: str, **fields) -> None:

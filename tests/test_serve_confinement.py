@@ -198,7 +198,10 @@ class Evil:
 
 
 def test_connections_before_the_token_are_capped_in_number(host):
-    waiting = [Conn(host["address"]) for _ in range(srv.MAX_PENDING)]
+    """Eight in all, from four clients holding two each (one client holds at most two:
+    tests/test_serve_slots.py); one more, from a fifth, is refused."""
+    assert (srv.MAX_PENDING, srv.MAX_PENDING_PER_HOST) == (8, 2)  # the numbers promised
+    waiting = [Conn(host["address"], f"127.0.0.{1 + i // 2}") for i in range(srv.MAX_PENDING)]
     extra = refused_when_full(host, waiting)
     refused = extra.next()
     assert refused.kind == "error" and refused["message"].startswith(
@@ -216,8 +219,8 @@ def refused_when_full(host, waiting: list[Conn], seconds: float = 60.0) -> Conn:
     the earlier ones yet, and then takes this one to sign in too (silent; kept in `waiting`)
     and the next is refused. The connection returned has its answer waiting."""
     deadline = time.monotonic() + seconds
-    while True:
-        extra = Conn(host["address"])
+    for n in range(10, 250):
+        extra = Conn(host["address"], f"127.0.0.{n}")  # each a client of its own
         extra.sock.settimeout(1.0)
         try:
             answered = extra.file.peek(1)  # the answer, left to be read
@@ -228,6 +231,7 @@ def refused_when_full(host, waiting: list[Conn], seconds: float = 60.0) -> Conn:
         extra.sock.settimeout(60)
         assert answered
         return extra
+    raise AssertionError("no connection was refused")
 
 
 def signed_in_within(host, seconds: float) -> Conn:
@@ -277,8 +281,10 @@ def test_fifty_floods_before_the_token_cost_the_server_no_memory(tmp_path):
         time.sleep(0.5)
         before = rss_kb(proc.pid)
         socks: list[socket.socket] = []
-        threads = [threading.Thread(target=flood, args=(address, 4 << 20, socks))
-                   for _ in range(50)]
+        # From 25 client addresses: every sign-in slot is taken, not only one client's two.
+        threads = [threading.Thread(target=flood, args=(address, 4 << 20, socks,
+                                                        f"127.0.0.{1 + i // 2}"))
+                   for i in range(50)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -295,9 +301,10 @@ def test_fifty_floods_before_the_token_cost_the_server_no_memory(tmp_path):
         stop(proc)
 
 
-def flood(address: srv.Address, size: int, socks: list[socket.socket]) -> None:
-    """`size` bytes without a newline, the connection then left open."""
-    sock = socket.create_connection((address.host, address.port), timeout=30)
+def flood(address: srv.Address, size: int, socks: list[socket.socket], source: str) -> None:
+    """`size` bytes without a newline from `source`, the connection then left open."""
+    sock = socket.create_connection((address.host, address.port), timeout=30,
+                                    source_address=(source, 0))
     socks.append(sock)
     try:
         sock.sendall(b"x" * size)

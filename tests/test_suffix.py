@@ -465,7 +465,7 @@ def test_the_command_line_remembers_across_runs(capsys, tiny_model_dir, tmp_path
     first = json.loads(run_cli(capsys, *args)[1])
     second = json.loads(run_cli(capsys, *args)[1])
     assert second["text"] == first["text"] and second["steps"] < first["steps"]
-    assert len(memory.read_text().splitlines()) == 2
+    assert len(memory.read_text().splitlines()) == 3  # the model's name, then two runs
 
 
 def test_bad_suffix_input_is_one_line(capsys, tiny_model_dir, tmp_path):

@@ -16,7 +16,7 @@ from write_faults import files_in, specviz
 from specviz.app.cli.main import main
 from specviz.engines.errors import SpecvizError
 from specviz.engines.oracles import memory_file
-from specviz.engines.oracles.suffix_memory import SuffixMemory, memory_path
+from specviz.engines.oracles.suffix_memory import SuffixMemory, memory_path, owner_of
 
 
 def line(label: str, tokens: list[int]) -> str:
@@ -144,9 +144,10 @@ def test_a_read_only_memory_is_read_and_the_run_goes_on_unsaved(where, tiny_mode
 
 
 def test_a_full_disk_while_saving_leaves_whole_runs_and_the_next_run_reads_them(
-        tiny_model_dir, tmp_path):
+        tiny_model_dir, tiny_backend, tmp_path):
     path = tmp_path / "m.jsonl"
-    earlier = line("earlier", list(range(300)) * 10)
+    named = memory_file.owner_line(owner_of(tiny_backend)).decode()  # as a run begins one
+    earlier = named + line("earlier", list(range(300)) * 10)
     path.write_text(earlier)
     done = specviz(*run_args(tiny_model_dir, "--suffix-memory", path),
                    fsize=len(earlier) + 30)  # the new run's line fits in part only

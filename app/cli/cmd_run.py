@@ -21,7 +21,7 @@ from ...engines.host.run_builder import build_lane, build_server_lane
 from ...engines.loop.session import Session
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN, SPAWNED
-from ...engines.text_file import read_text
+from ...engines.text_file import limit_for, read_text
 from ...engines.trace import TraceWriter
 from . import options
 from .console import EventPrinter, summary_line
@@ -52,7 +52,10 @@ def register(sub) -> None:
 
 def read_prompt(args: argparse.Namespace) -> str:
     if getattr(args, "prompt_file", None):
-        return read_text(args.prompt_file, "prompt file")
+        # Bounded by the context before anything is tokenized; --n-ctx is llama.cpp's context,
+        # a transformers model's own is known only once it loads.
+        n_ctx = args.n_ctx if getattr(args, "backend", None) == "llama" else 0
+        return read_text(args.prompt_file, "prompt file", limit=limit_for(n_ctx))
     if getattr(args, "prompt", None) is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
     if not args.prompt and not getattr(args, "chat", True):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ... import __version__
 from ...engines.errors import SpecvizError
@@ -41,7 +45,7 @@ def _register_optional(sub) -> None:
     import importlib
 
     for name in ("cmd_bench", "cmd_pair", "cmd_advise", "cmd_profile", "cmd_train_heads",
-                 "cmd_heads", "cmd_gui"):
+                 "cmd_heads", "cmd_gui", "cmd_anatomy"):
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:
@@ -58,6 +62,20 @@ def sub_choices(parser: argparse.ArgumentParser) -> set[str]:
     return set()
 
 
+# Commands that draw with Qt: an exception raised in a Qt callback (a paint event) is printed
+# and dropped there, so SIGTERM keeps its default (the process ends at once).
+QT_COMMANDS = ("gui", "shot", "export")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound as Ctrl-C is (a run stops, its trace is closed whole)."""
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -66,6 +84,25 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         args = parser.parse_args(["gui"])
+    with _sigterm_unwinds(args.command not in QT_COMMANDS):
+        return _run(args)
+
+
+@contextmanager
+def _sigterm_unwinds(wanted: bool) -> Iterator[None]:
+    """Within the block SIGTERM raises Terminated (a caller's handler back after it: tests
+    call `main` in their own process)."""
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         from .cmd_models import fetch_named
         from .options import settle_backend
@@ -76,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecvizError as exc:
         print(f"specviz: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("specviz: terminated", file=sys.stderr)
+        return 143  # as a shell reports a process ended by SIGTERM
     except KeyboardInterrupt:
         print("specviz: interrupted", file=sys.stderr)
         return 130

@@ -10,12 +10,13 @@ window itself), never imported: the window's File menu exports videos drawn here
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QMainWindow
 
@@ -28,6 +29,10 @@ GRAPHS = ("acceptance", "histogram", "position", "race", "speedup", "cost")
 # A MainWindow class: called with the window's settings and interactive=False.
 WindowClass = Callable[..., QMainWindow]
 
+# What a platform without a window manager (offscreen, a bare X server) says of every window
+# it shows: nothing is wrong with the export, and 19 of them buried its one line of error.
+PLATFORM_NOISE = ("This plugin does not support",)
+
 
 @contextmanager
 def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[int, int],
@@ -37,7 +42,7 @@ def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[in
 
     `on_screen` False lays the window out without showing it (an export from inside the
     running app must not flash a second window at the person)."""
-    with tempfile.TemporaryDirectory(prefix="specviz-window-") as tmp:
+    with quiet_platform_noise(), tempfile.TemporaryDirectory(prefix="specviz-window-") as tmp:
         store = QSettings(str(Path(tmp) / "window.ini"), QSettings.Format.IniFormat)
         store.setValue("view/theme", theme)
         window = window_class(AppSettings(store), interactive=False)
@@ -58,6 +63,24 @@ def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[in
         finally:
             window.close()
             window.deleteLater()
+
+
+@contextmanager
+def quiet_platform_noise() -> Iterator[None]:
+    """Within the block, Qt's warnings about what the platform plugin cannot do are dropped;
+    every other message goes where it went before."""
+    def handler(kind: QtMsgType, context, message: str) -> None:
+        if kind != QtMsgType.QtWarningMsg or not message.startswith(PLATFORM_NOISE):
+            if previous is not None:
+                previous(kind, context, message)
+            else:
+                print(message, file=sys.stderr)
+
+    previous = qInstallMessageHandler(handler)
+    try:
+        yield
+    finally:
+        qInstallMessageHandler(previous)
 
 
 def show_graphs(window: QMainWindow, names: Sequence[str]) -> None:

@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ..machine.json_file import read_dict, write_dict
+from ..machine.json_file import read_dict, update_dict
 from . import hf_compiled
 
 RACE = "race"
@@ -152,8 +152,8 @@ def remember(store: Path, model_path, threads, device: str, dtype: str, result: 
     entry = {**result, "model": Path(model_path).name, "threads": threads, "device": device,
              "dtype": dtype, "cpu": cpu, "torch": torch_version, "at": round(time.time(), 1)}
     try:
-        write_dict(store, {**read_dict(store),
-                           key(cpu, torch_version, threads, device, dtype, model_path): entry})
+        name = key(cpu, torch_version, threads, device, dtype, model_path)
+        update_dict(store, lambda known: {**known, name: entry})
     except OSError:
         pass  # raced again next time
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..machine.json_file import read_dict, write_dict
+from ..machine.json_file import read_dict, update_dict
 
 MARGIN = 0.9  # bfloat16 where a token costs at most this share of float32's
 DEPTHS = (1, 5)  # layers of the two copies raced
@@ -117,7 +117,8 @@ def remember(store: Path, model_path: str | Path, threads: int | None, result: d
     entry = {**result, "model": Path(model_path).name, "threads": threads, "cpu": cpu,
              "torch": torch_version, "at": round(time.time(), 1)}
     try:
-        write_dict(store, {**read_dict(store), key(cpu, torch_version, threads, model_path): entry})
+        name = key(cpu, torch_version, threads, model_path)
+        update_dict(store, lambda known: {**known, name: entry})
     except OSError:
         pass  # measured again next time
 

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
+
+from ..atomic import sync_folder
 
 FOLDER = "gguf-meta"  # under the cache folder
 CONFIG = "config.json"
@@ -28,7 +32,7 @@ def tokenizer_and_config(folder: Path, gguf: str, store: Path):
         try:
             return AutoTokenizer.from_pretrained(kept), AutoConfig.from_pretrained(kept)
         except (OSError, ValueError):
-            shutil.rmtree(kept, ignore_errors=True)  # damaged: read from the file again
+            _discard(kept)  # damaged: read from the file again
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     config = AutoConfig.from_pretrained(folder, gguf_file=gguf)
     _keep(kept, tok, config)
@@ -36,16 +40,46 @@ def tokenizer_and_config(folder: Path, gguf: str, store: Path):
 
 
 def _keep(kept: Path, tok, config) -> None:
-    """Saved beside, then moved into place: a half-written folder is never read."""
-    partial = kept.with_name(kept.name + ".partial")
+    """Saved in a folder of its own beside, then renamed into place: a half-written folder
+    is never read, and two processes keeping the same file never write one folder."""
     try:
-        shutil.rmtree(partial, ignore_errors=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=kept.parent, prefix=f".{kept.name}.",
+                                        suffix=".partial"))
+    except OSError:
+        return  # read from the file next time
+    try:
         tok.save_pretrained(partial)
         config.save_pretrained(partial)  # last: its file marks the folder whole
-        shutil.rmtree(kept, ignore_errors=True)
-        partial.replace(kept)
+        _swap_in(partial, kept)
     except OSError:
-        shutil.rmtree(partial, ignore_errors=True)  # read from the file next time
+        pass  # read from the file next time
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _swap_in(partial: Path, kept: Path) -> None:
+    """`partial` becomes `kept`. The key names the file's bytes, so a `kept` already there
+    (another process's) holds the same: it stays, and never is there a moment without one."""
+    if kept.exists() and not (kept / CONFIG).is_file():
+        _discard(kept)  # without its config it is never read: it would block every rename
+    try:
+        partial.rename(kept)
+    except OSError:
+        if not (kept / CONFIG).is_file():
+            raise
+    sync_folder(kept.parent)
+
+
+def _discard(kept: Path) -> None:
+    """A damaged folder renamed aside before it is removed: a process keeping a new one
+    meanwhile is never deleted with it."""
+    aside = kept.with_name(f".{kept.name}.damaged-{os.getpid()}")
+    try:
+        kept.rename(aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _key(path: Path) -> str:

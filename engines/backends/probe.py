@@ -30,7 +30,7 @@ import platformdirs
 
 from ..errors import BackendCrashed, BackendError, SpecvizError
 from ..machine.hardware import CpuFacts, read_cpu
-from ..machine.json_file import read_dict, write_dict
+from ..machine.json_file import read_dict, update_dict
 
 PROBE_VERSION = 1
 TIMEOUT_S = 600
@@ -124,12 +124,13 @@ def load_cache() -> dict[str, dict]:
 def store(key: str, result: ProbeResult, forget_backend: bool = False) -> None:
     """Remember `result`; `forget_backend` first drops every earlier result of its backend
     (any device or setting): what `specviz doctor` finds replaces what was known."""
-    data = load_cache()
-    if forget_backend:
-        data = {k: v for k, v in data.items() if v.get("backend") != result.backend}
-    data[key] = asdict(result)
+    def change(data: dict) -> dict:
+        if forget_backend:
+            data = {k: v for k, v in data.items() if v.get("backend") != result.backend}
+        return {**data, key: asdict(result)}
+
     try:
-        write_dict(cache_path(), data)
+        update_dict(cache_path(), change)
     except OSError:
         pass  # an unwritable cache only means probing again next time
 

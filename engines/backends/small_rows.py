@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..machine.json_file import read_dict, write_dict
+from ..machine.json_file import read_dict, update_dict
 
 ROWS = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # row counts measured; above 16 the default is kept
 MARGIN = 0.9  # route a row count only where it is at least 10% faster
@@ -111,7 +111,7 @@ def plan(model, threads: int | None, store: Path | None) -> frozenset[int]:
     if key in known:
         return frozenset(known[key])
     rows = faster_rows(*time_products(weights))
-    _write(store, {**known, key: sorted(rows)})
+    _write(store, key, sorted(rows))
     return rows
 
 
@@ -143,10 +143,10 @@ def _fastest(fn, repeats: int) -> float:
     return best * 1000.0
 
 
-def _write(store: Path | None, data: dict) -> None:
+def _write(store: Path | None, key: str, rows: list[int]) -> None:
     if store is None:
         return
     try:
-        write_dict(store, data)
+        update_dict(store, lambda known: {**known, key: rows})
     except OSError:
         pass  # measured again next time

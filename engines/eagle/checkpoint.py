@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..atomic import write_text, written_atomically
+from ..atomic import committed, replace_together
 from ..errors import SpecvizError
 from ..medusa.head_floor import refuse_weak_default
 from ..medusa.heads import TargetId, lm_head_of, mismatch_hint, target_id
@@ -72,21 +72,22 @@ def write_config(shape: HeadShape, layers: list[int], extra: dict) -> str:
 
 def save_head(head: EagleHead, layers: list[int], folder: Path, target: TargetId,
               training: dict, accuracy: dict) -> Path:
+    """The weights and config as one unit (hours of training: never torn, never one save's
+    weights with another's config); returns the folder."""
     from safetensors.torch import save_file
 
-    folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype)
                .contiguous() for k, v in head.state_dict().items()}
-    with written_atomically(folder / WEIGHTS_FILE) as temp:  # hours of training: never torn
-        save_file(tensors, str(temp), metadata={"format": FORMAT})
-    extra = {"target": asdict(target), "training": training, "accuracy": accuracy}
-    write_text(folder / CONFIG_FILE, write_config(head.shape, layers, extra))
-    return folder
+    config = write_config(head.shape, layers, {"target": asdict(target), "training": training,
+                                               "accuracy": accuracy})
+    return replace_together(folder, {
+        WEIGHTS_FILE: lambda temp: save_file(tensors, str(temp), metadata={"format": FORMAT}),
+        CONFIG_FILE: lambda temp: temp.write_text(config, encoding="utf-8")})
 
 
 def read_config(folder: Path) -> dict:
     try:
-        return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        return json.loads(committed(folder, CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SpecvizError(f"cannot read the EAGLE head's config in {folder}: {exc}") from None
 
@@ -98,7 +99,7 @@ def load_head(model: nn.Module, model_path: str | Path, folder: Path | None = No
     given = folder is not None
     folder = Path(folder) if folder else head_dir(model_path)
     hint = f"train one with: specviz train-heads --kind eagle --target {model_path}"
-    if not (folder / CONFIG_FILE).exists():
+    if not committed(folder, CONFIG_FILE).exists():
         raise SpecvizError(f"no EAGLE head in {folder}; {hint}")
     config = read_config(folder)
     _check_target(config, model, model_path, folder, hint)
@@ -160,10 +161,10 @@ def _layers(config: dict, model, folder: Path) -> list[int]:
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     try:
-        if (folder / WEIGHTS_FILE).exists():
+        if committed(folder, WEIGHTS_FILE).exists():
             from safetensors.torch import load_file
 
-            return load_file(str(folder / WEIGHTS_FILE))
+            return load_file(str(committed(folder, WEIGHTS_FILE)))
         if (folder / PICKLED_WEIGHTS).exists():
             return torch.load(folder / PICKLED_WEIGHTS, map_location="cpu", weights_only=True)
     except Exception as exc:  # a corrupt file fails in many ways, all of them one line here

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import cannot_write, written_atomically
+from ..atomic import cannot_write, committed, written_atomically
 from ..errors import SpecvizError
 from .checkpoint import (
     CONFIG_FILE,
@@ -91,7 +91,7 @@ class Layout:
 def layout_for(head: Path, target: TargetFacts) -> Layout:
     """The head in `head` checked against `target`, in the converter's layout; one line where
     it does not fit."""
-    if not (head / CONFIG_FILE).is_file():
+    if not committed(head, CONFIG_FILE).is_file():
         raise SpecvizError(f"no EAGLE head in {head} (no {CONFIG_FILE}); train one with: "
                            "specviz train-heads --kind eagle")
     config = read_config(head)

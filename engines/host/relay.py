@@ -10,8 +10,9 @@ its client's connection after a `died` line, never the server.
 
 The client holds the token, not the host: a run's files other than its models must lie under
 the folders the host allows (engines.host.confine), checked here before the engine sees the
-spec. Before it has given the token a connection is one of at most `MAX_PENDING`, its first
-line at most `AUTH_LINE` bytes, given within `AUTH_S` seconds.
+spec. Before it has given the token a connection is one of at most `MAX_PENDING`, of which at
+most `MAX_PENDING_PER_HOST` come from one client address, its first line at most `AUTH_LINE`
+bytes, given within `AUTH_S` seconds.
 
 The protocol is plain TCP: the server listens on 127.0.0.1 unless told otherwise, and a window
 on another machine reaches it through an SSH tunnel (`ssh -L`), as Jupyter and TensorBoard do.
@@ -24,7 +25,7 @@ import hmac
 import secrets
 import sys
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ TOKEN_ENV = "SPECVIZ_ENGINE_TOKEN"  # where a window looks for the token
 MAX_LINE = 4 << 20  # a run spec with a long prompt fits several times over
 MAX_CLIENTS = 4
 MAX_PENDING = 8  # connections not signed in yet; one more is refused at once
+MAX_PENDING_PER_HOST = 2  # of them from one address: one client cannot hold every slot
 AUTH_LINE = 4 << 10  # the auth line: a token is 32 characters
 AUTH_S = 10.0  # a connection that sends no token within this is closed
 WRONG_TOKEN_S = 1.0  # each wrong guess costs this long
@@ -292,13 +294,14 @@ class EngineServer:
 
     def __init__(self, token: str, command=ENGINE_COMMAND, max_clients: int = MAX_CLIENTS,
                  max_line: int = MAX_LINE, log: Callable[[str], None] | None = None,
-                 confine: Confinement | None = None) -> None:
+                 confine: Confinement | None = None, auth_s: float = AUTH_S) -> None:
         self._token = token.encode()
+        self.auth_s = auth_s  # the tests give a short one: they wait for no real 10 s
         self.command, self.max_clients, self.max_line = tuple(command), max_clients, max_line
         self.log = log or (lambda text: print(f"specviz serve: {text}", file=sys.stderr))
         self.confine = confine or Confinement.for_host()
         self.relays: set[Relay] = set()
-        self.pending = 0  # connections not signed in yet
+        self.pending: Counter[str] = Counter()  # connections not signed in yet, by address
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> Address:
@@ -309,25 +312,23 @@ class EngineServer:
         await self._server.serve_forever()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = _peer(writer)
+        peer, host = _peer(writer), _host(writer)
         try:
-            if len(self.relays) >= self.max_clients:
-                await self._refuse(writer, peer, f"busy: {self.max_clients} clients are "
-                                   "connected, the most this server takes", "auth")
-                return
-            if self.pending >= MAX_PENDING:
-                await self._refuse(writer, peer, f"busy: {MAX_PENDING} connections are signing "
-                                   "in, the most this server waits for", "auth")
+            busy = self._busy(host)
+            if busy:
+                await self._refuse(writer, peer, busy, "auth")
                 return
             lines = ClientLines(reader, self.max_line)
-            self.pending += 1
+            self.pending[host] += 1
             try:
                 problem = await self._sign_in(lines)
                 if problem:
                     await self._refuse(writer, peer, problem, "auth")
                     return
             finally:
-                self.pending -= 1
+                self.pending[host] -= 1
+                if not self.pending[host]:
+                    del self.pending[host]
             relay = Relay(lines, writer, self.command, self.max_line, self.confine)
             self.relays.add(relay)
             self.log(f"{peer} connected; an engine process of its own starts")
@@ -343,12 +344,24 @@ class EngineServer:
                 await writer.wait_closed()
             self.log(f"{peer} disconnected")
 
+    def _busy(self, host: str) -> str | None:
+        """Why a new connection from `host` is refused before it signs in (None: it may)."""
+        if len(self.relays) >= self.max_clients:
+            return f"busy: {self.max_clients} clients are connected, the most this server takes"
+        if sum(self.pending.values()) >= MAX_PENDING:
+            return (f"busy: {MAX_PENDING} connections are signing in, the most this server "
+                    "waits for")
+        if self.pending[host] >= MAX_PENDING_PER_HOST:
+            return (f"busy: {MAX_PENDING_PER_HOST} connections from {host} are signing in, "
+                    "the most from one address")
+        return None
+
     async def _sign_in(self, lines: ClientLines) -> str | None:
         """None when the first line holds the token; else why the client is refused."""
         try:
-            line = await asyncio.wait_for(lines.first(AUTH_LINE), AUTH_S)
+            line = await asyncio.wait_for(lines.first(AUTH_LINE), self.auth_s)
         except asyncio.TimeoutError:
-            return f"no token within {AUTH_S:.0f} s"
+            return f"no token within {self.auth_s:g} s"
         except (EOFError, ConnectionError):
             return "left before giving the token"
         if line is TOO_LONG:
@@ -371,6 +384,12 @@ class EngineServer:
         writer.write(error_line(problem, request))
         with suppress(ConnectionError):
             await writer.drain()
+
+
+def _host(writer: asyncio.StreamWriter) -> str:
+    """The client's address without its port: what one client holds slots by."""
+    name = writer.get_extra_info("peername")
+    return str(name[0]) if name else "?"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..atomic import write_text, written_atomically
+from ..atomic import committed, replace_together
 from ..errors import SpecvizError
 from .head_floor import refuse_weak_default
 
@@ -139,16 +139,15 @@ def _rows_hash(weight, dtype) -> str:
 
 
 def save_heads(heads: MedusaHeads, config: HeadsConfig, folder: Path) -> Path:
-    """Write the blocks (safetensors, float32) and the config; return the folder."""
+    """Write the blocks (safetensors, float32) and the config as one unit (hours of training:
+    never torn, never one save's weights with another's config); return the folder."""
     from safetensors.torch import save_file
 
-    folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous()
                for k, v in heads.state_dict().items()}
-    with written_atomically(folder / WEIGHTS_FILE) as temp:  # hours of training: never torn
-        save_file(tensors, str(temp), metadata={"format": FORMAT})
-    write_text(folder / CONFIG_FILE, config.to_json())
-    return folder
+    return replace_together(folder, {
+        WEIGHTS_FILE: lambda temp: save_file(tensors, str(temp), metadata={"format": FORMAT}),
+        CONFIG_FILE: lambda temp: temp.write_text(config.to_json(), encoding="utf-8")})
 
 
 def load_heads(model: nn.Module, model_path: str | Path,
@@ -159,11 +158,12 @@ def load_heads(model: nn.Module, model_path: str | Path,
     given = folder is not None
     folder = Path(folder) if folder else heads_dir(model_path)
     hint = f"train them with: specviz train-heads --target {model_path}"
-    if not (folder / CONFIG_FILE).exists() or not (folder / WEIGHTS_FILE).exists():
+    config_file, weights_file = committed(folder, CONFIG_FILE), committed(folder, WEIGHTS_FILE)
+    if not config_file.exists() or not weights_file.exists():
         raise SpecvizError(f"no Medusa heads in {folder}; {hint}")
     try:
-        config = HeadsConfig.from_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-        state = load_file(str(folder / WEIGHTS_FILE))
+        config = HeadsConfig.from_json(config_file.read_text(encoding="utf-8"))
+        state = load_file(str(weights_file))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecvizError(f"cannot read the Medusa heads in {folder}: {exc}; {hint}") from None
     if not given:

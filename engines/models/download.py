@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from .. import atomic
 from ..errors import ModelError
 from . import hub, hub_names, registry
 from .download_process import DownloadCancelled, DownloadError, run_killable, tree_size
@@ -226,7 +227,11 @@ def _install(spec: ModelSpec, candidate: Path, digest: str, target: Path, source
             f"checksum mismatch for {spec.filename}: expected sha256 {spec.sha256} "
             f"({spec.size} bytes), got {digest} ({size} bytes); the bad file was deleted"
         )
+    atomic.sync_file(candidate)  # on the disk before its name is the model's: never a hole
+    atomic.crash_point("synced")
     os.replace(candidate, target)
+    atomic.crash_point("renamed")
+    atomic.sync_folder(target.parent)
     write_sidecar(target, digest, source)
 
 

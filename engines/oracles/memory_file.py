@@ -1,11 +1,14 @@
 """A suffix memory's file: one JSON line per run, appended whole, read as far as it is whole.
 
 A line is `{"run": label, "tokens": [ids]}`, added by one write of whole lines; a write cut
-short (a full disk) is undone, so the file never ends in half a line. Reading keeps every
-line that is a run. A torn last line (a process killed while writing) is cut off; unreadable
-lines before it are kept in a numbered copy of the file (never overwriting an earlier copy)
-and the file is written again with its runs. A file holding no run at all is not a memory:
-the caller refuses it, and nothing here renames or writes it.
+short (a full disk) is undone, so the file never ends in half a line. The first line names
+whose memory it is, `{"memory": {"model": name, "tokenizer": fingerprint}}`: token ids mean
+nothing to another tokenizer, and another model's memory is refused by that name whatever its
+ids (older files without it are read where their ids fit this model's vocabulary). Reading
+keeps every line that is a run. A torn last line (a process killed while writing) is cut
+off; unreadable lines before it are kept in a numbered copy of the file (never overwriting
+an earlier copy) and the file is written again with its runs. A file holding no run at all
+is not a memory: the caller refuses it, and nothing here renames or writes it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from ..atomic import write_bytes
 from ..errors import SpecvizError
 
 MAX_BYTES = 64 << 20  # a memory is bounded to a few MB: a larger file is something else
-RECORD_START = b'{"run":'  # how every line written here begins
+RECORD_START = b'{"run":'  # how every run's line written here begins
+OWNER_START = b'{"memory":'  # how the first line, naming the model, begins
 
 Record = tuple[str, list[int]]
 
@@ -33,12 +37,15 @@ class Contents:
     records: list[Record] = field(default_factory=list)
     unreadable: int = 0  # lines before the last that are not runs
     torn_at: int | None = None  # where a torn last line begins (None: the file ends whole)
+    owner: dict | None = None  # whose memory it is (None: a file from before memories said)
 
     @property
     def is_memory(self) -> bool:
-        """Empty, or holding a run, or only a first run cut off while it was written."""
-        first_torn = self.data.startswith(RECORD_START) and b"\n" not in self.data
-        return bool(self.records) or not self.data.strip() or first_torn
+        """Empty, or naming its model, or holding a run, or only a first line cut off while it
+        was written."""
+        first_torn = self.data.startswith((RECORD_START, OWNER_START)) and b"\n" not in self.data
+        return (bool(self.records) or self.owner is not None or not self.data.strip()
+                or first_torn)
 
 
 def load(path: Path) -> Contents | None:
@@ -67,6 +74,15 @@ def not_a_memory(path: Path) -> SpecvizError:
     return _refused(path, "it holds no run of a suffix memory (JSON lines written by specviz)")
 
 
+def check_owner(path: Path, contents: Contents, owner: dict) -> None:
+    """SpecvizError where the file names another model or tokenizer than `owner`'s."""
+    theirs = contents.owner
+    if theirs is not None and theirs != owner:
+        raise _refused(path, f"it is the memory of {theirs.get('model')} (tokenizer "
+                             f"{theirs.get('tokenizer')}), not of {owner.get('model')} "
+                             f"(tokenizer {owner.get('tokenizer')})")
+
+
 def check_vocabulary(path: Path, contents: Contents, vocab_size: int) -> None:
     """SpecvizError where a run holds a token id past the model's vocabulary: the memory of
     another model, which would be drafted into this one's embedding."""
@@ -85,6 +101,9 @@ def parse(data: bytes) -> Contents:
     contents = Contents(data)
     *whole, tail = data.split(b"\n")  # `tail`: what follows the last newline
     offset, last_bad = 0, None
+    if whole and (owner := _owner(whole[0])) is not None:
+        contents.owner = owner
+        offset, whole = len(whole[0]) + 1, whole[1:]
     for line in whole:
         if line.strip():
             record = _record(line)
@@ -115,6 +134,23 @@ def _record(line: bytes) -> Record | None:
             type(t) is int and t >= 0 for t in tokens):
         return None
     return label, tokens
+
+
+def _owner(line: bytes) -> dict | None:
+    if not line.startswith(OWNER_START):
+        return None
+    try:
+        owner = json.loads(line).get("memory")
+    except (ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def owner_line(owner: dict | None) -> bytes:
+    """The first line naming whose memory it is (nothing for a memory that names no one)."""
+    if owner is None:
+        return b""
+    return (json.dumps({"memory": owner}, separators=(",", ":")) + "\n").encode()
 
 
 def line(label: str, tokens: list[int]) -> bytes:
@@ -155,7 +191,8 @@ def repair(path: Path, contents: Contents) -> str | None:
     try:
         if contents.unreadable:
             kept = set_aside(path, contents.data)  # nothing is dropped that is not kept
-            rewrite(path, b"".join(line(*r) for r in contents.records))
+            rewrite(path, owner_line(contents.owner)
+                    + b"".join(line(*r) for r in contents.records))
             return (f"the suffix memory {name} had {contents.unreadable} unreadable lines: "
                     f"{runs}, the file as it was saved as {kept.name}")
         if contents.torn_at is not None:

@@ -27,7 +27,7 @@ from ..events import DECLINE_AUTO_K, Span
 from .base import BuildParts, Proposal, RunContext, TreeProposal
 from .registry import MEMORY
 from .suffix_index import Speculation, SuffixIndex, seq_end
-from .suffix_memory import SuffixMemory, memory_path, run_label
+from .suffix_memory import SuffixMemory, memory_path, owner_of, run_label
 from .tree_price import Trust, affordable
 from .verbatim import MAX_MATCH_LENGTH, CopyingOracle
 
@@ -275,9 +275,10 @@ def memory_for(given: SuffixMemory | Path | str | None, target) -> SuffixMemory 
     if given == MEMORY.off:
         return SuffixMemory()
     n_vocab = None if target is None else target.n_vocab
+    owner = None if target is None else owner_of(target)
     if given is not None:
-        return SuffixMemory.open(Path(given), vocab_size=n_vocab)
+        return SuffixMemory.open(Path(given), vocab_size=n_vocab, owner=owner)
     if target is None:
         return None
     path = memory_path(Path(target.model_path).name, n_vocab)
-    return SuffixMemory.open(path, vocab_size=n_vocab)
+    return SuffixMemory.open(path, vocab_size=n_vocab, owner=owner)

@@ -10,7 +10,10 @@ refused with one line and left as it was; the model's own file in the cache, whi
 specviz writes, is set aside (copied, numbered) and begun anew instead.
 
 Outputs of one model only: token ids mean nothing to another tokenizer, so the file is named
-by the model and its vocabulary size.
+by the model and its vocabulary size, and its first line names the model and its tokenizer
+(`owner_of`): a memory given that names another is refused by that name. One from before
+memories named their model is read where its ids fit, saying so; it is named when next
+written whole.
 
 Lanes of one window, and other processes (a `specviz run` beside the window), share the file:
 a run is saved under a lock file beside it (filelock, the lock huggingface_hub and pip's
@@ -21,6 +24,7 @@ so a rewrite that drops the oldest runs never drops another lane's newest.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -52,19 +56,23 @@ class SuffixMemory:
     max_tokens: int = MAX_TOKENS
     runs: list[Remembered] = field(default_factory=list)
     problem: str | None = None  # what went wrong reading it, said once
+    owner: dict | None = None  # the model and tokenizer it is of (owner_of); None: unchecked
     # The file's runs when this memory last read or wrote it: a file that differs has been
     # written by another lane or process since.
     _synced: list[Remembered] = field(default_factory=list, repr=False)
     # Runs remembered here that a locked or full file could not take yet, oldest first.
     _pending: list[Remembered] = field(default_factory=list, repr=False)
+    # The file held no whole line when last read: an append begins it with its owner line.
+    _fresh: bool = field(default=True, repr=False)
 
     @classmethod
     def open(cls, path: Path | None, max_tokens: int = MAX_TOKENS,
-             vocab_size: int | None = None) -> SuffixMemory:
+             vocab_size: int | None = None, owner: dict | None = None) -> SuffixMemory:
         """The memory in `path`; SpecvizError (one line) for a path given that is not one,
-        or (given `vocab_size`) one of another model, whose token ids would be drafted past
-        this model's vocabulary: checked before anything is written beside it."""
-        memory = cls(path, max_tokens)
+        or one of another model: naming another `owner`, or (naming none) holding token ids
+        past `vocab_size`, which would be drafted past this model's vocabulary. Checked
+        before anything is written beside it."""
+        memory = cls(path, max_tokens, owner=owner)
         if path is None or not memory._is_memory(vocab_size):
             return memory
         try:  # under the lock: a line being written is not taken for corruption
@@ -148,8 +156,8 @@ class SuffixMemory:
         """Whether the file is there to read. A file that is not a memory is refused when it
         was given, and set aside when it is this model's own in the cache."""
         contents = memory_file.load(self.path)
-        if contents is not None and vocab_size is not None:
-            memory_file.check_vocabulary(self.path, contents, vocab_size)
+        if contents is not None:
+            self._check_model(contents, vocab_size)
         if contents is None or contents.is_memory:
             return contents is not None
         if self.path.parent != memory_dir():
@@ -166,6 +174,19 @@ class SuffixMemory:
                         f"kept as {kept.name}")
         return False
 
+    def _check_model(self, contents: memory_file.Contents, vocab_size: int | None) -> None:
+        """Refused where it names another model; one naming none is taken where its ids fit,
+        said in a line."""
+        if self.owner is not None and contents.owner is not None:
+            memory_file.check_owner(self.path, contents, self.owner)
+            return
+        if vocab_size is not None:
+            memory_file.check_vocabulary(self.path, contents, vocab_size)
+        if self.owner is not None and contents.records:
+            self.problem = (f"the suffix memory {self.path.name} names no model (written "
+                            f"before memories did): read as {self.owner.get('model')}'s, its "
+                            "token ids fit")
+
     def _read(self, repair: bool = True) -> None:
         self.runs = self._saved(repair)
         self._synced = list(self.runs)
@@ -174,24 +195,44 @@ class SuffixMemory:
         """The runs in the file ([] if none). Under the lock (`repair`), a torn or corrupt
         file is made whole again, with one line saying how."""
         contents = memory_file.load(self.path)
+        # No whole line to keep (a torn first one is cut off below): the file begins anew.
+        self._fresh = contents is None or (contents.owner is None and not contents.records)
         if contents is None:
             return []
         if not contents.is_memory:  # replaced since it was opened: left as it is now
             raise memory_file.not_a_memory(self.path)
+        if self.owner is not None:
+            memory_file.check_owner(self.path, contents, self.owner)
         if repair:
             self.problem = memory_file.repair(self.path, contents) or self.problem
         return [Remembered(label, tokens) for label, tokens in contents.records]
 
     def _save(self, appended: list[Remembered] | None) -> None:
-        """Append these runs' lines, or (None) write the file anew from `runs`."""
+        """Append these runs' lines, or (None) write the file anew from `runs`, named."""
         if appended is not None:
-            memory_file.append(self.path, b"".join(_line(r) for r in appended))
+            first = memory_file.owner_line(self.owner) if self._fresh else b""
+            memory_file.append(self.path, first + b"".join(_line(r) for r in appended))
         else:
-            memory_file.rewrite(self.path, b"".join(_line(r) for r in self.runs))
+            memory_file.rewrite(self.path, memory_file.owner_line(self.owner)
+                                + b"".join(_line(r) for r in self.runs))
 
 
 def _line(run: Remembered) -> bytes:
     return memory_file.line(run.label, run.tokens)
+
+
+# Text whose ids differ between tokenizers that differ: words, code, digits, accents, CJK.
+TOKENIZER_PROBE = ("The quick brown fox jumps over the lazy dog. def mean(values):\n"
+                   "    return sum(values) / len(values)  # 1234567890 émigré naïve 日本語")
+
+
+def owner_of(target) -> dict:
+    """Whose memory a backend's runs make: its model file's name and a fingerprint of its
+    tokenizer (the ids it gives a probe text, and its vocabulary's size), the same on
+    llama.cpp and transformers for one model."""
+    ids = target.tokenize(TOKENIZER_PROBE, False)
+    digest = hashlib.sha256(json.dumps([target.n_vocab, ids]).encode()).hexdigest()[:16]
+    return {"model": Path(target.model_path).name, "tokenizer": digest}
 
 
 def memory_dir() -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic import cannot_write, written_atomically
 from ..backends.hf import TransformersBackend
 from ..backends.hf_cache import cache_keyword
 from ..backends.hf_features import LayerInputHooks
@@ -211,7 +212,10 @@ def save_answers(answers: Sequence[Answer], path: Path, prompts_used: int | None
     file, so a re-run trains without the target writing again."""
     from safetensors.torch import save_file
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     data = {"hidden": torch.cat([a.hidden for a in answers]).contiguous(),
             "tokens": torch.tensor([t for a in answers for t in a.tokens]),
             "lengths": torch.tensor([len(a.tokens) for a in answers])}
@@ -222,10 +226,9 @@ def save_answers(answers: Sequence[Answer], path: Path, prompts_used: int | None
         data["features"] = torch.cat([a.features for a in answers]).contiguous()
     if answers and answers[0].choices is not None:
         data["choices"] = torch.tensor([t for a in answers for t in a.choices])
-    tmp = path.with_suffix(".tmp")
     meta = None if prompts_used is None else {"prompts_used": str(prompts_used)}
-    save_file(data, str(tmp), metadata=meta)
-    tmp.replace(path)  # a run stopped midway leaves no half-written cache
+    with written_atomically(path) as temp:  # a run stopped midway leaves no half-written cache
+        save_file(data, str(temp), metadata=meta)
 
 
 def prompts_used(path: Path) -> int:

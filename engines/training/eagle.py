@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..atomic import cannot_write, written_atomically
 from ..backends.hf import TransformersBackend
 from ..eagle.checkpoint import default_layers, save_head, shape_for
 from ..eagle.head import EagleHead, KeyValues
@@ -314,12 +315,14 @@ def save(result: EagleResult, target: TransformersBackend, folder: Path) -> Path
 
 
 def _save_state(folder: Path, head, opt, schedule, plan: dict, done: int, losses) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (CHECKPOINT + ".tmp")
-    torch.save({"head": head.state_dict(), "opt": opt.state_dict(),
-                "schedule": schedule.state_dict(), "plan": plan, "done": done,
-                "losses": losses}, tmp)
-    tmp.replace(folder / CHECKPOINT)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(folder / CHECKPOINT, exc) from None
+    with written_atomically(folder / CHECKPOINT) as temp:  # a name of its own per save
+        torch.save({"head": head.state_dict(), "opt": opt.state_dict(),
+                    "schedule": schedule.state_dict(), "plan": plan, "done": done,
+                    "losses": losses}, temp)
 
 
 def _resume(folder: Path | None, head, opt, schedule, plan: dict) -> tuple[list[float], int]:
