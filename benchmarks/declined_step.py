@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from specviz.engines import events as ev
+from specviz.engines.bench.speedup import from_ratios, round_ratio
 from specviz.engines.host.model_pool import ModelPool
 from specviz.engines.host.run_builder import build_lane
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
@@ -73,8 +74,9 @@ def main(argv: list[str] | None = None) -> None:
              args.oracle: LaneSpec(args.oracle, auto_k=True,
                                   inputs={"draft": args.draft} if args.draft else {})}
     print("| prompt | lane | tokens | steps' time ms (x plain) | one-token verify ms "
-          "(x plain) | prefill ms | whole run ms (x plain) | drafting steps |")
-    print("|---|---|---|---|---|---|---|---|")
+          "(x plain) | prefill ms | whole run ms (x plain) | drafting steps | speedup over "
+          "the rounds (95% interval): verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     names = list(lanes)
     for number, (label, prompt) in enumerate(prompts(args.prompts, args.limit)):
         request = RunRequest(prompt, model, args.max_tokens)
@@ -100,7 +102,18 @@ def report(prompt: str, runs: dict[str, list[dict]]) -> None:
         print(f"| {prompt} | {name} | {runs[name][0]['tokens']} | {c:.0f} "
               f"({c / base['compute_ms']:.3f}x) | {v:.2f} ({v / base['one_token_verify_ms']:.3f}x)"
               f" | {med(name, 'prefill_ms'):.0f} | {w:.0f} ({w / base['wall_ms']:.3f}x) | "
-              f"{'/'.join(str(r['drafting_steps']) for r in runs[name])} |", flush=True)
+              f"{'/'.join(str(r['drafting_steps']) for r in runs[name])} | "
+              f"{_verdict(runs[name], runs['plain'])} |", flush=True)
+
+
+def _verdict(mine: list[dict], plain: list[dict]) -> str:
+    """The lane against plain decoding round by round (a round's lanes ran in turn): the
+    bar a declining lane is judged by is "never slower outside the noise"."""
+    if mine is plain:
+        return "-"
+    ratios = [round_ratio(a["tokens"], a["compute_ms"], b["tokens"], b["compute_ms"])
+              for a, b in zip(mine, plain)]
+    return from_ratios(ratios).words()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None)
         "cpu": {"model": cpu.model, "arch": cpu.arch, "cores": cpu.cores,
                 "memory_gib": cpu.memory_gib, "features": cpu.features, "amx": cpu.has_amx},
         "gpu": gpu_hardware(),
+        "load": load_facts(cpu.cores),
         "llama": llama_facts(),
         "torch": torch_facts(),
         "models": model_facts(),
@@ -39,6 +40,30 @@ def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None)
         facts["probes"] = probe_backends(facts, say)
     facts["advice"] = advice(facts)
     return facts
+
+
+def load_facts(cores: int, others: float | None = None) -> dict:
+    """How busy the machine is now, and the threads llama.cpp's automatic count would take."""
+    from .machine.cpu_load import free_threads, measure_others
+    from .machine.hardware import compute_threads
+
+    others = measure_others() if others is None else others
+    if others is None:
+        return {"others": None}
+    most = compute_threads()
+    return {"others": round(others, 2), "threads": free_threads(others, cores, most),
+            "most": most}
+
+
+def _load_line(load: dict) -> str:
+    if load.get("others") is None:
+        return "not readable here (no /proc)"
+    busy = f"other work uses {load['others']:.1f} of the cores now"
+    if load["threads"] < load["most"]:
+        return (f"{busy}: llama.cpp's automatic threads would run {load['threads']} of "
+                f"{load['most']} (a thread beside busy work stalls the others at every step; "
+                "they come back when the cores are free)")
+    return f"{busy}: llama.cpp's automatic threads take all {load['most']}"
 
 
 def gpu_hardware() -> dict:
@@ -190,6 +215,8 @@ def render(facts: dict) -> str:
     rows.append(("CPU", f"{c['model']} ({c['arch']}), {c['cores']} cores, "
                         f"{c['memory_gib']} GiB"))
     rows.append(("CPU features", ", ".join(c["features"]) or "none of AVX2/AVX-512/AMX"))
+    if "load" in facts:
+        rows.append(("CPU load", _load_line(facts["load"])))
     gpus = [name for name, here in facts["gpu"].items() if here]
     rows.append(("GPU hardware", ", ".join(gpus) or "none found"))
     rows.append(("window", _window_line(facts.get("window", {}))))

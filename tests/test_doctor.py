@@ -90,3 +90,14 @@ def test_a_race_is_remembered_with_what_doctor_names(tmp_path):
                        {"dtype": "bfloat16", "float32_ms": 60.0, "bfloat16_ms": 44.0})
     (race,) = cpu_dtype.raced_here(store)
     assert race["model"] == "m.gguf" and race["dtype"] == "bfloat16"
+
+
+def test_doctor_says_when_other_work_has_the_cores_and_what_threads_follow():
+    from specviz.engines.doctor import _load_line, load_facts
+
+    busy = load_facts(2, others=1.0)
+    assert busy["threads"] < busy["most"] or busy["most"] == 1
+    if busy["most"] > 1:
+        assert "would run 1 of" in _load_line(busy)
+    assert "take all" in _load_line(load_facts(2, others=0.1))
+    assert "not readable" in _load_line({"others": None})

@@ -64,10 +64,11 @@ def test_one_rounds_interval_comes_from_stretches_of_the_text():
 
 
 def test_stretches_pair_the_same_positions_and_stop_at_the_shorter_run():
-    plain = [10.0] * 16 + [30.0] * 16 + [10.0] * 4  # a slow middle in plain decoding
-    lane = [(4, 40.0)] * 4 + [(4, 40.0)] * 4 + [(4, 40.0)]  # the last step is past 32+4
+    n = sp.STRETCH
+    plain = [10.0] * n + [30.0] * n + [10.0] * 4  # a slow middle in plain decoding
+    lane = [(n, 40.0), (n, 40.0), (n, 40.0)]  # the third step reaches past plain's end
     s = sp.from_stretches(lane, plain)
-    assert s.stretches == 2 and s.ratio == pytest.approx((160 + 480) / 320)
+    assert s.stretches == 2 and s.ratio == pytest.approx((10 * n + 30 * n) / 80)
 
 
 def test_too_few_stretches_give_no_interval():
@@ -131,3 +132,19 @@ def test_a_lane_that_proposed_nothing_never_reads_as_a_loss(capsys, tiny_model_d
         pytest.skip("the tiny model's text repeated the prompt: something was proposed")
     assert result["verdict"] == sp.NOISE and result["drafted"] is False
     assert "why_slower" not in result
+
+
+def test_the_bench_gives_each_row_an_interval_over_its_repeats():
+    from specviz.engines.bench.spec_bench import Record, repeat_speedup
+
+    def record(oracle, times, q=1):
+        return Record(q, "coding", 0, oracle, 4, 100, 50, 0, 0, times[0],
+                      compute_ms_runs=list(times))
+
+    plain = [record("none", [1000, 1100, 900]), record("none", [500, 520, 480], q=2)]
+    mine = [record("ngram", [800, 900, 700]), record("ngram", [400, 420, 380], q=2)]
+    s = repeat_speedup(mine, plain)
+    expected = [1500 / 1200, 1620 / 1320, 1380 / 1080]
+    assert s.rounds == 3 and s.ratios == pytest.approx(expected)
+    assert s.verdict == sp.FASTER
+    assert repeat_speedup(mine[:1], plain[:1]).rounds == 3

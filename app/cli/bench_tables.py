@@ -12,18 +12,28 @@ from ...engines.oracles import is_plain
 
 def markdown_table(rows: Sequence[Row]) -> str:
     groups = [g for g in GROUP_ORDER if any(g in r.speedup for r in rows)]
-    head = ["Method", *groups, "Overall", "#Mean accepted tokens", "Acceptance", "Declined",
-            "Tokens/s", "Identical"]
+    head = ["Method", *groups, "Overall", "Interval (repeats)", "#Mean accepted tokens",
+            "Acceptance", "Declined", "Tokens/s", "Identical"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         label = r.config.label + ("" if r.mean_k is None else f" (mean K {_k(r.mean_k)})")
         cells = [label, *(_x(r.speedup.get(g)) for g in groups),
-                 _x(r.speedup.get("Overall")), f"{r.mean_accepted_tokens:.2f}",
+                 _x(r.speedup.get("Overall")), _interval(r), f"{r.mean_accepted_tokens:.2f}",
                  "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.0%}",
                  _declined(r), f"{r.tok_per_s:.1f}",
                  "-" if is_plain(r.config.oracle) else _identical(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _interval(row: Row) -> str:
+    """The overall speedup's 95% interval over the repeats, and the verdict."""
+    s = row.overall
+    if is_plain(row.config.oracle) or s is None:
+        return "-"
+    if s.low is None:
+        return "one repeat: --repeat 3 gives one"
+    return f"{s.low:.2f}-{s.high:.2f} ({s.rounds}): {s.verdict}"
 
 
 def _k(mean_k: float) -> str:

@@ -64,7 +64,7 @@ def sub_choices(parser: argparse.ArgumentParser) -> set[str]:
 
 # Commands that draw with Qt: an exception raised in a Qt callback (a paint event) is printed
 # and dropped there, so SIGTERM keeps its default (the process ends at once).
-QT_COMMANDS = ("gui", "shot", "export")
+QT_COMMANDS = ("gui", "shot", "export", "anatomy")
 
 
 class Terminated(KeyboardInterrupt):

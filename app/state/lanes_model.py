@@ -15,9 +15,11 @@ import numpy as np
 from psygnal import Signal
 
 from ...engines import events as ev
+from ...engines.bench.rounds import stretch_speedup
 from ...engines.bench.speedup import Speedup, from_ratios, round_ratio
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
+from .parting import Parting, find_parting
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 
@@ -137,6 +139,7 @@ class LaneState:
     # which grows by itself and is never a change of the person's.
     k_from_drafts: bool = False
     race: Race = field(default_factory=Race)
+    temperature: float | None = None  # its run's (trace header): only greedy texts compare
 
     @property
     def oracle(self) -> str:
@@ -157,6 +160,7 @@ class LaneState:
         self.k_from_drafts = server is not None and server.get("k") is None and not (
             server.get("k_per_request"))
         self.race = Race(race_key(header, self.config))  # a header begins every race
+        self.temperature = (header.get("settings") or {}).get("temperature")
 
     def racing(self) -> bool:
         """Whether its race is under way: begun and not ended."""
@@ -305,7 +309,23 @@ class BoardModel:
         one under way included once it has joined); None before any."""
         lane = self.lanes[lane_id]
         ratios = self._rounds.get((lane_id, lane.race.key))
-        return from_ratios(ratios) if ratios else None
+        if not ratios:
+            return None
+        baseline = self.baseline()
+        if len(ratios) == 1 and lane.race.joined and baseline is not None:
+            try:  # one race: stretches of its text
+                return stretch_speedup(lane.steps, self.lanes[baseline].steps)
+            except ValueError:
+                pass  # nothing to pair (a server lane's steps without times)
+        return from_ratios(ratios)
+
+    def parting(self, lane_id: str) -> Parting | None:
+        """Where a greedy lane's text first parted from plain decoding's, with plain
+        decoding's margin there (parting.py); None while they agree."""
+        baseline = self.baseline()
+        if baseline is None or baseline == lane_id:
+            return None
+        return find_parting(self.lanes[lane_id], self.lanes[baseline])
 
     def declined(self, lane_id: str) -> dict[str, int] | None:
         """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,

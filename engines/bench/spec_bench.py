@@ -32,6 +32,7 @@ from ..oracles.registry import PLAIN, is_plain
 from ..sampling import GREEDY, SamplingParams
 from ..text_file import read_text
 from .compare import check_against_plain
+from .speedup import Speedup, from_ratios, round_ratio
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")
@@ -123,6 +124,7 @@ class Row:
     mean_k: float | None = None  # auto K: the average K chosen per step
     declined: dict[str, int] = field(default_factory=dict)  # declined steps per reason
     steps: int = 0
+    overall: Speedup | None = None  # the overall speedup with its interval over the repeats
 
     @property
     def decline_rate(self) -> float | None:
@@ -253,7 +255,10 @@ def _turn(by_config: dict[Config, LaneParts], user: str,
     before = {c: _learnt(lane) for c, lane in by_config.items()}
     runs: dict[Config, list[Run]] = {c: [] for c in by_config}
     for rep in range(repeat):
-        for config, lane in by_config.items():
+        # The order turns round every repeat: no lane always runs first, on a machine still
+        # settling from the last turn, or last (a first-lane bias of ~4% was seen).
+        order = list(by_config.items())
+        for config, lane in order if rep % 2 == 0 else reversed(order):
             if rep:
                 _restore(lane, before[config])
             runs[config].append(run_turn(lane, user, histories[config], max_tokens, params))
@@ -349,7 +354,8 @@ def count_by_detail(steps: Sequence[ev.StepEvent]) -> dict[str, list[int]]:
 def summarise(records: Sequence[Record]) -> list[Row]:
     """One row per configuration, in the order first seen."""
     configs = list(dict.fromkeys(Config(r.oracle, r.k) for r in records))
-    base = _speeds([r for r in records if is_plain(r.oracle)])
+    plain = [r for r in records if is_plain(r.oracle)]
+    base = _speeds(plain)
     rows = []
     for config in configs:
         mine = [r for r in records if (r.oracle, r.k) == (config.oracle, config.k)]
@@ -374,8 +380,20 @@ def summarise(records: Sequence[Record]) -> list[Row]:
                 c[1] += accepted
         if config.k == AUTO_K and steps:
             row.mean_k = sum(r.k_sum or 0 for r in mine) / steps
+        row.overall = repeat_speedup(mine, plain)
         rows.append(row)
     return rows
+
+
+def repeat_speedup(mine: Sequence[Record], plain: Sequence[Record]) -> Speedup | None:
+    """The overall speedup of every repeat (all questions' tokens over their time in that
+    repeat), and its interval over the repeats."""
+    reps = min((len(r.compute_ms_runs) for r in [*mine, *plain]), default=0)
+    ratios = [round_ratio(sum(r.tokens for r in mine), sum(r.compute_ms_runs[i] for r in mine),
+                          sum(r.tokens for r in plain),
+                          sum(r.compute_ms_runs[i] for r in plain)) for i in range(reps)]
+    ratios = [x for x in ratios if x > 0]
+    return from_ratios(ratios) if ratios else None
 
 
 def _unexplained(divergence: dict | None) -> bool:
@@ -402,6 +420,7 @@ def to_json(records: Sequence[Record], rows: Sequence[Row], meta: dict) -> dict:
         "rows": [{"method": r.config.label, "oracle": r.config.oracle,
                   "k": "auto" if r.config.k == AUTO_K else r.config.k, "mean_k": r.mean_k,
                   "speedup": r.speedup, "mean_accepted_tokens": r.mean_accepted_tokens,
+                  "overall": r.overall.to_dict() if r.overall else None,
                   "acceptance_rate": r.acceptance_rate, "tok_per_s": r.tok_per_s,
                   "decline_rate": r.decline_rate, "declined": r.declined,
                   "identical": r.identical, "compared": r.compared,
