@@ -73,8 +73,13 @@ class Rounds:
         """Several rounds: their ratios; one: the stretches of its text."""
         if len(self.lane) > 1:
             return from_ratios(self.ratios())
-        return from_stretches([(len(s.emitted_ids), ms) for s, ms in _times(self.lane_steps)],
-                              [ms for _, ms in _times(self.plain_steps)])
+        return stretch_speedup(self.lane_steps, self.plain_steps)
+
+
+def stretch_speedup(lane: list[ev.StepEvent], plain: list[ev.StepEvent]) -> Speedup:
+    """One run of each, stepped by turns: the speedup over stretches of the text."""
+    return from_stretches([(len(s.emitted_ids), ms) for s, ms in _times(lane)],
+                          [ms for _, ms in _times(plain)])
 
 
 def _times(steps: list[ev.StepEvent]) -> list[tuple[ev.StepEvent, float]]:

@@ -7,8 +7,8 @@ them by turns; the bench alternates their order by round), and the interval come
 repeats of the comparison:
 - one round: stretches of the text. Each stretch of about STRETCH tokens is the time plain
   decoding took for those positions against the lane's steps that wrote them; the interval is
-  a bootstrap over stretches (it holds the step-to-step noise and how the speedup varies
-  along the text, so it is wider than the noise alone, never narrower);
+  Student's t on the stretches' log ratios (it holds the step-to-step noise and how the
+  speedup varies along the text, so it is wider than the noise alone, never narrower);
 - several rounds: each round's ratio of speeds, the interval Student's t on their logarithms
   (ratios multiply: a 2x and a 0.5x round average to 1x).
 The verdict calls a difference only where the interval excludes 1x and the difference is at
@@ -22,8 +22,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # The smallest difference called at all: plain decoding against itself, interleaved step by
 # step on a 2-core machine, reads within 2% per round (docs/results/uncertainty.md); a
@@ -35,9 +33,8 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 _T95_LARGE = 1.96
 
 
-STRETCH = 16  # tokens a stretch of the text holds, for one round's interval
+STRETCH = 8  # tokens a stretch of the text holds, for one round's interval
 MIN_STRETCHES = 4  # fewer, and one round gives no interval
-BOOTSTRAP = 2000
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,7 @@ def from_ratios(ratios: Sequence[float], resolution: float = RESOLUTION) -> Spee
 
 
 def from_stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[float],
-                   resolution: float = RESOLUTION, seed: int = 0) -> Speedup:
+                   resolution: float = RESOLUTION) -> Speedup:
     """One round's speedup. `lane_ms`: each lane step's (tokens written, ms); `plain_ms`:
     each plain step's ms (one token each). Positions past the shorter run are left out."""
     lane_t, plain_t = _stretches(lane_ms, plain_ms)
@@ -97,11 +94,11 @@ def from_stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[floa
     ratio = sum(plain_t) / sum(lane_t)
     if len(lane_t) < MIN_STRETCHES:
         return Speedup(ratio, None, None, 1, NOISE, (ratio,), len(lane_t))
-    rng = np.random.default_rng(seed)  # a fixed seed: the same steps give the same interval
-    picks = rng.integers(0, len(lane_t), size=(BOOTSTRAP, len(lane_t)))
-    lane_a, plain_a = np.asarray(lane_t), np.asarray(plain_t)
-    resampled = plain_a[picks].sum(axis=1) / lane_a[picks].sum(axis=1)
-    low, high = (float(q) for q in np.percentile(resampled, [2.5, 97.5]))
+    # Student's t on the stretches' log ratios, about the whole text's ratio: a stretch
+    # holding a preempted step is far off, and few stretches with such tails need t's width.
+    logs = [math.log(p / lane) for p, lane in zip(plain_t, lane_t) if p > 0 and lane > 0]
+    half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    low, high = ratio * math.exp(-half), ratio * math.exp(half)
     return Speedup(ratio, low, high, 1, verdict(ratio, low, high, resolution), (ratio,),
                    len(lane_t))
 
