@@ -1,7 +1,9 @@
 """The window: prompt panel, lanes side by side, graphs below, the step inspector beside.
 
 The window lays these out and wires them; its menus (views.menus), its exports
-(export.window_exports) and its appearance (views.appearance) are objects of their own."""
+(export.window_exports), its appearance (views.appearance), the step its docks show
+(views.step_focus) and its questions about model folders and server keys
+(views.window_dialogs) are objects of their own."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QCloseEvent, QColor
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -40,16 +42,18 @@ from .run.remote_engine import RemoteEngine
 from .run.replay_mode import ReplayControl
 from .run.trace_player import ReplayPlayer
 from .state.lanes_model import BoardModel
+from .state.parting import PartingWatch
 from .state.run_setup import DEFAULT_TARGET, MAX_LANES, lane_problem, profile_costs, traces_dir
 from .state.settings import AppSettings
 from .views.advise_dialog import AdviseDialog
 from .views.anatomy_dock import AnatomyDock
 from .views.appearance import WINDOW_SPLIT, Appearance, apply_theme
 from .views.board import LaneBoard
-from .views.key_dialog import ServerKeyDialog
-from .views.lane_widget import LaneWidget, editor_range
+from .views.lane_widget import LaneWidget
 from .views.menus import WindowMenus
 from .views.prompt_panel import PromptPanel, first_prompt
+from .views.step_focus import StepFocus
+from .views.window_dialogs import WindowDialogs
 
 CLOSE_TIMEOUT_S = 2.0
 
@@ -68,12 +72,14 @@ class MainWindow(QMainWindow):
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(theme)
         self.tree_view = TreeView(theme)
-        self._tree_pinned = False  # a clicked step stays in the Tree dock; else it follows
         self.runner = LiveRunner(self.board, self, interactive, remote,
                                  self.settings.server_key)
         self.replay = ReplayControl(self.board, self)
+        self.partings = PartingWatch(lanes, lambda lid, p: self.board.lanes[lid].show_parting(p))
         self.run_task: asyncio.Future | None = None
         self._build_layout()
+        self.focus = StepFocus(self)  # which step the docks show
+        self.dialogs = WindowDialogs(self)
         self._advice: AdviseDialog | None = None  # Run > Advise…, made when first asked
         self.checks = Checks(self.runner, self.board, self.busy, self.prompt.model_choice,
                              self.show_status, self._show_costs)
@@ -111,9 +117,6 @@ class MainWindow(QMainWindow):
         return dock
 
     def _connect(self) -> None:
-        self.board.hovered.connect(self._on_hover)
-        self.board.clicked.connect(self._on_click)
-        self.board.refreshed.connect(self._follow_tree)
         self.board.kChanged.connect(self.runner.set_k)
         self.board.autoChanged.connect(self.runner.set_auto)
         self.board.knobChanged.connect(self.runner.set_knob)  # a refusal shows in the lane
@@ -121,7 +124,7 @@ class MainWindow(QMainWindow):
         self.runner.statusChanged.connect(self.show_status)
         self.runner.finished.connect(self.set_mode)
         self.replay.changed.connect(self.set_mode)
-        self.prompt.model.browsed.connect(self._remember_model)
+        self.prompt.model.browsed.connect(self.dialogs.remember_model)
         self.prompt.model.currentIndexChanged.connect(self._show_costs)
         self.graphs.cost_curve.profileRequested.connect(self.checks.profile_machine)
 
@@ -132,7 +135,11 @@ class MainWindow(QMainWindow):
         self.prompt.temperature.setValue(s.temperature())
         self.prompt.max_tokens.setValue(s.max_tokens())
         self._add_lanes(s.lanes())
-        if not s.restore_window(self):
+        geometry, state = s.window_layout()
+        for saved, restore in ((geometry, self.restoreGeometry), (state, self.restoreState)):
+            if saved is not None:
+                restore(saved)
+        if geometry is None:
             self.resize(1500, 950)
         apply_theme(self.theme)
         self._show_costs()
@@ -145,7 +152,7 @@ class MainWindow(QMainWindow):
             self.show_status(f"at most {MAX_LANES} lanes")
         else:
             self.appearance.style_lane(lane)
-            lane.draft.browsed.connect(self._remember_model)
+            lane.draft.browsed.connect(self.dialogs.remember_model)
             lane.draft.picked.connect(lambda _name, lane=lane: self.checks.check_pair(lane))
         self.set_mode()
         return lane
@@ -171,7 +178,7 @@ class MainWindow(QMainWindow):
             return None
         self._save_run_settings(request)
         self._show_costs()
-        self._tree_pinned = False
+        self.focus.pinned = False
         self.run_task = self.runner.start(request)
         self.run_task.add_done_callback(lambda task: self._run_ended(task, request.model))
         self.set_mode()
@@ -297,36 +304,6 @@ class MainWindow(QMainWindow):
         self.menus.set_mode(running, replay, len(self.board.lanes))
         self.prompt.set_editable(not running and not replay)
 
-    # ------------------------------------------------------------ hover and click
-
-    def _on_hover(self, lane: LaneWidget, span) -> None:
-        where = editor_range(span, lane.prompt_text, lane.user_prompt)
-        if where is None or self.prompt.prompt() != lane.user_prompt:
-            self.prompt.clear_highlight()
-            return
-        colour = QColor(self.theme.prompt)
-        colour.setAlpha(110)
-        self.prompt.highlight(*where, colour)
-
-    def _on_click(self, lane: LaneWidget, step: int) -> None:
-        steps = self.board.state(lane.lane_id).steps
-        if 0 <= step < len(steps):
-            self.inspector.show_step(steps[step])
-            self.tree_view.show_step(steps[step])
-            self.anatomy_dock.show_step(self.board, lane, step)
-            self._tree_pinned = True  # the Tree dock keeps this step until the next run
-
-    def _follow_tree(self) -> None:
-        """Until a token is clicked, the Tree dock shows the newest tree step as lanes run."""
-        if self._tree_pinned or not self.tree_dock.isVisible():
-            return
-        for state in self.board.model.lanes.values():
-            last = state.last_tree_step()
-            if last is not None:
-                if last is not self.tree_view.event:
-                    self.tree_view.show_step(last)
-                return
-
     # ------------------------------------------------------------ settings and closing
 
     def show_advice(self) -> AdviseDialog:
@@ -338,38 +315,10 @@ class MainWindow(QMainWindow):
         self._advice.raise_()
         return self._advice
 
-    def ask_server_key(self) -> ServerKeyDialog:
-        """The API key of a server (the first server lane's, to begin with)."""
-        url = next((c.server for c in self.board.configs() if c.server), "")
-        dialog = ServerKeyDialog(self.settings, url, self)
-        dialog.accepted.connect(lambda: self.show_status(
-            f"key for {dialog.url.text().strip()} stored" if dialog.key.text().strip()
-            else f"no key kept for {dialog.url.text().strip()}"))
-        dialog.open()
-        return dialog
-
     def _on_lanes_changed(self) -> None:
         if not self.replaying:  # replayed lanes are not the person's set-up
             self.settings.set_lanes(self.board.configs())
         self.set_mode()
-
-    def ask_model_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Add a folder of models")
-        if folder:
-            self.add_model_folder(folder)
-
-    def add_model_folder(self, folder: str) -> None:
-        """Search `folder` for models from now on; the pickers list what it holds."""
-        from .views.model_combo import local_models
-
-        self.settings.set_model_folders([*self.settings.model_folders(), folder])
-        found = [m for m in local_models(refresh=True) if Path(m.path).is_relative_to(folder)]
-        for combo in [self.prompt.model, *(lane.draft for lane in self.board.lanes.values())]:
-            combo.reload()
-        self.show_status(f"{folder}: {len(found)} model(s) found there")
-
-    def _remember_model(self, path: str) -> None:
-        self.settings.add_recent_model(path)
 
     def _save_run_settings(self, request: RunRequest) -> None:
         s = self.settings
@@ -383,7 +332,7 @@ class MainWindow(QMainWindow):
             self.set_presentation(False)
         if not self.replaying:
             self._save_run_settings(self.request())
-        self.settings.save_window(self)
+        self.settings.set_window_layout(self.saveGeometry(), self.saveState())
         self.settings.sync()
         self.replay.close_player()
         for dialog in self.findChildren(FetchDialog):

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from llama_buffers import load
 
 from specviz.engines.backends.llama import LlamaBackend
-from specviz.engines.cost.profile import _filler_tokens
+from specviz.engines.cost.profile_measure import _filler_tokens
 from specviz.engines.models import resolve
 
 CONTEXT = 512

@@ -29,8 +29,8 @@ def package_root() -> Path:
     return Path(importlib.import_module("specviz").__file__).resolve().parent
 
 
-def module_files() -> dict[str, Path]:
-    root, files = package_root(), {}
+def module_files(root: Path | None = None) -> dict[str, Path]:
+    root, files = root or package_root(), {}
     for folder in ("app", "engines", "widgets"):
         for path in (root / folder).rglob("*.py"):
             parts = path.relative_to(root).with_suffix("").parts
@@ -40,15 +40,21 @@ def module_files() -> dict[str, Path]:
     return files
 
 
+def imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a `from ... import` reads, for a module in `package`."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parts, *([base] if base else [])])
+    return base
+
+
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, *([base] if base else [])])
+            base = imported_from(node, package)
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 found.add(full if full in known else base)
@@ -57,9 +63,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in found if m in known and m != name}
 
 
-def floors() -> dict[str, int]:
+def floors(root: Path | None = None) -> dict[str, int]:
     """1 + the highest floor among what a module imports; a cycle shares one floor."""
-    files = module_files()
+    files = module_files(root)
     graph = {name: imports_of(name, path, set(files)) for name, path in files.items()}
     floor: dict[str, int] = {}
 

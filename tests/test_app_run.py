@@ -291,7 +291,7 @@ def test_tree_dock_follows_the_run_until_a_step_is_clicked(window, app_env, tiny
     lane = next(iter(window.board.lanes.values()))
     newest = [e for e in lane.view.events if e.tree or e.lookahead][-1]
     assert window.tree_view.event is newest  # followed the run to its end
-    window._on_click(lane, 2)
+    window.focus.click(lane, 2)
     window.board.drain()
     assert window.tree_view.event is lane.view.events[2]  # pinned
 
@@ -387,7 +387,7 @@ def test_server_lanes_run_in_the_window_a_plain_server_is_their_baseline(
                                              LaneSpec("server", 4, server=spec.url)], 32)
         lane_plain, lane_spec = window.board.lanes.values()
         assert lane_spec.server.isVisible() and not lane_spec.draft.isVisible()
-        dialog = window.ask_server_key()  # Run > Server API key…, first server lane's URL
+        dialog = window.dialogs.ask_server_key()  # Run > Server API key…, first server lane's URL
         assert dialog.url.text() == plain.url
         dialog.url.setText(spec.url + "/v1")
         dialog.key.setText("sk-window")

@@ -569,7 +569,7 @@ def test_a_replayed_auto_k_lane_says_so_in_its_title(window, tmp_path):
     path.write_text("\n".join(auto) + "\n", encoding="utf-8")
     replay_fully(window, [TRACE, path])
     titles = [lane.title.text() for lane in window.board.lanes.values()]
-    assert "K=4" in titles[0] and "K auto" in titles[1], titles
+    assert "K=4" in titles[0] and "auto K" in titles[1], titles
 
 
 def test_long_trace_names_do_not_widen_the_window(window, tmp_path):
@@ -585,5 +585,17 @@ def test_long_trace_names_do_not_widen_the_window(window, tmp_path):
         paths.append(path)
     replay_fully(window, paths)
     lanes = list(window.board.lanes.values())
-    assert all(lane.title.toolTip().endswith(p.name) for lane, p in zip(lanes, paths))
+    assert all(lane.title.toolTip().endswith(p.stem) for lane, p in zip(lanes, paths))
     assert window.minimumSizeHint().width() <= 1400, window.minimumSizeHint()
+
+
+def test_a_trace_named_for_its_oracle_is_titled_by_the_oracle_once(window, tmp_path):
+    """`specviz export none.jsonl prompt-lookup.jsonl race.mp4` titled its lanes
+    "prompt-lookup, K=4 · prompt-lookup.jsonl": the oracle twice."""
+    import shutil
+
+    path = tmp_path / "prompt-lookup.jsonl"
+    shutil.copy(TRACE, path)
+    replay_fully(window, [path])
+    (lane,) = window.board.lanes.values()
+    assert lane.title.text() == "prompt lookup, K=4"

@@ -26,6 +26,8 @@ from race_traces import ORACLES, PROMPT, record_race
 
 from specviz.app.cli.main import main
 from specviz.app.export.page import DATA_ID, embed_json, render_page
+from specviz.app.state.lane_title import lane_title
+from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
 
 
@@ -87,6 +89,34 @@ def test_the_page_carries_every_step_and_asks_for_nothing_online(page, traces):
         assert [s["target"]["text"] for s in lane["steps"]] == [s.target.text for s in steps]
         assert [[p["accepted"] for p in s["proposed"]] for s in lane["steps"]] == \
             [[p.accepted for p in s.proposed] for s in steps]
+
+
+def test_lanes_named_for_their_oracles_say_the_oracle_once(page, traces):
+    """`specviz export none.jsonl prompt-lookup.jsonl ngram.jsonl`: each lane's title says its
+    oracle and K once, the page's title lists them, and no file name is repeated."""
+    text = page.read_text(encoding="utf-8")
+    titles = [lane["title"] for lane in embedded(text)["lanes"]]
+    assert titles == ["plain decoding", "prompt lookup, K=3", "ngram, K=3"]
+    assert "<title>specviz race: plain decoding, prompt lookup, K=3, ngram, K=3</title>" in text
+
+
+def test_a_lane_of_auto_k_from_a_file_named_otherwise_keeps_the_file_name(traces):
+    trace = read_trace(traces[1])
+    trace.events = [replace(e, auto_k=True) if isinstance(e, ev.StepEvent) else e
+                    for e in trace.events]
+    trace.path = trace.path.with_name("monday.jsonl")
+    (lane,) = embedded(render_page([trace]))["lanes"]
+    assert lane["title"] == "prompt lookup, auto K · monday"
+
+
+@pytest.mark.parametrize("oracle, k, auto, stem, title", [
+    ("none", 4, False, "plain", "plain decoding"),
+    ("prompt-lookup", 4, False, "Prompt_Lookup", "prompt lookup, K=4"),
+    ("prompt-lookup", 4, False, "prompt", "prompt lookup, K=4 · prompt"),
+    ("draft", None, False, "", "draft"),
+])
+def test_a_title_keeps_a_file_name_only_where_it_says_more(oracle, k, auto, stem, title):
+    assert lane_title(oracle, k, auto, stem) == title
 
 
 def test_no_token_text_can_end_the_data_block(traces):

@@ -75,7 +75,7 @@ def test_a_folder_added_in_the_window_is_searched_and_remembered(app_env, qtbot,
     (folder / "mine-Q8_0.gguf").write_bytes(b"GGUF" + b"\0" * 100)
     window = MainWindow()
     qtbot.addWidget(window)
-    window.add_model_folder(str(folder))
+    window.dialogs.add_model_folder(str(folder))
     assert window.prompt.model.findData(str(folder / "mine-Q8_0.gguf")) >= 0
     assert window.settings.model_folders() == [str(folder)]
     assert window.status_text.text() == f"{folder}: 1 model(s) found there"

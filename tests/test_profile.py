@@ -13,6 +13,7 @@ from specviz.app.cli.main import main
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import compare
 from specviz.engines.cost import profile as prof
+from specviz.engines.cost import profile_measure as measuring
 from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.oracles import make_oracle
@@ -25,7 +26,7 @@ def test_measure_gives_a_median_per_batch_and_context(tiny_backend, monkeypatch)
     import itertools
     import statistics
 
-    real_forward, real_in_loop = prof.time_forward, prof.time_in_loop
+    real_forward, real_in_loop = measuring.time_forward, measuring.time_in_loop
     jitter = itertools.cycle([0.0, 0.25, 40.0, 0.5, 0.125, 0.75, 0.375])  # 1 slow sample in 7
     samples: dict[tuple[int, int], list[float]] = {}
     settled: dict[int, list[float]] = {}
@@ -40,8 +41,8 @@ def test_measure_gives_a_median_per_batch_and_context(tiny_backend, monkeypatch)
         settled[ctx] = settled_steps
         return ms
 
-    monkeypatch.setattr(prof, "time_forward", timed_forward)
-    monkeypatch.setattr(prof, "time_in_loop", in_loop)
+    monkeypatch.setattr(measuring, "time_forward", timed_forward)
+    monkeypatch.setattr(measuring, "time_in_loop", in_loop)
     p = prof.measure(tiny_backend, "tiny", batches=[4, 1, 2], contexts=[8, 16, 10_000_000],
                      repeats=5)
     assert p.batches == [1, 2, 4]
@@ -66,7 +67,7 @@ def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend,
         timed.append(len(tokens))
         return 2.0 + (len(tokens) - 1)
 
-    monkeypatch.setattr(prof, "time_forward", fake_forward)
+    monkeypatch.setattr(measuring, "time_forward", fake_forward)
     seconds = prof.estimate_seconds(tiny_backend, batches=[1, 2, 4], contexts=[8, 16],
                                     repeats=2)
     assert timed == [1, 4]  # two forwards timed, nothing more
@@ -92,7 +93,7 @@ def test_a_batch_is_priced_with_the_switch_back_to_one_token_steps(tiny_backend,
         switch = {0: 1.5, 1: 0.5}.get(last["same"], 0.0)  # rebuilt, then captured, then replayed
         return 1.0 + 0.5 * (n - 1) + switch
 
-    monkeypatch.setattr(prof, "time_forward", fake_forward)
+    monkeypatch.setattr(measuring, "time_forward", fake_forward)
     p = prof.measure(tiny_backend, "tiny", batches=[2, 4], contexts=[8], repeats=3)
     assert p.batches == [1, 2, 4]  # one token is always measured: it prices the switch back
     one, two, four = p.ms[0]
@@ -330,8 +331,8 @@ def test_a_row_timed_while_the_machine_was_busy_is_timed_again(tiny_backend, mon
         return 300.0 if slow else 5.0 + len(tokens)
 
     in_loop.at_16 = 0
-    monkeypatch.setattr(prof, "time_forward", lambda backend, tokens, ctx: 5.0)
-    monkeypatch.setattr(prof, "time_in_loop", in_loop)
+    monkeypatch.setattr(measuring, "time_forward", lambda backend, tokens, ctx: 5.0)
+    monkeypatch.setattr(measuring, "time_in_loop", in_loop)
     ticks: list[tuple[int, int]] = []
     p = prof.measure(tiny_backend, "tiny", batches=[1, 2, 4], contexts=[8, 16], repeats=3,
                      on_progress=lambda done, total: ticks.append((done, total)))

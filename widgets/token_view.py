@@ -34,6 +34,10 @@ from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, KINDS, Theme
 STEP_PROPERTY = QTextFormat.UserProperty + 1  # index into TokenView.events
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2  # index into proposed; len(proposed) = target
 FLUSH_MS = 16  # lay out pending appends at most about 60 times a second
+# The token where a lane's text parted from plain decoding's: a wavy red underline on a red
+# tint, a colour and a line no token kind uses (rejected tokens are struck through in brown),
+# seen from the back of a room; the token keeps its kind's colour.
+PARTED_COLOURS = {"dark": ("#ff4f4f", "#5c1f26"), "light": ("#d0002a", "#ffe8eb")}
 
 
 class TokenView(QWidget):
@@ -48,6 +52,7 @@ class TokenView(QWidget):
         self._token_count = 0
         self._show_rejected = True
         self._hovered: tuple[int, int] | None = None
+        self._parted: tuple[int, int, str] | None = None  # step, token, why (mark_parting)
         self._block_open = False
         self._theme = theme
         self._formats = _formats(theme)
@@ -95,6 +100,7 @@ class TokenView(QWidget):
         self._close_block()
         self._events.clear()
         self._token_count = 0
+        self._parted = None
         self._edit.document().clear()
         self._set_hovered(None)
 
@@ -133,9 +139,20 @@ class TokenView(QWidget):
 
     def tooltip(self, step: int, token: int) -> str:
         event = self._events[step]
-        if token < len(event.proposed):
-            return proposal_tooltip(event, token)
-        return target_tooltip(event)
+        words = proposal_tooltip(event, token) if token < len(event.proposed) else (
+            target_tooltip(event))
+        parted = self.parted()
+        return f"{parted[2]}\n\n{words}" if parted and parted[:2] == (step, token) else words
+
+    def mark_parting(self, step: int, token: int, why: str) -> None:
+        """Mark the token where the text parted from plain decoding's, `why` in its tooltip.
+        Drawn again whole: once a race, and the token may lie anywhere in the text."""
+        self._parted = (step, token, why)
+        self._rebuild()
+
+    def parted(self) -> tuple[int, int, str] | None:
+        """The marked (step, token, why), or None."""
+        return self._parted
 
     # ------------------------------------------------------------ rendering
 
@@ -154,6 +171,11 @@ class TokenView(QWidget):
         if not text:
             return
         fmt = QTextCharFormat(self._formats[kind, shaded])
+        if self._parted is not None and self._parted[:2] == (step, token):
+            fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+            line, tint = parted_colours(self._theme)
+            fmt.setUnderlineColor(QColor(line))
+            fmt.setBackground(QColor(tint))
         fmt.setProperty(STEP_PROPERTY, step)
         fmt.setProperty(TOKEN_PROPERTY, token)
         self._cursor.insertText(text, fmt)
@@ -308,6 +330,11 @@ def _formats(theme: Theme) -> dict[tuple[str, bool], QTextCharFormat]:
                 fmt.setFontStrikeOut(True)
             formats[kind, shaded] = fmt
     return formats
+
+
+def parted_colours(theme: Theme) -> tuple[str, str]:
+    """The parting mark's underline and tint in `theme` (its contrast variants included)."""
+    return PARTED_COLOURS["light" if theme.name.startswith("light") else "dark"]
 
 
 def _indices(fmt: QTextCharFormat) -> tuple[int, int] | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from ...engines import events as ev
 from ...engines.errors import SpecvizError
@@ -37,7 +37,15 @@ def replay(args: argparse.Namespace) -> int:
     return status
 
 
-def _headers(paths: list[Path]) -> list[SimpleNamespace]:
+@dataclass(frozen=True)
+class TraceHead:
+    """A trace's path and header, all check_one_prompt reads before the window opens."""
+
+    path: Path
+    header: dict = field(default_factory=dict)
+
+
+def _headers(paths: list[Path]) -> list[TraceHead]:
     """Each trace's path and header; a trace whose header cannot be read has none here (the
     window shows its problem in its lane)."""
     headers = []
@@ -49,7 +57,7 @@ def _headers(paths: list[Path]) -> list[SimpleNamespace]:
             header = {}
         finally:
             items.close()
-        headers.append(SimpleNamespace(path=path, header=header))
+        headers.append(TraceHead(path, header))
     return headers
 
 

@@ -35,6 +35,7 @@ from ...widgets.palette import (
     Theme,
     proposal_kind,
 )
+from ..state.lane_title import lane_title
 from ..state.one_prompt import check_one_prompt
 
 ASSETS = "assets/page"
@@ -57,7 +58,7 @@ def render_page(traces: list[Trace], theme: str = "light") -> str:
     page = _asset("page.html")
     data = page_data(traces)
     parts = {
-        "title": html.escape(f"specviz race: {', '.join(lane['name'] for lane in data['lanes'])}"),
+        "title": html.escape(f"specviz race: {', '.join(lane['title'] for lane in data['lanes'])}"),
         "theme": theme,
         "theme_css": theme_css(),
         "css": _asset("page.css"),
@@ -130,11 +131,12 @@ def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
     steps = trace.steps
     shown = _prompt_place(head)
     summary = trace.summary
+    auto = any(step.auto_k for step in steps)
     return {
         "name": trace.path.stem,
+        "title": lane_title(oracle, head.get("settings", {}).get("k"), auto, trace.path.stem),
         "oracle": oracle,
         "plain": is_plain(oracle),
-        "k": _k_label(oracle, head, steps),
         "target": _model_name(head.get("target")),
         "draft": _model_name(head.get("draft")),
         "backend": head.get("backend"),
@@ -192,15 +194,6 @@ def _in_prompt(span: ev.Span, shown: tuple[int, int] | None) -> list[int] | None
         return None
     start, end = span.chr_start - shown[0], span.chr_end - shown[0]
     return [start, end] if 0 <= start < end <= shown[1] else None
-
-
-def _k_label(oracle: str, head: dict[str, Any], steps: list[ev.StepEvent]) -> str | None:
-    if is_plain(oracle):
-        return None
-    if any(step.auto_k for step in steps):
-        return "auto"
-    k = head.get("settings", {}).get("k")
-    return None if k is None else str(k)
 
 
 def _model_name(model: Any) -> str | None:

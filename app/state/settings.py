@@ -10,8 +10,7 @@ import contextlib
 import json
 import os
 
-from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtCore import QByteArray, QSettings
 
 from ...engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict, lane_to_dict
 from .run_setup import MAX_LANES
@@ -100,18 +99,14 @@ class AppSettings:
     def set_max_tokens(self, value: int) -> None:
         self.store.setValue("run/max_tokens", value)
 
-    def save_window(self, window: QMainWindow) -> None:
-        self.store.setValue("window/geometry", window.saveGeometry())
-        self.store.setValue("window/state", window.saveState())
+    def window_layout(self) -> tuple[QByteArray | None, QByteArray | None]:
+        """The window's geometry and its docks' and toolbars' state, as Qt saved them (None:
+        never saved); the window restores them itself, as no widget lives here."""
+        return self.store.value("window/geometry"), self.store.value("window/state")
 
-    def restore_window(self, window: QMainWindow) -> bool:
-        geometry = self.store.value("window/geometry")
-        state = self.store.value("window/state")
-        if geometry is not None:
-            window.restoreGeometry(geometry)
-        if state is not None:
-            window.restoreState(state)
-        return geometry is not None
+    def set_window_layout(self, geometry: QByteArray, state: QByteArray) -> None:
+        self.store.setValue("window/geometry", geometry)
+        self.store.setValue("window/state", state)
 
     def sync(self) -> None:
         self.store.sync()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -43,7 +44,9 @@ from ...widgets.palette import (
     source_kind,
 )
 from ...widgets.token_view import Legend, TokenView
+from ..state.lane_title import lane_title
 from ..state.lanes_model import JOINED, MIXED
+from ..state.parting import Parting
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
 
@@ -97,8 +100,8 @@ def rounds_words(rounds: Speedup, again: bool = True) -> str:
     """A speedup with its interval and verdict; after one race, what gives an interval."""
     if rounds.low is None:
         return f"{rounds.ratio:.2f}× ({'race again for an interval' if again else '1 race'})"
-    return (f"{rounds.ratio:.2f}× ({rounds.low:.2f}-{rounds.high:.2f}, {rounds.rounds} races): "
-            f"{rounds.verdict}")
+    over = f"{rounds.rounds} races" if rounds.rounds > 1 else "1 race, by stretches"
+    return f"{rounds.ratio:.2f}× ({rounds.low:.2f}-{rounds.high:.2f}, {over}): {rounds.verdict}"
 
 
 def declined_tip(figures: dict) -> str:
@@ -295,9 +298,8 @@ class LaneWidget(QFrame):
         self._controls.hide()
         settings = header.get("settings", {})
         oracle = self._replay_oracle = header.get("oracle", "?")
-        k = "" if is_plain(oracle) or "k" not in settings else (
-            ", K auto" if settings.get("auto_k") else f", K={settings['k']}")
-        self._replay_title = f"{oracle}{k} · {name}"
+        self._replay_title = lane_title(oracle, settings.get("k"), bool(settings.get("auto_k")),
+                                        Path(name).stem)
         self.prompt_text = header.get("prompt_text", "")
         self.user_prompt = header.get("prompt", "")
         self.legend.set_kinds(legend_kinds(oracle))
@@ -374,6 +376,11 @@ class LaneWidget(QFrame):
         """Append a sentence to the lane's line (its end and the note read together)."""
         shown = self.message.text() if self.message.isVisible() and not self._details else ""
         self.show_message(f"{shown} · {text}" if shown else text, error=False)
+
+    def show_parting(self, parting: Parting) -> None:
+        """Mark the token where the text parted from plain decoding's and say why, once."""
+        self.view.mark_parting(parting.step, parting.token, parting.tooltip())
+        self.add_note(parting.note())
 
     def show_details(self) -> None:
         """The message's details in a window of their own (fixed-width: they hold tables)."""

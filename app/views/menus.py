@@ -80,7 +80,7 @@ class WindowMenus:
         run.addActions(self._run_actions)
         run.addSeparator()
         run.addAction(self._action("Advise…", self.window.show_advice))
-        run.addAction(self._action("Server API key…", self.window.ask_server_key))
+        run.addAction(self._action("Server API key…", self.window.dialogs.ask_server_key))
         menus.addMenu("Re&play").addActions(self._replay_actions)
         self._view_menu(menus.addMenu("&View"))
 
@@ -88,7 +88,7 @@ class WindowMenus:
         w, a, exports = self.window, self._action, self.window.exports
         file.addAction(self.open_action)
         file.addAction(a("Save traces as JSONL…", exports.save_traces, "Ctrl+S"))
-        file.addAction(a("Add model folder…", w.ask_model_folder))
+        file.addAction(a("Add model folder…", w.dialogs.ask_model_folder))
         file.addSeparator()
         file.addAction(a("Export window PNG…", exports.window_png, "Ctrl+E"))
         graphs = file.addMenu("Export graph PNG")

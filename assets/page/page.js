@@ -1,6 +1,6 @@
 // specviz's race page: lanes of coloured tokens replayed on their compute-time clock, as the
-// window replays traces (app/replay.py). Plain JavaScript, no network: everything it needs is
-// in this file and in the JSON block the export wrote (app/export/page.py).
+// window replays traces (app/run/trace_player.py). Plain JavaScript, no network: everything it
+// needs is in this file and in the JSON block the export wrote (app/export/page.py).
 "use strict";
 
 // ---------------------------------------------------------------- data
@@ -59,7 +59,7 @@ function buildHeader() {
 }
 
 function laneTitle(lane) {
-  return `${lane.name}: ${lane.oracle}` + (lane.k === null ? "" : `, K=${lane.k}`);
+  return lane.title;  // app/state/lane_title.py: the oracle once, with its K or auto K
 }
 
 function legend(kinds) {

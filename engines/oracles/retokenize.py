@@ -104,10 +104,6 @@ def _starts_mid_char(piece: bytes) -> bool:
     return bool(piece) and 0x80 <= piece[0] < 0xC0
 
 
-def spelled_bytes(token_bytes: Callable[[int], bytes], ids: Sequence[int]) -> bytes:
-    return b"".join(token_bytes(t) for t in ids)
-
-
 class ContextText:
     """The context's text as bytes, grown incrementally: the rendered prompt (control tokens
     spelled out, as the prompt text has them) followed by the generated tokens' bytes."""

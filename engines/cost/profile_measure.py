@@ -1,0 +1,189 @@
+"""Measuring a cost profile: forward passes of every batch size at every context length,
+each timed as a decoding loop meets it, repeated and reduced to its median; batch sizes are
+interleaved within every repetition so that machine noise hits them all alike, and a row
+timed while other work took the cores is timed once more."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+from ..backends.base import Backend, sync_device
+from ..errors import SpecvizError
+from .profile_data import BATCHES, CONTEXTS, REPEATS, Profile, routed_rows
+from .profile_noise import uneven
+
+# One-token forwards before every timing, and timed after every batch. llama.cpp builds its
+# graph again when the batch's shape changes, and on CUDA replays a captured graph only after
+# two calls of one shape: on an H200 a settled one-token step verified in 1.06 ms, the two
+# after a batch in 2.8 and 2.1, so a batch costs its own forward and the dearer steps after it.
+SETTLE = 2
+
+# Filler for the context: code-like text, since code editing is where lookup oracles shine.
+# The token ids do not change the cost of a forward pass; only how many there are does.
+_FILLER = (
+    "def scale(values, factor):\n    result = []\n    for v in values:\n"
+    "        result.append(v * factor)\n    return result\n\n"
+)
+
+
+def measure(
+    backend: Backend,
+    model: str,
+    threads: int | None = None,
+    batches: Sequence[int] = BATCHES,
+    contexts: Sequence[int] = CONTEXTS,
+    repeats: int = REPEATS,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Profile:
+    """Time forward passes of every batch size at every context length on `backend`."""
+    batches = sorted({int(b) for b in batches})
+    if not batches or batches[0] < 1:
+        raise SpecvizError("batch sizes must be positive")
+    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
+    if not usable:
+        raise SpecvizError(
+            f"no context length of a cost profile fits: the model's context holds "
+            f"{backend.n_ctx} tokens, the largest batch is {batches[-1]} (give a larger "
+            f"--n-ctx, or a fixed --k)"
+        )
+    batches = sorted({1, *batches})  # a batch's switch back is priced in one-token steps
+    filler = _filler_tokens(backend, usable[-1] + batches[-1])
+    count = _Count(len(usable) * repeats * len(batches), on_progress)
+    with backend.holding_threads():  # timed at the count the profile is named for
+        table = _table(backend, filler, usable, batches, repeats, count)
+    backend.reset()
+    from ..trace import machine_info
+
+    return Profile(model, backend.name, backend.device, threads, usable, batches, table,
+                   repeats, machine=machine_info(),
+                   small_rows=routed_rows(backend), dtype=backend.dtype,
+                   variant=backend.profile_variant)
+
+
+def _table(backend: Backend, filler: list[int], usable: list[int], batches: list[int],
+           repeats: int, count: _Count) -> list[list[float]]:
+    table = [_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
+    for i, ctx in enumerate(usable):  # a row timed while other work took the cores: once more
+        if uneven([ctx], batches, [table[i]]):
+            count.total += repeats * len(batches)
+            table[i] = _row(backend, filler, ctx, batches, repeats, count)
+    return table
+
+
+class _Count:
+    """Forwards timed so far, out of `total` (which grows where a row is timed again)."""
+
+    def __init__(self, total: int, on_progress: Callable[[int, int], None] | None) -> None:
+        self.total, self.done, self.on_progress = total, 0, on_progress
+
+    def tick(self) -> None:
+        self.done += 1
+        if self.on_progress:
+            self.on_progress(self.done, self.total)
+
+
+def _row(backend: Backend, filler: list[int], ctx: int, batches: list[int], repeats: int,
+         count: _Count) -> list[float]:
+    """Each batch's cost at `ctx` cached tokens, as a decoding loop meets it."""
+    backend.reset()
+    backend.forward(filler[:ctx])
+    for b in batches:  # untimed: first calls of a batch shape pay for setting it up
+        time_forward(backend, filler[ctx : ctx + b], ctx)
+    times: dict[int, list[float]] = {b: [] for b in batches}
+    settled: list[float] = []
+    for _ in range(repeats):
+        for b in batches:
+            times[b].append(time_in_loop(backend, filler[ctx : ctx + b], ctx, settled))
+            count.tick()
+    costs = step_costs(times, settled)
+    return [round(costs[b], 3) for b in batches]
+
+
+def progress_lines(what: str, say: Callable[[str], None], every_s: float = 3.0,
+                   clock: Callable[[], float] = time.monotonic) -> Callable[[int, int], None]:
+    """A `measure` progress callback that says "what: 40%, about 20 s left" at most every
+    `every_s` seconds (a status line in the window, a line on the console for `run`)."""
+    began = clock()
+    last = [began]
+
+    def report(done: int, total: int) -> None:
+        now = clock()
+        if now - last[0] < every_s or done >= total:
+            return
+        last[0] = now
+        say(f"{what}: {done / total:.0%}{time_left(now - began, done, total)}")
+
+    return report
+
+
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """", about 40 s left" at the rate so far; nothing until there is a rate to go by."""
+    if done < 2 or done >= total or elapsed_s <= 0:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+
+
+def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,
+                     contexts: Sequence[int] = CONTEXTS, repeats: int = REPEATS) -> float:
+    """About how long `measure` would take here: one forward of one token and one of the
+    largest batch timed now, batches in between costed on the line through them, the
+    context's own cost left out (it is small beside the weights for these batch sizes)."""
+    batches = sorted({int(b) for b in batches})
+    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
+    start = min(64, max(backend.n_ctx - batches[-1], 1))
+    filler = _filler_tokens(backend, start + batches[-1])
+    backend.reset()
+    backend.forward(filler[:start])
+    one = time_forward(backend, filler[start : start + 1], start)
+    big = time_forward(backend, filler[start:], start)
+    backend.reset()
+    step = (big - one) / max(batches[-1] - 1, 1)
+    settling = SETTLE * one * (2 * len(batches) - 1)  # before each timing, after each batch
+    per_pass = sum(one + step * (b - 1) for b in batches) + settling
+    prefill = sum(big * c / batches[-1] for c in usable)
+    return (prefill + len(usable) * (repeats + 1) * per_pass) / 1000.0
+
+
+def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
+    """Milliseconds of one verification-like forward (logits for every row), then roll back."""
+    t0 = time.perf_counter()
+    backend.forward(tokens, "all")
+    sync_device(backend)
+    elapsed = (time.perf_counter() - t0) * 1000.0
+    backend.truncate(ctx)
+    return elapsed
+
+
+def time_in_loop(backend: Backend, tokens: list[int], ctx: int,
+                 settled: list[float] | None = None) -> float:
+    """Milliseconds of a forward of `tokens` met as a decoding loop meets it: after one-token
+    steps, and for a batch with the SETTLE one-token steps after it (`step_costs` takes off
+    what those would have cost anyway). The settling steps' own times go to `settled`."""
+    one = tokens[:1]
+    for _ in range(SETTLE):
+        ms = time_forward(backend, one, ctx)
+        if settled is not None:
+            settled.append(ms)
+    ms = time_forward(backend, tokens, ctx)
+    if len(tokens) > 1:
+        ms += sum(time_forward(backend, one, ctx) for _ in range(SETTLE))
+    return ms
+
+
+def step_costs(times: dict[int, list[float]], settled: Sequence[float] = ()) -> dict[int, float]:
+    """Each size's median `time_in_loop`, less the settled one-token steps a batch's sample
+    holds: what a step of that size adds to a loop of one-token steps. One token's price is
+    the median of every settled one-token step (a few slow samples on a launch-bound GPU
+    cannot move it), and no batch is priced below it (a batch runs at least one token's
+    forward)."""
+    one = statistics.median([*times[1], *settled])
+    return {n: one if n == 1 else max(statistics.median(t) - SETTLE * one, one)
+            for n, t in times.items()}
+
+
+def _filler_tokens(backend: Backend, n: int) -> list[int]:
+    piece = backend.tokenize(_FILLER, add_special=False) or [0]
+    return (piece * (n // len(piece) + 1))[:n]
