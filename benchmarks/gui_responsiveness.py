@@ -19,6 +19,9 @@ builder, stepped in turn as the engine process steps them) and each lane's token
 window is printed beside its headless figure: on a loaded machine only that ratio, taken in
 one run, compares.
 
+With --anatomy, the Anatomy tab is in front and plays the newest step of the second lane
+(re-fed every ANATOMY_EVERY_MS) while the race runs: what a talk shows beside a live race.
+
 Traces are recorded as in any run. Works with QT_QPA_PLATFORM=offscreen and under xvfb-run:
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_responsiveness.py [--json FILE]
@@ -47,6 +50,7 @@ from specviz.engines.backends import BACKENDS
 HEARTBEAT_MS = 5
 STALL_LIMIT_MS = 50.0
 RSS_SAMPLE_MS = 100
+ANATOMY_EVERY_MS = 2000
 DEFAULT_PROMPT = Path(__file__).resolve().parent.parent / "assets/prompts/code-edit-scale.txt"
 
 
@@ -109,7 +113,21 @@ class Probe(QObject):
         self._heartbeat.timeout.connect(self._tick)
         self._sampler = QTimer(self, interval=RSS_SAMPLE_MS)
         self._sampler.timeout.connect(self._sample_rss)
+        self._anatomy = QTimer(self, interval=ANATOMY_EVERY_MS)
+        self._anatomy.timeout.connect(self._play_anatomy)
+        self.anatomy = False  # --anatomy: the Anatomy tab plays beside the race
         window.runner.statusChanged.connect(self._on_status)
+
+    def _play_anatomy(self) -> None:
+        """The newest step of the second lane (the first that speculates), played."""
+        board = self.window.board
+        lanes = list(board.lanes.values())
+        lane = lanes[min(1, len(lanes) - 1)]
+        steps = board.state(lane.lane_id).steps
+        if steps:
+            dock = self.window.anatomy_dock
+            dock.show_step(board, lane, len(steps) - 1)
+            dock.view.set_playing(True)
 
     def _on_status(self, message: str, _busy: bool) -> None:
         if message == "running" and not self.started:  # models loaded, lanes start stepping
@@ -129,6 +147,11 @@ class Probe(QObject):
         self.started = self.ticks[0][0]
         self._heartbeat.start()
         self._sampler.start()
+        if self.anatomy:
+            self.window.anatomy_dock.show()
+            self.window.anatomy_dock.raise_()
+            self.paints.watch(self.window.anatomy_dock.view, "anatomy")
+            self._anatomy.start()
 
     def stop(self) -> None:
         if not self.started:
@@ -137,6 +160,7 @@ class Probe(QObject):
         self.ended = self.ticks[-1][0]
         self._heartbeat.stop()
         self._sampler.stop()
+        self._anatomy.stop()
         self.paints.active = False
         self._sample_rss()
 
@@ -195,6 +219,7 @@ def measure(args: argparse.Namespace) -> tuple[int, dict]:
         app.processEvents()
         freeze_heap()
         probe = Probe(window)
+        probe.anatomy = args.anatomy
 
         async def run() -> int:
             try:
@@ -274,6 +299,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     p.add_argument("--size", type=int, nargs=2, default=(1600, 1000), metavar=("W", "H"))
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results here")
+    p.add_argument("--anatomy", action="store_true",
+                   help="the Anatomy tab in front, playing the newest step beside the race")
     p.add_argument("--headless", action="store_true",
                    help="then run the same lanes without the window and compare tokens/s")
     args = p.parse_args()

@@ -54,7 +54,7 @@ def read_prompt(args: argparse.Namespace) -> str:
     if getattr(args, "prompt_file", None):
         # Bounded by the context before anything is tokenized; --n-ctx is llama.cpp's context,
         # a transformers model's own is known only once it loads.
-        n_ctx = args.n_ctx if getattr(args, "backend", None) == "llama" else 0
+        n_ctx = getattr(args, "n_ctx", 0) if getattr(args, "backend", None) == "llama" else 0
         return read_text(args.prompt_file, "prompt file", limit=limit_for(n_ctx))
     if getattr(args, "prompt", None) is None:
         raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE")
