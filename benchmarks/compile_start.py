@@ -7,10 +7,12 @@ graph of width 1's share (compiled at load: a plain step's), torch's own phase t
 (`torch._dynamo.utils.compilation_time_metrics`: dynamo's tracing, the AOT and FX graph caches'
 lookups, inductor's code generation and C++ builds, loading the compiled module), and the
 caches' hits and misses. `--fresh` starts the first process on an empty compile cache (a
-first start); the others find what it wrote.
+first start); the others find what it wrote. `--against-eager` starts an eager process
+(compile="off") after each compiled one, so the two are measured alternately under the same
+load (#77: a second start within eager's + 10 s).
 
     python benchmarks/compile_start.py --target smollm2-135m --dtype float32 --starts 3 \\
-        --threads 2 [--fresh] [--json out.json]
+        --threads 2 [--fresh] [--against-eager] [--json out.json]
 
 `--set torch._inductor.config.freezing=True` (repeatable) changes a config in the child
 before the load (a remedy tried), `--env NAME=VALUE` its environment.
@@ -44,7 +46,7 @@ path = resolve(sys.argv[1])
 dtype = sys.argv[2] or None
 threads = int(sys.argv[3]) if sys.argv[3] else None
 t0 = time.perf_counter()
-b = load_backend("transformers", path, threads=threads, dtype=dtype, compile="on",
+b = load_backend("transformers", path, threads=threads, dtype=dtype, compile=sys.argv[5],
                  probe=False)
 load = time.perf_counter() - t0
 phases = {k: round(sum(v), 3) for k, v in compilation_time_metrics.items()}
@@ -52,15 +54,16 @@ print(json.dumps({"import_torch_s": round(imported, 2), "load_s": round(load, 2)
                   "dtype": b.dtype,
                   "compiled": b.compiled,
                   "width1_s": b._steps.compile_seconds.get(1) if b._steps else None,
+                  "widths_read": b._steps.read_from_cache if b._steps else None,
                   "phases_s": dict(sorted(phases.items(), key=lambda kv: -kv[1])),
                   "counters": {k: dict(v) for k, v in counters.items()
                                if k in ("inductor", "aot_autograd", "stats")}}))
 """
 
 
-def start(args, env: dict) -> dict:
+def start(args, env: dict, compile: str = "on") -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, args.target, args.dtype or "",
-                           str(args.threads or ""), json.dumps(args.set)],
+                           str(args.threads or ""), json.dumps(args.set), compile],
                           capture_output=True, text=True, env=env, timeout=1800)
     if done.returncode:
         raise SystemExit(f"the child failed:\n{done.stderr[-3000:]}")
@@ -77,6 +80,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="the first start on an empty compile cache (a temporary folder)")
     p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=PYTHON")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--against-eager", action="store_true",
+                   help="an eager start after each compiled one, alternately")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     env = dict(os.environ, **dict(e.split("=", 1) for e in args.env))
@@ -89,7 +94,11 @@ def main(argv: list[str] | None = None) -> None:
             r = runs[-1]
             top = ", ".join(f"{k} {v}" for k, v in list(r["phases_s"].items())[:6])
             print(f"start {i + 1}: load {r['load_s']} s, of which width 1's graph "
-                  f"{r['width1_s']} s; {top}", flush=True)
+                  f"{r['width1_s']} s (read from the cache: {r['widths_read']}); {top}",
+                  flush=True)
+            if args.against_eager:
+                runs.append(start(args, env, compile="off"))
+                print(f"eager start {i + 1}: load {runs[-1]['load_s']} s", flush=True)
     result = {"target": args.target, "dtype": args.dtype, "threads": args.threads,
               "fresh": args.fresh, "set": args.set, "env": args.env,
               "load_before": os.getloadavg()[0], "starts": runs}

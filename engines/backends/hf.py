@@ -253,8 +253,11 @@ class TransformersBackend(Backend):
         self._hidden.arm()
         self._features.arm()
         with torch.inference_mode():
+            # A feed (a prompt, the warm-up) compiles no width of its own: plain decoding
+            # would pay a graph's compile, or its read at every start, for one forward.
             rows = hf_compiled.run_rows(self._steps, self._kv, tokens, n_past, depths, visible,
-                                        eager=self._features.layers != ())
+                                        eager=self._features.layers != (),
+                                        compile_new=n_rows == m)
             logits = self._model.get_output_embeddings()(rows[:, m - n_rows:])
         self._hidden.took(n_past + m - n_rows)
         self._features.took(n_past)

@@ -20,11 +20,19 @@ another; `torch.compile` fuses them (#64). A compiled graph wants fixed shapes, 
   so those copies grew with its size; and on a CPU, bfloat16 attention of one row per head
   ran several times slower than of the packed rows.
 
-Forwards wider than the widest graph (a prompt), and those that need hooks inside the decoder
-(EAGLE's layer features, early exit's first layers), run the same modules eagerly on the same
-cache. The graphs are compiled once per model, dtype, device and width, on first use in a
-process; inductor's caches live under the specviz cache (`compile/`), so a later process
-reads the compiled code from disk instead of compiling it again.
+Forwards wider than the widest graph (a prompt), feeds whose width has no graph yet (a short
+prompt, the warm-up: plain decoding compiles width 1 alone), and those that need hooks inside
+the decoder (EAGLE's layer features, early exit's first layers), run the same modules eagerly
+on the same cache. The graphs are compiled once per model, dtype, device and width, on first
+use in a process; inductor's caches live under the specviz cache (`compile/`), so a later
+process reads the compiled code from disk instead of compiling it again. What a read still
+costs is dynamo tracing the model again and loading the code (smollm2's width 1: 11-13 s on
+a shared 2-core CPU, 7-8 of them tracing), once per width, which is why only the widths a lane
+uses are made. (torch's precompile, `aot_compile` and `save_compiled_function`, would skip the
+trace; it cannot serve transformers' decoder: ID_MATCH and CLOSURE_MATCH guards cannot be
+serialized in torch 2.13.) Inductor's counters tell a read from a compile only afterwards; a
+ledger beside its cache (StepLedger) says beforehand which it will be, and what changed where
+the cache cannot serve.
 
 On CUDA the graphs are also captured as CUDA graphs, one launch a step instead of one per
 kernel, by PyTorch's CUDA graph trees (`mode="reduce-overhead"`, as transformers' own
@@ -47,6 +55,9 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
+
+from ..machine.json_file import read_dict, update_dict
 
 WIDTHS = (1, 2, 4, 8, 16, 32)
 WARM_WIDTHS = (1,)  # compiled at load: a plain step's; the others on first use
@@ -191,14 +202,30 @@ class CompiledSteps:
         self._ready: set[int] = set()  # widths compiled (or read from disk) in this process
         self._tell = tell or say
         self.compile_seconds: dict[int, float] = {}
+        self.read_from_cache: dict[int, bool] = {}  # width -> whether its first call read it
+        self._ledger = StepLedger(model, kind)
+
+    def ready(self, width: int) -> bool:
+        """Whether the graph of `width` was compiled (or read) in this process."""
+        return width in self._ready
 
     def rows(self, ids, positions, mask, cache, width: int):
         """The decoder's output rows, through the graph of `width` (compiled on first use)."""
-        first = width not in self._ready
-        if first:
-            self._tell(f"compiling the transformers step of width {width} for this machine, "
-                      "once (later starts read it from the cache)")
-            started = time.perf_counter()
+        if width in self._ready:
+            return self._call(ids, positions, mask, cache)
+        self._tell(self._ledger.before(width))
+        before, started = cache_counts(), time.perf_counter()
+        out = self._call(ids, positions, mask, cache)
+        seconds = round(time.perf_counter() - started, 2)
+        read = cache_read(before, cache_counts())
+        self._ready.add(width)
+        self.compile_seconds[width], self.read_from_cache[width] = seconds, read
+        after = self._ledger.after(width, read, seconds)
+        if after:
+            self._tell(after)
+        return out
+
+    def _call(self, ids, positions, mask, cache):
         if self.cuda_graphs:
             import torch
 
@@ -206,13 +233,89 @@ class CompiledSteps:
         out = self._compiled(self.decoder, ids, positions, mask, cache, self.keyword)
         if self.cuda_graphs:
             out = out.clone()  # the graph's own buffer: the next replay writes over it
-        if first:
-            self._ready.add(width)
-            self.compile_seconds[width] = round(time.perf_counter() - started, 2)
         return out
 
     def eager_rows(self, ids, positions, mask, cache):
         return _decoder_rows(self.decoder, ids, positions, mask, cache, self.keyword)
+
+
+CACHE_COUNTERS = (("inductor", "fxgraph_cache"), ("aot_autograd", "autograd_cache"))
+LEDGER_NAME = "specviz-steps.json"  # which steps the compile folder holds, for what
+
+
+def cache_counts() -> tuple[int, int]:
+    """(hits, misses) of inductor's FX graph cache and AOTAutograd's cache so far."""
+    from torch._dynamo.utils import counters
+
+    hits = sum(counters[group][f"{name}_hit"] for group, name in CACHE_COUNTERS)
+    misses = sum(counters[group][f"{name}_miss"] for group, name in CACHE_COUNTERS)
+    return hits, misses
+
+
+def cache_read(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """Whether the calls between two cache_counts() compiled nothing: they read the caches,
+    or dynamo found the graph already made in this process (which counts neither)."""
+    return after[1] == before[1]
+
+
+class StepLedger:
+    """What the compile folder holds: a line per model shape, dtype, device and width, with
+    the torch, CPU and vector instructions it was compiled for. Inductor's caches say only
+    hit or miss, after the fact; this says beforehand whether a step will be read or
+    compiled, and names what changed where the cache cannot serve."""
+
+    def __init__(self, model, device_kind: str) -> None:
+        import hashlib
+
+        shape = model.config.to_json_string(use_diff=False)
+        self._model = hashlib.sha256(shape.encode()).hexdigest()[:16]
+        self._device = device_kind
+        self._dtype = str(model.dtype).removeprefix("torch.")
+        self._path = Path(use_disk_cache()) / LEDGER_NAME
+        self._expected: dict[int, bool] = {}  # width -> whether `before` said it is read
+
+    def before(self, width: int) -> str:
+        """The line said before the first call of `width`."""
+        held, here = read_dict(self._path).get(self._key(width)), self.machine()
+        self._expected[width] = held == here
+        if held == here:
+            return f"reading the transformers step of width {width} from the compile cache"
+        if isinstance(held, dict):
+            changed = ", ".join(f"{k} {held.get(k)} -> {v}" for k, v in here.items()
+                                if held.get(k) != v)
+            return (f"the compile cache cannot serve the transformers step of width {width} "
+                    f"({changed}): compiling it again, once")
+        return (f"compiling the transformers step of width {width} for this machine, once "
+                "(later starts read it from the cache)")
+
+    def after(self, width: int, read: bool, seconds: float) -> str | None:
+        """The line said after it, where the one before was wrong (None: it was right)."""
+        expected = self._expected.get(width, False)
+        try:
+            update_dict(self._path, lambda known: {**known, self._key(width): self.machine()})
+        except OSError:
+            pass  # said "compiling" again next time; the graphs are in inductor's cache
+        if expected and not read:
+            return (f"the compile cache could not serve the transformers step of width {width}"
+                    f" (inductor's key changed: its settings or sources): compiled it again in "
+                    f"{seconds:.1f} s")
+        if read and not expected:
+            return f"read the transformers step of width {width} from the cache ({seconds:.1f} s)"
+        return None
+
+    def _key(self, width: int) -> str:
+        return f"{self._model}|{self._dtype}|{self._device}|w{width}"
+
+    def machine(self) -> dict:
+        from .cpu_dtype import _machine
+
+        cpu, torch_version = _machine()
+        facts = {"torch": torch_version, "cpu": cpu}
+        if self._device == "cpu":
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+            facts["instructions"] = str(pick_vec_isa()) or "none"
+        return facts
 
 
 class StaticKV:
@@ -326,16 +429,19 @@ def say(text: str) -> None:
 
 def run_rows(steps: CompiledSteps, kv: StaticKV, tokens: list[int], n_past: int,
              depths: list[int] | None = None, visible=None, eager: bool = False,
-             layers: int | None = None):
+             layers: int | None = None, compile_new: bool = True):
     """The decoder's output rows (1, m, hidden) for `tokens` written after `n_past` cached
     positions: through the graph of the smallest width that holds them, padded, or eagerly
-    (`eager`, wider than every graph, too near the end of the context, or `layers` < all).
+    (`eager`, wider than every graph, too near the end of the context, `layers` < all, or a
+    graph not compiled yet where `compile_new` is False).
     Nodes at `depths` seeing `visible` make a tree; None, a chain. The cache's length is
     n_past + m afterwards (in the first `layers` layers only, where given)."""
     import torch
 
     m = len(tokens)
     width = None if eager or layers is not None else width_for(m)
+    if width is not None and not compile_new and not steps.ready(width):
+        width = None
     if width is not None and not kv.room(n_past + width):
         width = None  # the padding would not fit before the end of the context
     if width is None and not kv.room(n_past + m):
