@@ -19,7 +19,6 @@ from ...engines.bench.rounds import stretch_speedup
 from ...engines.bench.speedup import Speedup, from_ratios, round_ratio
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
-from .parting import Parting, find_parting
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 
@@ -318,14 +317,6 @@ class BoardModel:
             except ValueError:
                 pass  # nothing to pair (a server lane's steps without times)
         return from_ratios(ratios)
-
-    def parting(self, lane_id: str) -> Parting | None:
-        """Where a greedy lane's text first parted from plain decoding's, with plain
-        decoding's margin there (parting.py); None while they agree."""
-        baseline = self.baseline()
-        if baseline is None or baseline == lane_id:
-            return None
-        return find_parting(self.lanes[lane_id], self.lanes[baseline])
 
     def declined(self, lane_id: str) -> dict[str, int] | None:
         """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,

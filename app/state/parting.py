@@ -87,6 +87,15 @@ def greedy(lane: LaneState) -> bool:
     return lane.temperature is not None and lane.temperature <= 0
 
 
+def lane_parting(model: BoardModel, lane_id: str) -> Parting | None:
+    """Where a greedy lane's text first parted from plain decoding's (the model's baseline),
+    with plain decoding's margin there; None while they agree."""
+    baseline = model.baseline()
+    if baseline is None or baseline == lane_id:
+        return None
+    return find_parting(model.lanes[lane_id], model.lanes[baseline])
+
+
 def find_parting(lane: LaneState, plain: LaneState) -> Parting | None:
     """Where `lane` first emitted another token than `plain`, over what both have emitted."""
     if not (greedy(lane) and greedy(plain) and lane.steps and plain.steps):
@@ -128,7 +137,7 @@ class PartingWatch:
         for other in self._model.lanes if lane_id == baseline else [lane_id]:
             if other in self._shown:
                 continue
-            parting = self._model.parting(other)
+            parting = lane_parting(self._model, other)
             if parting is not None:
                 self._shown.add(other)
                 self._show(other, parting)
