@@ -54,8 +54,11 @@ def _profile(pool: ModelPool, model: rs.ModelChoice, _fields: dict, progress) ->
                                 on_progress=lambda d, t: progress("profile", d, t))
     finally:
         pool.release(target)
-    path = prof.save(measured)
-    return {"path": str(path), "model": model.target}
+    # Kept as a run keeps it: a busy-looking try is counted, not refused (the third is
+    # stored smoothed), so the window's "profile this machine" never fails on a busy machine.
+    notes: list[str] = []
+    path = prof.keep(measured, notes.append)
+    return {"path": str(path) if path else None, "model": model.target, "notes": notes}
 
 
 def _pair(pool: ModelPool, model: rs.ModelChoice, fields: dict, progress) -> dict:
