@@ -182,6 +182,17 @@ def smol_hf(smollm2_path):
 
 
 @pytest.fixture
+def window(app_env, qtbot):
+    """The real window, shown, settings and traces in a temporary folder."""
+    from specviz.app.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)  # closed at teardown: closing stops any run
+    win.show()
+    return win
+
+
+@pytest.fixture
 def app_env(qapp, tmp_path, monkeypatch):
     """Settings and traces in a temporary folder; a qasync loop as the asyncio loop."""
     import asyncio

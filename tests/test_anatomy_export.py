@@ -38,16 +38,6 @@ def decoded(path: Path) -> list:
 # ---------------------------------------------------------------- the window
 
 
-@pytest.fixture
-def window(app_env, qtbot):
-    from specviz.app.main_window import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.show()
-    return win
-
-
 def test_clicking_a_token_of_a_replay_takes_its_step_apart_priced_by_the_plain_lane(window):
     player = window.open_replay([PLAIN, TRACE])
     player.finish()

@@ -24,16 +24,6 @@ TRACE = DATA / "small_trace.jsonl"  # smollm2-135m, prompt-lookup, K=4, 64 token
 PLAIN = DATA / "small_trace_plain.jsonl"  # the same prompt decoded plainly
 
 
-@pytest.fixture
-def window(app_env, qtbot):
-    from specviz.app.main_window import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)  # closed at teardown: closing stops any run
-    win.show()
-    return win
-
-
 def test_a_first_start_shows_a_race_that_can_pay(window):
     """No stored settings: the code-edit sample whose answer copies its function, plain
     decoding against prompt lookup with auto K, 256 tokens."""

@@ -58,16 +58,6 @@ def summary(oracle: str, steps: list[ev.StepEvent]) -> ev.SummaryEvent:
     return ev.SummaryEvent(oracle, "max-tokens", "", steps[-1].totals, 1.0, 10.0)
 
 
-@pytest.fixture
-def window(app_env, qtbot):
-    from specviz.app.main_window import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.show()
-    return win
-
-
 def race(window, margin: float = 0.004, parts: bool = True, temperature: float = 0.0,
          plain_last: bool = False):
     """The first race's two lanes (plain decoding, prompt lookup) fed as the engine feeds
