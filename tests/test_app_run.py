@@ -11,7 +11,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from step_factory import make_step
-from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.app.run.preflight import time_left
 from specviz.app.state.run_setup import gui_threads, profile_costs, traces_dir

@@ -12,7 +12,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from test_app_run import finish, lane_texts, run_to_end, set_up, tiny
-from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.engines import events as ev
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice

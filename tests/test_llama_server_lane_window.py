@@ -19,7 +19,6 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt
 from test_app_run import run_to_end, set_up
-from test_app_window import window  # noqa: F401  (a fixture, used by name)
 
 from specviz.engines.host import run_spec as rs
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice
