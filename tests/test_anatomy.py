@@ -80,6 +80,14 @@ def tree_step(lookahead: ev.Lookahead | None = None, source: str = "tree") -> ev
                         tree=tree, path=(0,), lookahead=lookahead)
 
 
+def medusa_tree_step() -> ev.StepEvent:
+    """tree_step as Medusa's candidate tree records it: each node named by its head."""
+    step = tree_step(source="medusa")
+    tree = tuple(dataclasses.replace(n, detail=f"head {1 if n.parent < 0 else 2}")
+                 for n in step.tree)
+    return dataclasses.replace(step, tree=tree)
+
+
 def server_steps() -> list[ev.StepEvent]:
     """What a llama-server lane records: counts of drafts, none of the refused ones named,
     no p_draft, one clock for the whole step."""
@@ -177,6 +185,9 @@ def test_the_first_refusal_strikes_the_rest(steps):
     strike = made.stages[names.index(st.STRIKE)]
     assert strike.focus == (1, 2, 3)
     assert [p.verdict for p in made.pieces] == [st.REFUSED, *[st.DROPPED] * 3]
+    # what the refusal struck fades with a light border; the refusal stays in view
+    assert [made.look(strike, i) for i in range(4)] == [st.Look(struck=True),
+                                                       *[st.Look(True, struck=True)] * 3]
     assert made.plain is None and "no plain step" in made.tally_words
 
 
@@ -226,6 +237,43 @@ def test_a_tree_is_walked_level_by_level_and_what_was_never_judged_fades():
     assert made.stages[6].focus == (3,)  # ' dog', below the refused ' a'
     assert [p.depth for p in made.pieces] == [0, 0, 1, 1]
     assert made.positions == 5  # every node and the pending token, in one pass
+
+
+def test_a_branch_not_taken_fades_with_a_light_border_and_only_the_path_stands_out():
+    made = st.anatomy(tree_step())  # ' the' taken; ' a' and ' cat' refused; ' dog' below ' a'
+    stages = {(s.name, s.title): s for s in made.stages}
+
+    def looks(name: str, title: str = "") -> dict[int, st.Look]:
+        stage = next(s for (n, t), s in stages.items() if n == name and t.startswith(title))
+        return {i: made.look(stage, i) for i in range(len(made.pieces))}
+
+    level1 = looks(st.CHECK, "Level 1")  # the two judged are in play, the refusal struck
+    assert level1[1] == st.Look(emphasis=True, struck=True)
+    assert level1[0] == st.Look(emphasis=True, lit=True)
+    level2 = looks(st.CHECK, "Level 2")  # ' a' said, so it fades; ' dog' not yet judged
+    assert level2[1] == st.Look(faded=True, struck=True) and level2[3] == st.Look()
+    fading = looks(st.STRIKE)  # the stage is about ' dog', yet it fades: no heavy border
+    assert fading[3] == st.Look(faded=True)
+    assert {i for i, look in fading.items() if look.faded} == {1, 2, 3}
+    for name in (st.STRIKE, st.OWN, st.TALLY):
+        assert [i for i, look in looks(name).items() if look.emphasis or look.lit] == [0]
+    strike = next(s for s in made.stages if s.name == st.STRIKE)
+    assert strike.caption.endswith("their branch was not taken: below a refused node")
+
+
+def test_a_sibling_never_judged_fades_for_its_own_reason(qtbot):
+    """Sampling tries siblings in turn: once one is taken the rest are passed by, unjudged,
+    with no refused node above them."""
+    tree = (ev.TreeNode(-1, 5, " the", "tree", ev.NODE_ACCEPTED, 0.25, 0.375, None, 1.0, 0.125),
+            ev.TreeNode(-1, 6, " a", "tree", ev.NODE_UNREACHED, 0.5, 0.25, ev.REJECT_UNREACHED))
+    made = st.anatomy(dataclasses.replace(tree_step(), tree=tree, path=(0,), proposed=()))
+    strike = next(s for s in made.stages if s.name == st.STRIKE)
+    assert strike.caption.endswith("not taken: on a branch passed by once a sibling was taken")
+    assert made.look(strike, 1) == st.Look(faded=True)
+    _view, pages = played(made, qtbot)
+    fading = made.stages.index(strike)
+    assert st.FADED_WORDS in pages[fading] and st.FADED_WORDS in pages[-1]
+    assert st.FADED_WORDS not in pages[fading - 1]  # nothing had faded yet
 
 
 def test_a_sampled_tree_spells_p_over_q_only_where_that_is_the_chance():
@@ -286,11 +334,11 @@ def test_the_context_is_the_prompts_last_tokens_then_the_runs(steps):
 
 
 @pytest.mark.parametrize("name", ["chain", "bonus", "nothing guessed", "sampling", "tree",
-                                  "lookahead", "server"])
+                                  "lookahead", "server", "medusa"])
 def test_every_number_drawn_is_the_events(name, steps, plain, qtbot):
     event = {"chain": lambda: steps[10], "bonus": lambda: steps[1],
              "nothing guessed": lambda: steps[21], "sampling": sampled_step,
-             "tree": tree_step, "server": lambda: server_steps()[1],
+             "tree": tree_step, "server": lambda: server_steps()[1], "medusa": medusa_tree_step,
              "lookahead": lambda: tree_step(ev.Lookahead(42, (("a", "b"), ("c", "d")), 3),
                                             "lookahead")}[name]()
     made = st.anatomy(event, st.context_pieces("def f():", []), plain)
@@ -310,6 +358,26 @@ def test_the_view_draws_each_guess_with_its_p_draft_and_its_verdict(qtbot):
     assert {"✓ kept", "✗ refused", "— thrown away"} <= set(verdicts)
     assert "p_target 0.300\nchance 0.400\ndraw 0.910" in verdicts
     assert "'␣dog'" not in " ".join(pages[0])  # the own token only once it is written
+
+
+def test_medusas_heads_name_the_levels_they_guessed(qtbot):
+    made = st.anatomy(medusa_tree_step())
+    assert made.heads == ("head 1", "head 2")
+    grow = [s for s in made.stages if s.name == st.PROPOSE]
+    assert "(head 1, head 2: a head for each position ahead" in grow[0].caption
+    _view, pages = played(made, qtbot)
+    first, second = (pages[made.stages.index(s)] for s in grow)
+    assert "head 1" in first and "head 2" not in first  # a head with its level
+    assert {"head 1", "head 2"} <= set(second)
+    # a head named on only some of a level's guesses, or another oracle: no heads
+    mixed = dataclasses.replace(medusa_tree_step(), tree=(
+        *medusa_tree_step().tree[:3], dataclasses.replace(medusa_tree_step().tree[3],
+                                                          detail="head 3")))
+    assert st.anatomy(mixed).heads == () and st.anatomy(tree_step()).heads == ()
+    chain = dataclasses.replace(sampled_step(), proposed=tuple(
+        dataclasses.replace(t, source="medusa", detail=f"head {i + 1}")
+        for i, t in enumerate(sampled_step().proposed)))
+    assert st.anatomy(chain).heads == ("head 1", "head 2", "head 3")
 
 
 def test_lookahead_shows_its_pool_and_window(qtbot):

@@ -8,9 +8,8 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import av
 import pytest
-from PIL import Image
+from video_frames import decoded, gif_frames
 
 from specviz.app.cli.main import main
 from specviz.app.export.anatomy_export import (
@@ -28,11 +27,6 @@ pytestmark = pytest.mark.gui
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "small_trace.jsonl"  # smollm2-135m, prompt-lookup, K=4, greedy
 PLAIN = DATA / "small_trace_plain.jsonl"
-
-
-def decoded(path: Path) -> list:
-    with av.open(str(path)) as container:
-        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
 # ---------------------------------------------------------------- the window
@@ -92,13 +86,9 @@ def test_a_gif_is_a_frame_a_stage_on_one_palette(tmp_path):
     assert main(["anatomy", str(TRACE), "--steps", "0-1", str(out), "--stage-seconds", "1.5",
                  "--hold", "3"]) == 0
     stages = sum(len(a.stages) for a in trace_anatomies(TRACE, 0, 1))
-    with Image.open(out) as gif:
-        assert gif.size == (960, 540) and gif.info.get("loop") == 0
-        durations = []
-        for index in range(gif.n_frames):
-            gif.seek(index)
-            durations.append(gif.info["duration"])
-    assert sum(durations) == pytest.approx((stages + 2) * 1500, abs=100)
+    gif = gif_frames(out)
+    assert gif.size == (960, 540) and gif.loop == 0
+    assert sum(gif.durations) == pytest.approx((stages + 2) * 1500, abs=100)
 
 
 def test_a_page_holds_every_stage_offline(tmp_path):

@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 from PIL import Image
 from race_traces import record_race
+from video_frames import decoded, gif_frames
 
 from specviz.app.cli.main import main
 from specviz.app.export.video import (
@@ -32,11 +32,6 @@ from specviz.engines.trace import read_trace
 @pytest.fixture(scope="module")
 def traces(tiny_model_dir, tmp_path_factory) -> list[Path]:
     return record_race(tiny_model_dir, tmp_path_factory.mktemp("video-traces"), max_tokens=24)
-
-
-def decoded(path: Path) -> list[np.ndarray]:
-    with av.open(str(path)) as container:
-        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
 def expected_frames(traces: list[Path], settings: VideoSettings) -> int:
@@ -75,15 +70,11 @@ def test_a_gif_loops_on_one_palette_and_merges_still_frames(traces, tmp_path):
     out = tmp_path / "race.gif"
     assert main(["export", *map(str, traces), str(out), "--hold", "1"]) == 0
     settings = VideoSettings.for_format(".gif", hold_s=1.0)
-    with Image.open(out) as gif:
-        assert gif.size == (960, 540) and gif.info.get("loop") == 0
-        durations = []
-        for index in range(gif.n_frames):
-            gif.seek(index)
-            durations.append(gif.info["duration"])
+    gif = gif_frames(out)
+    assert gif.size == (960, 540) and gif.loop == 0
     # the held frames are one frame lasting the hold: fewer frames, the same length
-    assert gif.n_frames < expected_frames(traces, settings)
-    assert sum(durations) == pytest.approx(expected_frames(traces, settings) * 100, abs=100)
+    assert len(gif.durations) < expected_frames(traces, settings)
+    assert sum(gif.durations) == pytest.approx(expected_frames(traces, settings) * 100, abs=100)
 
 
 def test_cancelling_leaves_no_file(traces, tmp_path):

@@ -83,6 +83,8 @@ class _Style:
             self.colours[f"{kind}-faded"] = faded
         for name in ("background", "foreground", "shade", "grid"):
             self.colours[name] = QColor(getattr(t, name))
+        self.colours["grid-faded"] = QColor(t.grid)
+        self.colours["grid-faded"].setAlpha(FADED)
         self.colours["pass"] = QColor(t.foreground)  # the target's colour: its own tokens
         self.shade = QBrush(self.colours["shade"])
         for name, colour in self.colours.items():
@@ -110,6 +112,7 @@ class _Layout:
     tree_struck: QFont | None = None
     tree_metrics: QFontMetricsF | None = None
     edges: list[tuple[int, int]] = field(default_factory=list)  # (parent or -1, child)
+    heads: list[QRectF] = field(default_factory=list)  # a tree's Medusa head over each level
     root: QRectF | None = None  # a tree's root: the pending token
 
 
@@ -373,6 +376,10 @@ def _lay_out_tree(lay: _Layout, a: st.Anatomy) -> None:
     x0 = (lay.width - (levels + 2) * column) / 2
     rows = _tree_rows(pieces)
     top, height = 9.8 * u, 12.4 * u
+    if a.heads:  # a row over the levels names the head that guessed each
+        lay.heads = [QRectF(x0 + (d + 1) * column + 0.3 * u, top, column - 1.1 * u, 1.2 * u)
+                     for d in range(len(a.heads))]
+        top, height = top + 1.3 * u, height - 1.3 * u
     row_h = min(2.6 * u, height / max(1, max(rows.values(), default=0) + 1))
     box_h = 0.8 * row_h
     for i, piece in enumerate(pieces):
@@ -527,17 +534,14 @@ class _Painter:
                    "pass", LEFT)
 
     def _card(self, i: int, rect: QRectF) -> None:
-        piece, stage, p, s, u = self.a.pieces[i], self.stage, self.p, self.s, self.u
-        judged = i in stage.judged
-        kind = KIND_REJECTED if judged and piece.verdict != st.KEPT else piece.kind
-        faded = judged and piece.verdict == st.DROPPED
-        colour = f"{kind}-faded" if faded else kind
-        p.setBrush(s.shade if judged and piece.verdict == st.KEPT
-                   else Qt.BrushStyle.NoBrush)
-        p.setPen(s.pens["focus"] if i in stage.focus else s.pens[colour])
+        piece, p, s, u = self.a.pieces[i], self.p, self.s, self.u
+        look = self.a.look(self.stage, i)
+        colour = _colour(piece, look)
+        p.setBrush(s.shade if look.lit else Qt.BrushStyle.NoBrush)
+        p.setPen(s.pens["focus"] if look.emphasis else s.pens[colour])
         p.drawRoundedRect(rect, 0.35 * u, 0.35 * u)
         token = QRectF(rect.x(), rect.y() + 0.2 * u, rect.width(), 2.0 * u)
-        font = "struck" if judged and piece.verdict != st.KEPT else "token"
+        font = "struck" if look.struck else "token"
         self._text(token, _elided(piece.text, s.metrics[font], rect.width() - 0.4 * u), font,
                    colour, CENTRE)
         self._text(QRectF(rect.x() + 0.3 * u, rect.y() + 2.2 * u, rect.width() - 0.6 * u,
@@ -569,12 +573,11 @@ class _Painter:
 
     def _tree(self) -> None:
         lay, stage, p, s = self.lay, self.stage, self.p, self.s
-        path = set(self.a.event.path or ())
         for parent, child in lay.edges:
             if child not in stage.visible:
                 continue
-            lit = stage.own_shown and child in path
-            p.setPen(s.pens["pass" if lit else "grid"])
+            look = self.a.look(stage, child)  # the path lit as the walk takes it
+            p.setPen(s.pens["pass" if look.lit else "grid-faded" if look.faded else "grid"])
             start = lay.root if parent < 0 else lay.cards[parent]
             end = lay.cards[child]
             p.drawLine(QPointF(start.right(), start.center().y()),
@@ -583,6 +586,10 @@ class _Painter:
         for i, rect in enumerate(lay.cards):
             if i in stage.visible:
                 self._node(i, rect)
+        shown = {self.a.pieces[i].depth for i in stage.visible}
+        for depth, (rect, head) in enumerate(zip(lay.heads, self.a.heads)):
+            if depth in shown:
+                self._text(rect, head, "small", self.a.pieces[0].kind, CENTRE)
         if stage.pass_drawn:
             self._tree_pass_label()
 
@@ -594,17 +601,13 @@ class _Painter:
         self._text(rect, "now", "small", "grid", CENTRE)
 
     def _node(self, i: int, rect: QRectF) -> None:
-        piece, stage, p, s, u = self.a.pieces[i], self.stage, self.p, self.s, self.u
-        judged = i in stage.judged
-        faded = judged and piece.verdict != st.KEPT and i not in stage.focus  # once it is said
-        kind = KIND_REJECTED if judged and piece.verdict == st.REFUSED else piece.kind
-        colour = f"{kind}-faded" if faded else kind
-        lit = judged and piece.verdict == st.KEPT
-        p.setBrush(s.shade if lit else Qt.BrushStyle.NoBrush)
-        p.setPen(s.pens["focus"] if i in stage.focus else s.pens[colour])
+        piece, p, s, u = self.a.pieces[i], self.p, self.s, self.u
+        look = self.a.look(self.stage, i)
+        colour = _colour(piece, look)
+        p.setBrush(s.shade if look.lit else Qt.BrushStyle.NoBrush)
+        p.setPen(s.pens["focus"] if look.emphasis else s.pens[colour])
         p.drawRoundedRect(rect, 0.25 * u, 0.25 * u)
-        struck = judged and piece.verdict == st.REFUSED
-        font = self.lay.tree_struck if struck else self.lay.tree_font
+        font = self.lay.tree_struck if look.struck else self.lay.tree_font
         p.setFont(font)
         p.setPen(s.pens[colour])
         token = rect
@@ -634,8 +637,11 @@ class _Painter:
             start = self.lay.cards[path[-1]] if path else self.lay.root
             self.p.setPen(s.pens["pass"])
             if rect.top() > start.bottom():  # below the tree: the node's children hold its row
-                self.p.drawLine(QPointF(start.center().x(), start.bottom()),
-                                QPointF(rect.center().x(), rect.top()))
+                # Down the gap between the columns, so the lit line crosses no faded node.
+                gap = (start.right() + rect.left()) / 2
+                mid, low = start.center().y(), rect.center().y()
+                self.p.drawPolyline([QPointF(start.right(), mid), QPointF(gap, mid),
+                                     QPointF(gap, low), QPointF(rect.left(), low)])
             else:
                 self.p.drawLine(QPointF(start.right(), start.center().y()),
                                 QPointF(rect.left(), rect.center().y()))
@@ -706,13 +712,19 @@ class _Painter:
         u = self.u
         kinds = list(dict.fromkeys(piece.kind for piece in self.a.pieces))
         kinds += [KIND_REJECTED, KIND_TARGET]
+        words_of = {KIND_REJECTED: "refused", KIND_TARGET: "the target's own"}
+        if self.a.is_tree and any(self.a.look(self.stage, i).faded
+                                  for i in self.stage.visible):
+            # Once the captions move on, the faded branches still say why they faded.
+            faded = f"{self.a.pieces[0].kind}-faded"
+            kinds.append(faded)
+            words_of[faded] = st.FADED_WORDS
         x = 1.5 * u
         metrics = self.s.metrics["small"]
         for kind in kinds:
             self.p.fillRect(QRectF(x, (LEGEND_TOP + 0.35) * u, 0.8 * u, 0.8 * u),
                             self.s.colours[kind])
-            words = "refused" if kind == KIND_REJECTED else (
-                "the target's own" if kind == KIND_TARGET else KIND_LABELS[kind])
+            words = words_of.get(kind) or KIND_LABELS[kind]
             self._text(QRectF(x + 1.1 * u, LEGEND_TOP * u, 12 * u, 1.5 * u), words, "small",
                        "foreground", LEFT)
             x += 2.2 * u + metrics.horizontalAdvance(words)
@@ -728,6 +740,11 @@ class _Painter:
                 f"Jacobi window after it: {rows}")
         self._text(QRectF(x, LEGEND_TOP * self.u, width, 1.5 * self.u),
                    _elided(text, self.s.metrics["small"], width), "small", "grid", LEFT)
+
+
+def _colour(piece: st.Piece, look: st.Look) -> str:
+    kind = KIND_REJECTED if look.struck else piece.kind
+    return f"{kind}-faded" if look.faded else kind
 
 
 def _elided(text: str, metrics: QFontMetricsF, width: float) -> str:

@@ -31,6 +31,10 @@ KEPT = "kept"
 REFUSED = "refused"
 DROPPED = "dropped"  # after a refusal (or below a refused tree node): never judged
 
+FADED_WORDS = "faded: a branch not taken"  # a tree's legend once a branch has faded
+
+HEADS_SOURCE = "medusa"  # guesses by heads on the target's own hidden state, one a position
+
 CONTEXT_PIECES = 10  # the context's last tokens shown
 PROMPT_TAIL_CHARS = 48  # the prompt's end, where the run has fewer tokens than that
 
@@ -75,6 +79,16 @@ class Stage:
     tally_shown: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """How one guess is drawn at one stage: what the view needs beyond the piece itself."""
+
+    faded: bool = False  # no longer in play (a branch not taken): faded, with a light border
+    emphasis: bool = False  # a heavy border: what the stage judges now, or the path taken
+    lit: bool = False  # shaded: kept (on the path taken)
+    struck: bool = False  # refused (or thrown away after a refusal): the refused colour, struck
+
+
 @dataclass(frozen=True)
 class Anatomy:
     event: ev.StepEvent
@@ -90,6 +104,36 @@ class Anatomy:
     @property
     def is_tree(self) -> bool:
         return bool(self.event.tree)  # a tree step that guessed nothing is drawn as a chain
+
+    def look(self, stage: Stage, index: int) -> Look:
+        """How guess `index` is drawn at `stage`. A tree's branch not taken (a refused node
+        once its level is judged, and every node below or beside the path never judged) fades
+        with a light border, so that only the path taken and what is being judged stand out;
+        a chain's refusal stays in view, what came after it fades once struck."""
+        if index not in stage.judged:
+            return Look(emphasis=index in stage.focus)
+        verdict = self.pieces[index].verdict
+        if verdict == KEPT:
+            return Look(emphasis=self.is_tree or index in stage.focus, lit=True)
+        if self.is_tree:
+            faded = verdict == DROPPED or index not in stage.focus
+            return Look(faded=faded, emphasis=not faded, struck=verdict == REFUSED)
+        faded = verdict == DROPPED
+        return Look(faded=faded, emphasis=not faded and index in stage.focus, struck=True)
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """Medusa's heads, one a level (a tree's depth, a chain's position): the head that
+        guessed that level's tokens, as the event names it; () where it names none."""
+        raw = self.event.tree or self.event.proposed
+        if not raw or any(t.source != HEADS_SOURCE or not t.detail for t in raw):
+            return ()
+        levels: dict[int, set[str]] = {}
+        for piece, t in zip(self.pieces, raw):
+            levels.setdefault(piece.depth, set()).add(t.detail)
+        if any(len(named) != 1 for named in levels.values()):
+            return ()
+        return tuple(next(iter(levels[d])) for d in sorted(levels))
 
     @property
     def positions(self) -> int:
@@ -363,7 +407,9 @@ def _guess_caption(made: Anatomy) -> str:
         return (f"{made.server} guesses ahead with its own drafter (it does not say how sure the "
                 "drafter was)")
     cost = f"in {ms(e.timing.draft_ms)}, without running the big model"
-    return f"{e.oracle} guesses what comes next, {cost}"
+    heads = (f" ({', '.join(made.heads)}: a head for each position ahead, every one reading "
+             "the big model's last hidden state)" if made.heads else "")
+    return f"{e.oracle} guesses what comes next, {cost}{heads}"
 
 
 def _chain_stages(made: Anatomy) -> list[Stage]:
@@ -450,10 +496,26 @@ def _tree_stages(made: Anatomy) -> list[Stage]:
               *_walk(made, every)]
     dropped = tuple(i for i, p in enumerate(pieces) if p.verdict == DROPPED)
     if dropped:
-        stages.append(Stage(STRIKE, "Branches below a refused node fade",
-                            "They were scored in the same pass but never checked: their parent "
-                            "was not taken", every, every, dropped, True))
+        stages.append(Stage(STRIKE, "The branches not taken fade", _fade_caption(made, dropped),
+                            every, every, dropped, True))
     return [*stages, *_last_stages(made, every)]
+
+
+def _fade_caption(made: Anatomy, dropped: tuple[int, ...]) -> str:
+    """Why the nodes never judged were not: a refused node above them, or (sampling tries
+    siblings in turn) a sibling on their branch's way taken before them."""
+    pieces = made.pieces
+
+    def below_refusal(i: int) -> bool:
+        while i >= 0 and pieces[i].verdict != REFUSED:
+            i = pieces[i].parent
+        return i >= 0
+
+    below = [below_refusal(i) for i in dropped]
+    reasons = (["below a refused node"] if any(below) else []) + (
+        ["on a branch passed by once a sibling was taken"] if not all(below) else [])
+    return ("Scored in the same pass but never checked, as their branch was not taken: "
+            + ", or ".join(reasons))
 
 
 def _growing(made: Anatomy) -> list[Stage]:
