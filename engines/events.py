@@ -132,6 +132,27 @@ class Lookahead:
 
 
 @dataclass(frozen=True, slots=True)
+class ResidualToken:
+    """One token of the residual a sampled correction was drawn from."""
+
+    id: int
+    text: str  # its text piece after the step's kept guesses
+    p: float  # its probability in the residual, normalised
+    rank: int  # 0: the residual's likeliest token
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """Sampling, after a refusal: what the correction was drawn from, norm(max(0, p_target -
+    p_draft)) over the vocabulary (p_draft a point mass at the refused guess where the oracle
+    has no probabilities). Only its head is kept: a vocabulary's worth would swamp a trace."""
+
+    mass: float  # sum of max(0, p_target - p_draft) before normalising: p_target above p_draft
+    # Its likeliest tokens, likeliest first; then the drawn correction where it ranks below.
+    top: tuple[ResidualToken, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TargetToken:
     """The token the target produced itself at the end of the step."""
 
@@ -141,6 +162,7 @@ class TargetToken:
     # None where the engine does not say (a server lane)
     p_target: float | None = None
     margin: float | None = None  # top-1 minus top-2 logit: small values mark near-ties
+    residual: Residual | None = None  # a correction drawn after a sampled refusal (chains)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +352,7 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         k=d["k"],
         position=d["position"],
         proposed=proposed,
-        target=TargetToken(**d["target"]),
+        target=_target_from_dict(d["target"]),
         text=d["text"],
         timing=Timing(**d["timing"]),
         totals=Totals(**d["totals"]),
@@ -343,6 +365,14 @@ def _step_from_dict(d: dict[str, Any]) -> StepEvent:
         auto_k=bool(d.get("auto_k", False)),
         explored=bool(d.get("explored", False)),
     )
+
+
+def _target_from_dict(d: dict[str, Any]) -> TargetToken:
+    residual = d.get("residual")
+    if residual is not None:
+        residual = Residual(residual["mass"],
+                            tuple(ResidualToken(**t) for t in residual.get("top", ())))
+    return TargetToken(**{**d, "residual": residual})
 
 
 def _lookahead_from_dict(d: dict[str, Any]) -> Lookahead:

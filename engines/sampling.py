@@ -102,6 +102,24 @@ def sample(p: np.ndarray, rng: np.random.Generator) -> int:
                    len(p) - 1))
 
 
+def top_tokens(p: np.ndarray, k: int) -> list[int]:
+    """The k likeliest tokens of a distribution, likeliest first, leaving out any of
+    probability 0; of equally likely tokens the lower id comes first (`rank_of` agrees).
+    One partial sort of the row, not a full one."""
+    k = min(k, len(p))
+    if k <= 0:
+        return []
+    kth = np.partition(p, len(p) - k)[len(p) - k]
+    above = np.flatnonzero(p > kth)
+    head = [*above, *np.flatnonzero(p == kth)[: k - len(above)]]
+    return sorted((int(i) for i in head if p[i] > 0), key=lambda i: (-p[i], i))
+
+
+def rank_of(p: np.ndarray, token: int) -> int:
+    """The token's place in p, likeliest first (0: the likeliest), as `top_tokens` orders."""
+    return int(np.count_nonzero(p > p[token]) + np.count_nonzero(p[:token] == p[token]))
+
+
 def margin(logits: np.ndarray, best: int | None = None) -> float:
     """Top-1 minus top-2 logit: how close the greedy choice was to a tie (`best`: the
     argmax, where known)."""

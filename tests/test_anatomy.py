@@ -33,6 +33,8 @@ DATA = Path(__file__).parent / "data"
 TRACE = DATA / "small_trace.jsonl"  # smollm2-135m, prompt-lookup, K=4, greedy
 PLAIN = DATA / "small_trace_plain.jsonl"  # the same prompt decoded plainly
 OLDER = (DATA / "trace_before_inputs_ngram.jsonl", DATA / "trace_before_inputs_early_exit.jsonl")
+# prompt lookup at temperature 0.8, written before a correction kept the residual it came from
+BEFORE_RESIDUAL = DATA / "trace_before_residual.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,21 @@ def sampled_step() -> ev.StepEvent:
                         ev.TargetToken(8, " dog", ev.TARGET_CORRECTION, 0.125, 0.75),
                         " the dog", ev.Timing(3.25, 41.5, 0.5),
                         ev.Totals(20, 8, 24, 12, 20.0, 300.0, 4.0))
+
+
+def residual_step(drawn_rank: int = 0) -> ev.StepEvent:
+    """sampled_step as the session now records it: ' dog' drawn from the residual (mass 0.25:
+    p_target 0.125 of ' dog' over it is 0.5), or, with `drawn_rank`, from further down."""
+    top = [ev.ResidualToken(9, " bird", 0.25, 1), ev.ResidualToken(10, " mat", 0.125, 2),
+           ev.ResidualToken(11, " hat", 0.0625, 3)]
+    dog = ev.ResidualToken(8, " dog", 0.5, drawn_rank)
+    if drawn_rank:  # the head's first place then goes to another token
+        top = [ev.ResidualToken(12, " cow", 0.5, 0), *top, dataclasses.replace(dog, p=0.03125)]
+    else:
+        top = [dog, *top]
+    step = sampled_step()
+    target = dataclasses.replace(step.target, residual=ev.Residual(0.25, tuple(top)))
+    return dataclasses.replace(step, target=target)
 
 
 def tree_step(lookahead: ev.Lookahead | None = None, source: str = "tree") -> ev.StepEvent:
@@ -140,6 +157,9 @@ def event_numbers(made: st.Anatomy) -> set[str]:
         words += [prob(v) for v in (t.p_draft, t.p_target, t.accept_prob, t.draw)
                   if v is not None]
     words += [prob(e.target.p_target)] if e.target.p_target is not None else []
+    if e.target.residual is not None:
+        words.append(st.percent(e.target.residual.mass))
+        words += [f"{prob(t.p)} #{t.rank + 1} {t.text}" for t in e.target.residual.top]
     t = e.timing
     words += [st.ms(v) for v in (t.draft_ms, t.verify_ms, t.other_ms, t.total_ms)]
     if made.plain is not None:
@@ -219,6 +239,48 @@ def test_a_sampling_step_says_the_draw_against_p_target_over_p_draft():
                                "0.750) = 0.400; the draw 0.910 did not fall below it: refused")
     own = next(s for s in made.stages if s.name == st.OWN)
     assert "'␣dog' (p_target 0.125)" in own.caption and "max(0, p_target − p_draft)" in own.caption
+
+
+def test_a_sampled_correction_shows_the_residual_it_was_drawn_from():
+    made = st.anatomy(residual_step())
+    assert made.residual == (st.ResidualBar("␣dog", 0.5, 0, True),
+                             st.ResidualBar("␣bird", 0.25, 1, False),
+                             st.ResidualBar("␣mat", 0.125, 2, False),
+                             st.ResidualBar("␣hat", 0.0625, 3, False))
+    assert made.residual_words == ("'␣cat' refused: drawn again from what the target wanted "
+                                   "more than the guess (residual, 25% of the mass)")
+    own = next(s for s in made.stages if s.name == st.OWN)
+    assert own.residual_shown and "25% of p_target lay above p_draft" in own.caption
+    assert [s.name for s in made.stages if s.residual_shown] == [st.OWN]
+    below = st.anatomy(residual_step(drawn_rank=11)).residual
+    assert [b.drawn for b in below] == [False] * 4 + [True] and below[-1].rank == 11
+
+
+def test_without_a_residual_the_correction_keeps_its_words(qtbot):
+    """Older traces, greedy steps and servers keep none: the words alone, no bars."""
+    trace = read_trace(BEFORE_RESIDUAL)
+    step = next(s for s in trace.steps if any(t.reject_reason == ev.REJECT_SAMPLED
+                                              for t in s.proposed))
+    made = st.anatomy(step)
+    assert made.residual == () and made.residual_words == ""
+    own = next(s for s in made.stages if s.name == st.OWN)
+    assert not own.residual_shown
+    assert own.caption.endswith("from what it wanted more than the guesser did: "
+                                "norm(max(0, p_target − p_draft))")
+    _view, pages = played(made, qtbot)
+    assert not any("residual" in t for page in pages for t in page)
+
+
+def test_the_view_draws_the_residuals_bars_at_the_correction(qtbot):
+    made = st.anatomy(residual_step())
+    view, pages = played(made, qtbot)
+    own = pages[made.stages.index(next(s for s in made.stages if s.name == st.OWN))]
+    assert made.residual_words in own
+    assert {"␣dog", "0.500  ◀ drawn", "␣bird", "0.250", "␣hat", "0.062"} <= set(own)
+    assert not any("◀ drawn" in t for t in pages[-1])  # the tally takes over
+    below = st.anatomy(residual_step(drawn_rank=11))
+    view.set_anatomy(below, len(below.stages) - 2)
+    assert "#12 ␣dog" in drawn(view) and "0.031  ◀ drawn" in view.texts
 
 
 def test_a_tree_is_walked_level_by_level_and_what_was_never_judged_fades():
@@ -307,7 +369,7 @@ def test_a_server_step_shows_only_what_the_server_reports(qtbot):
 
 
 def test_older_traces_play_every_step(qtbot):
-    for path in OLDER:
+    for path in (*OLDER, BEFORE_RESIDUAL):
         trace = read_trace(path)
         assert trace.steps, path
         for n, step in enumerate(trace.steps):
@@ -333,11 +395,12 @@ def test_the_context_is_the_prompts_last_tokens_then_the_runs(steps):
 # ---------------------------------------------------------------- what the view draws
 
 
-@pytest.mark.parametrize("name", ["chain", "bonus", "nothing guessed", "sampling", "tree",
-                                  "lookahead", "server", "medusa"])
+@pytest.mark.parametrize("name", ["chain", "bonus", "nothing guessed", "sampling", "residual",
+                                  "tree", "lookahead", "server", "medusa"])
 def test_every_number_drawn_is_the_events(name, steps, plain, qtbot):
     event = {"chain": lambda: steps[10], "bonus": lambda: steps[1],
              "nothing guessed": lambda: steps[21], "sampling": sampled_step,
+             "residual": lambda: residual_step(drawn_rank=11),
              "tree": tree_step, "server": lambda: server_steps()[1], "medusa": medusa_tree_step,
              "lookahead": lambda: tree_step(ev.Lookahead(42, (("a", "b"), ("c", "d")), 3),
                                             "lookahead")}[name]()

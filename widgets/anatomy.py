@@ -66,7 +66,8 @@ class _Style:
         for name, size, bold, family in (
                 ("title", 1.5, True, None), ("caption", 0.92, False, None),
                 ("token", 1.3, True, fixed), ("context", 0.95, False, fixed),
-                ("label", 0.72, True, None), ("small", 0.62, False, None)):
+                ("label", 0.72, True, None), ("small", 0.62, False, None),
+                ("bar", 0.62, False, fixed), ("bar-drawn", 0.62, True, fixed)):
             font = QFont(family) if family else QFont()
             font.setPixelSize(max(6, round(size * self.u)))
             font.setBold(bold)
@@ -114,6 +115,7 @@ class _Layout:
     edges: list[tuple[int, int]] = field(default_factory=list)  # (parent or -1, child)
     heads: list[QRectF] = field(default_factory=list)  # a tree's Medusa head over each level
     root: QRectF | None = None  # a tree's root: the pending token
+    residual: QRectF | None = None  # a sampled correction's residual, beside its own token
 
 
 class AnatomyView(QWidget):
@@ -339,6 +341,8 @@ CARDS_TOP, CARD_H = 11.6, 5.2  # the guesses' row (units)
 OWN_TOP, OWN_H = 23.0, 3.4  # the target's own token
 BARS_TOP = 27.0  # the step's time against a plain step's
 LEGEND_TOP = 33.0
+# A sampled correction's residual: its one-line caption (two lines' room), then a bar a token.
+RESIDUAL_TOP, RESIDUAL_W, RESIDUAL_HEAD, RESIDUAL_ROW = 21.3, 26.0, 1.6, 0.7
 # Over the target's own token in a chain: where it goes.
 OWN_PLACE = {TARGET_CORRECTION: "▼ in place of the refused guess",
              TARGET_BONUS: "▼ one more, from the same pass"}
@@ -367,6 +371,22 @@ def _lay_out_chain(lay: _Layout, a: st.Anatomy) -> None:
             lay.extra = rect
     at = lay.cards[a.event.n_accepted] if a.event.n_accepted < len(lay.cards) else lay.extra
     lay.own = QRectF(at.x(), OWN_TOP * u, at.width(), OWN_H * u)
+    if a.residual:
+        lay.residual = _residual_panel(lay.own, lay.width, u, len(a.residual))
+
+
+def _residual_panel(own: QRectF, width: float, u: float, bars: int) -> QRectF | None:
+    """Beside the correction, on the side with more room: under the kept guesses' numbers
+    and over the step's time (None where the view is too narrow to read it)."""
+    right = width - 1.5 * u - (own.right() + 1.2 * u)
+    left = own.left() - 1.2 * u - 1.5 * u
+    room = min(max(left, right), RESIDUAL_W * u)
+    if room < 12 * u:
+        return None
+    height = (RESIDUAL_HEAD + bars * RESIDUAL_ROW) * u
+    top = min(RESIDUAL_TOP, BARS_TOP - 0.1 - height / u) * u
+    x = own.right() + 1.2 * u if right >= left else own.left() - 1.2 * u - room
+    return QRectF(x, top, room, height)
 
 
 def _lay_out_tree(lay: _Layout, a: st.Anatomy) -> None:
@@ -461,6 +481,8 @@ class _Painter:
             self._chain()
         if self.stage.own_shown:
             self._own()
+        if self.stage.residual_shown and self.lay.residual is not None:
+            self._residual()
         if self.stage.pass_drawn:
             self._bars()
         self._legend()
@@ -662,6 +684,32 @@ class _Painter:
                    KIND_TARGET, CENTRE)
         self._text(QRectF(rect.x(), rect.y() + 2.0 * u, rect.width(), 1.2 * u),
                    f"target's own · {a.event.target.kind}", "small", "foreground", CENTRE)
+
+    def _residual(self) -> None:
+        """What the correction was drawn from: the residual's likeliest tokens as bars on one
+        absolute scale (a full bar is probability 1), the drawn one in the target's colour."""
+        rect, u, p, s = self.lay.residual, self.u, self.p, self.s
+        self._text(QRectF(rect.x(), rect.y(), rect.width(), RESIDUAL_HEAD * u),
+                   self.a.residual_words, "small", "foreground", TOP_LEFT | WRAP)
+        label_w, value_w = 7.0 * u, 5.6 * u
+        scale = rect.width() - label_w - value_w - 0.6 * u
+        y = rect.y() + RESIDUAL_HEAD * u
+        for i, bar in enumerate(self.a.residual):
+            row = QRectF(rect.x(), y + i * RESIDUAL_ROW * u, rect.width(), RESIDUAL_ROW * u)
+            colour = KIND_TARGET if bar.drawn else "grid"
+            font = "bar-drawn" if bar.drawn else "bar"
+            # The drawn token may rank below the others kept: its rank says how far.
+            label = bar.text if bar.rank == i else f"#{bar.rank + 1} {bar.text}"
+            self._text(QRectF(row.x(), row.y(), label_w - 0.3 * u, row.height()),
+                       _elided(label, s.metrics[font], label_w - 0.3 * u), font, colour,
+                       Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            track = QRectF(row.x() + label_w, row.y() + 0.12 * u, scale, row.height() - 0.24 * u)
+            p.fillRect(track, s.colours["shade"])
+            p.fillRect(QRectF(track.x(), track.y(), max(0.06 * u, bar.p * scale),
+                              track.height()), s.colours[colour])
+            value = f"{prob(bar.p)}  ◀ drawn" if bar.drawn else prob(bar.p)
+            self._text(QRectF(track.right() + 0.3 * u, row.y(), value_w, row.height()), value,
+                       font if bar.drawn else "small", colour, LEFT)
 
     def _bars(self) -> None:
         """The step's time, split as the event records it, above one plain step's."""

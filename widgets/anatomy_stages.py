@@ -67,6 +67,16 @@ class Piece:
 
 
 @dataclass(frozen=True, slots=True)
+class ResidualBar:
+    """One token of the residual a sampled correction was drawn from, as a bar."""
+
+    text: str  # whitespace made visible
+    p: float  # its probability in the residual, normalised
+    rank: int  # 0: the residual's likeliest (the drawn one may rank further down)
+    drawn: bool  # the correction the target drew
+
+
+@dataclass(frozen=True, slots=True)
 class Stage:
     name: str
     title: str  # the headline a listener reads
@@ -77,6 +87,7 @@ class Stage:
     pass_drawn: bool = False
     own_shown: bool = False
     tally_shown: bool = False
+    residual_shown: bool = False  # the residual's bars beside a sampled correction
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,9 @@ class Anatomy:
     plain: PlainCost | None
     server: str | None  # the serving engine that judged the step, for a server lane
     sampling: bool  # judged by p_target/p_draft against a uniform draw
+    # A sampled correction: the residual's likeliest tokens it was drawn from (the event's);
+    # () where the event keeps none (greedy, a server, a trace older than the field).
+    residual: tuple[ResidualBar, ...] = ()
     stages: tuple[Stage, ...] = field(default=())
 
     @property
@@ -120,6 +134,20 @@ class Anatomy:
             return Look(faded=faded, emphasis=not faded, struck=verdict == REFUSED)
         faded = verdict == DROPPED
         return Look(faded=faded, emphasis=not faded and index in stage.focus, struck=True)
+
+    @property
+    def residual_words(self) -> str:
+        """The residual's bars in one line: why the correction was drawn from them."""
+        drawn_from = self.event.target.residual
+        if drawn_from is None:
+            return ""
+        refused = next((t for t in self.event.proposed
+                        if t.reject_reason == ev.REJECT_SAMPLED), None)
+        said = f"{shown(refused.text)!r} refused" if refused else "refused"
+        if drawn_from.mass <= 0:  # nothing of p_target lay above p_draft: p_target itself
+            return f"{said}: drawn again from the target's own distribution"
+        return (f"{said}: drawn again from what the target wanted more than the guess "
+                f"(residual, {percent(drawn_from.mass)} of the mass)")
 
     @property
     def heads(self) -> tuple[str, ...]:
@@ -190,6 +218,16 @@ def ms(value: float) -> str:
     return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
 
 
+def percent(share: float) -> str:
+    """A share of probability mass as a listener reads it: whole percent, finer below 10%."""
+    value = 100 * share
+    if 0 < value < 0.1:
+        return "<0.1%"
+    if 99.9 < value < 100:  # not all of it: rounding must not say so
+        return ">99.9%"
+    return f"{value:.0f}%" if 10 <= value < 99.5 or value in (0, 100) else f"{value:.1f}%"
+
+
 # ---------------------------------------------------------------- building
 
 
@@ -200,7 +238,8 @@ def anatomy(event: ev.StepEvent, context: Sequence[str] = (),
     sampling = any(p.draw is not None for p in _judged_fields(event))
     pieces = _tree_pieces(event) if event.tree else _chain_pieces(event)
     own, own_words = shown(event.target.text), _own_words(event, sampling, server)
-    made = Anatomy(event, tuple(context), pieces, own, own_words, plain, server, sampling)
+    made = Anatomy(event, tuple(context), pieces, own, own_words, plain, server, sampling,
+                   _residual_bars(event))
     return replace(made, stages=tuple(_tree_stages(made) if made.is_tree
                                       else _chain_stages(made)))
 
@@ -375,6 +414,15 @@ def _chosen_after(event: ev.StepEvent, parent: int) -> str:
     return shown(tree[taken].text if taken is not None else event.target.text)
 
 
+def _residual_bars(event: ev.StepEvent) -> tuple[ResidualBar, ...]:
+    """The residual a chain's sampled correction was drawn from, where the event keeps it."""
+    drawn_from = event.target.residual
+    if drawn_from is None or event.tree or event.target.kind != ev.TARGET_CORRECTION:
+        return ()
+    return tuple(ResidualBar(shown(t.text) or "∅", t.p, t.rank, t.id == event.target.id)
+                 for t in drawn_from.top)
+
+
 def _own_words(event: ev.StepEvent, sampling: bool, server: str | None) -> str:
     target, kind = event.target, event.target.kind
     p = "" if target.p_target is None else f" (p_target {prob(target.p_target)})"
@@ -385,6 +433,10 @@ def _own_words(event: ev.StepEvent, sampling: bool, server: str | None) -> str:
         return f"the pass gives the target's next token, {shown(target.text)!r}{p}"
     if server:
         return f"{server} writes its own token instead: {shown(target.text)!r}"
+    if sampling and target.residual is not None and target.residual.mass > 0:
+        return (f"in place of the refused guess the target draws {shown(target.text)!r}{p} from "
+                "what it wanted more than the guesser did, norm(max(0, p_target − p_draft)): "
+                f"{percent(target.residual.mass)} of p_target lay above p_draft")
     if sampling:
         return (f"in place of the refused guess the target draws {shown(target.text)!r}{p} from "
                 "what it wanted more than the guesser did: norm(max(0, p_target − p_draft))")
@@ -473,7 +525,8 @@ def _last_stages(made: Anatomy, every: frozenset[int]) -> list[Stage]:
                  ev.TARGET_CORRECTION: "Correction: the target's own token",
                  ev.TARGET_PLAIN: "The target's own token"}
     title = own_title.get(made.event.target.kind, "The target's own token")
-    return [Stage(OWN, title, made.own_words, every, every, (), True, True),
+    return [Stage(OWN, title, made.own_words, every, every, (), True, True,
+                  residual_shown=bool(made.residual)),
             Stage(TALLY, made.tally, made.tally_words, every, every, (), True, True, True)]
 
 

@@ -297,8 +297,10 @@ def _event_tokens(proposal: Proposal, verdict: Verdict, stream: TextStream):
         )
         for i, (tok, j) in enumerate(zip(proposal.tokens, verdict.judgements))
     )
+    drawn_from = verdict.residual and verdict.residual.event(lambda t: stream.fork().push(t))
     piece = stream.push(verdict.token)
-    target = ev.TargetToken(verdict.token, piece, verdict.kind, verdict.p_token, verdict.margin)
+    target = ev.TargetToken(verdict.token, piece, verdict.kind, verdict.p_token, verdict.margin,
+                            drawn_from)
     return proposed, target, "".join(pieces[:n]) + piece
 
 

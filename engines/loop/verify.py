@@ -11,13 +11,23 @@ acceptance draw the bonus token from p. An oracle without probabilities is a poi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import events as ev
-from ..sampling import RowStats, SamplingParams, distribution, margin, sample
+from ..sampling import (
+    RowStats,
+    SamplingParams,
+    distribution,
+    margin,
+    rank_of,
+    sample,
+    top_tokens,
+)
+
+RESIDUAL_TOP = 5  # the residual's likeliest tokens a sampled correction records
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,26 @@ class Judgement:
 
 
 @dataclass(frozen=True)
+class ResidualDraw:
+    """The residual a sampled correction was drawn from, as the event records it: its mass
+    before normalising and its likeliest (token, probability, rank), the drawn one included."""
+
+    mass: float
+    top: tuple[tuple[int, float, int], ...]
+
+    @staticmethod
+    def of(r: np.ndarray, mass: float, drawn: int) -> ResidualDraw:
+        top = [(t, float(r[t]), rank) for rank, t in enumerate(top_tokens(r, RESIDUAL_TOP))]
+        if all(t != drawn for t, _, _ in top):  # drawn from further down: where, and how likely
+            top.append((drawn, float(r[drawn]), rank_of(r, drawn)))
+        return ResidualDraw(mass, tuple(top))
+
+    def event(self, text_of: Callable[[int], str]) -> ev.Residual:
+        return ev.Residual(self.mass, tuple(ev.ResidualToken(t, text_of(t), p, rank)
+                                            for t, p, rank in self.top))
+
+
+@dataclass(frozen=True)
 class Verdict:
     judgements: tuple[Judgement, ...]
     n_accepted: int
@@ -39,6 +69,7 @@ class Verdict:
     kind: str  # ev.TARGET_*
     p_token: float
     margin: float
+    residual: ResidualDraw | None = None  # sampling: what a correction was drawn from
 
 
 def verify(
@@ -76,7 +107,7 @@ def _greedy(proposal: Sequence[int], logits: np.ndarray) -> Verdict:
 def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
     judgements: list[Judgement] = []
     token: int | None = None
-    kind, p_token = ev.TARGET_PLAIN, 0.0
+    kind, p_token, drawn_from = ev.TARGET_PLAIN, 0.0, None
     for i, tok in enumerate(proposal):
         p = distribution(logits[i], params)
         if token is not None:  # already rejected earlier: these are never judged
@@ -90,25 +121,34 @@ def _sampled(proposal, q_rows, logits, params: SamplingParams, rng) -> Verdict:
             judgements.append(Judgement(True, float(p[tok]), None, a, u))
             continue
         judgements.append(Judgement(False, float(p[tok]), ev.REJECT_SAMPLED, a, u))
-        token = sample(residual(p, q, tok), rng)
+        r, mass = residual_and_mass(p, q, tok)
+        token = sample(r, rng)
         kind, p_token = ev.TARGET_CORRECTION, float(p[token])
+        drawn_from = ResidualDraw.of(r, mass, token)
     n = _n_accepted(judgements)
     if token is None:
         p = distribution(logits[n], params)
         token = sample(p, rng)
         kind, p_token = _kind(proposal, n), float(p[token])
-    return Verdict(tuple(judgements), n, token, kind, p_token, margin(logits[n]))
+    return Verdict(tuple(judgements), n, token, kind, p_token, margin(logits[n]), drawn_from)
 
 
 def residual(p: np.ndarray, q: np.ndarray | None, tok: int) -> np.ndarray:
     """norm(max(0, p - q)); q is a point mass at `tok` when the oracle has no probabilities."""
+    return residual_and_mass(p, q, tok)[0]
+
+
+def residual_and_mass(p: np.ndarray, q: np.ndarray | None,
+                      tok: int) -> tuple[np.ndarray, float]:
+    """The residual and its mass before normalising, sum(max(0, p - q)); where none is left
+    (p no greater than q anywhere) the draw falls back on p itself."""
     if q is None:
         r = p.copy()
         r[tok] = 0.0
     else:
         r = np.maximum(p - q, 0.0)
-    total = r.sum()
-    return r / total if total > 0 else p
+    total = float(r.sum())
+    return (r / total if total > 0 else p), total
 
 
 def _n_accepted(judgements: list[Judgement]) -> int:
