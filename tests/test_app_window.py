@@ -209,7 +209,7 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 
 def test_settings_round_trip(app_env, qtbot, tmp_path):
     from specviz.app.main_window import MainWindow
-    from specviz.engines.host.run_spec import LaneSpec
+    from specviz.engines.host.run_spec import LaneSpec, ServerSpec
     from specviz.engines.oracles.registry import SERVER
 
     first = MainWindow()
@@ -220,8 +220,8 @@ def test_settings_round_trip(app_env, qtbot, tmp_path):
     # Settings without a control in the lane are kept too (they were lost at restart).
     remembered = [LaneSpec("tree", 5, "/models/draft.gguf", settings={"split": 0.3, "budget": 9}),
                   LaneSpec("medusa", 3, auto_k=True, medusa_heads="/heads/m"),
-                  LaneSpec(SERVER, server="http://127.0.0.1:9", server_engine="vllm",
-                             api_key_env="KEY", server_source="draft")]
+                  LaneSpec(SERVER, server=ServerSpec("http://127.0.0.1:9", engine="vllm",
+                                                    api_key_env="KEY", source="draft"))]
     first.add_lane(remembered[0])
     first.add_lane(remembered[1])
     first.set_theme("light")
@@ -299,8 +299,8 @@ def test_shot_lanes_take_k_or_auto_from_the_command_line():
     assert [(c.oracle, c.auto_k) for c in default] == [("none", False), ("prompt-lookup", True)]
     servers = lane_configs(parser.parse_args(["shot", "o.png", "--server", "http://a:1",
                                               "--server", "http://b:2"]))
-    assert [(c.oracle, c.server) for c in servers] == [("server", "http://a:1"),
-                                                       ("server", "http://b:2")]
+    assert [(c.oracle, c.server.url) for c in servers] == [("server", "http://a:1"),
+                                                           ("server", "http://b:2")]
     both = lane_configs(parser.parse_args(["shot", "o.png", "--oracles", "none",
                                            "--server", "http://a:1", "--engine", "gpu:7341"]))
     assert [c.oracle for c in both] == ["none", "server"]
@@ -315,11 +315,12 @@ def test_shot_lanes_use_the_heads_given_and_the_lane_keeps_them(window):
     args = build_parser().parse_args(["shot", "o.png", "--oracles", "none,eagle,medusa",
                                       "--eagle-head", "/h/eagle", "--medusa-heads", "/h/m"])
     configs = lane_configs(args)
-    assert [(c.eagle_head, c.medusa_heads) for c in configs] == [("/h/eagle", "/h/m")] * 3
+    assert [(c.inputs["eagle_head"], c.inputs["medusa_heads"]) for c in configs] == [
+        ("/h/eagle", "/h/m")] * 3
     lane = window.add_lane(configs[1])
     assert lane.config() == configs[1]
     lane.k.setValue(6)  # a person's change keeps what no control shows
-    assert (lane.config().k, lane.config().eagle_head) == (6, "/h/eagle")
+    assert (lane.config().k, lane.config().inputs["eagle_head"]) == (6, "/h/eagle")
 
 
 # ---------------------------------------------------------------- fetching a model

@@ -46,8 +46,8 @@ EXPECTED = {
     # `specviz shot --medusa-heads --eagle-head` gives every lane the heads, to keep
     "shot-none": rs.LaneSpec("none", 4, inputs={"medusa_heads": "/h/m", "eagle_head": "/h/eagle"}),
     "early": rs.LaneSpec("early-exit", 3, settings={"exit_layer": 5}),
-    "server": rs.LaneSpec("server", 4, server="http://127.0.0.1:9", server_engine="vllm",
-                          api_key_env="KEY", server_source="draft"),
+    "server": rs.LaneSpec("server", 4, server=rs.ServerSpec(
+        "http://127.0.0.1:9", engine="vllm", api_key_env="KEY", source="draft")),
 }
 
 # What the version before read of a lane, by oracle: its fields, and the model it loaded

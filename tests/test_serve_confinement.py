@@ -93,7 +93,7 @@ def run_spec(host, field: str | None = None, value: str | None = None,
     return rs.to_dict(rs.RunSpec(
         rs.RunRequest("def add(a, b):\n    return a + b\n", rs.ModelChoice(
             target or str(host["model"]), "transformers", "cpu", 1), max_tokens=4, chat=False),
-        {"a": rs.LaneSpec(**lane)}))
+        {"a": rs.lane_from_dict(lane)}))
 
 
 def named(host, form: str, field: str) -> str:

@@ -55,10 +55,11 @@ def servers(smollm2_path):
             server.close()
 
 
-def run(url: str, max_tokens: int = 48, prompt: str = PROMPT, **lane):
+def run(url: str, max_tokens: int = 48, prompt: str = PROMPT, **server):
     request = rs.RunRequest(prompt, rs.ModelChoice("smollm2-135m"), max_tokens=max_tokens,
                             chat=False)
-    built = build_lane("lane1", rs.LaneSpec("server", server=url, **lane), request, pool=None)
+    built = build_lane("lane1", rs.LaneSpec("server", server=rs.ServerSpec(url, **server)),
+                       request, pool=None)
     events = list(built.steps())
     return built, [e for e in events if isinstance(e, ev.StepEvent)], events[-1]
 
@@ -80,7 +81,7 @@ def test_speculation_on_the_server_is_lossless_and_its_steps_add_up(servers):
 
 @pytest.mark.model
 def test_an_ngram_server_declines_where_nothing_matches(servers):
-    _, steps, summary = run(servers["ngram"], prompt=COPYING, server_source="ngram")
+    _, steps, summary = run(servers["ngram"], prompt=COPYING, source="ngram")
     drafted = [s for s in steps if s.proposed]
     assert drafted and all(t.source == "ngram" for s in drafted for t in s.proposed)
     assert any(s.declined == ev.DECLINE_SERVER for s in steps)

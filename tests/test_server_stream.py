@@ -272,12 +272,12 @@ def test_stored_keys_reach_their_own_servers_lanes_by_a_variable_of_their_own(mo
     keys = {"http://gpu:8080": "sk-1"}
     lanes, secrets = with_keys({"a": rs.LaneSpec("server", server="http://gpu:8080/v1"),
                                 "b": rs.LaneSpec("server", server="http://other:8080"),
-                                "c": rs.LaneSpec("server", server="http://gpu:8080",
-                                                 api_key_env="MINE"),
+                                "c": rs.LaneSpec("server", server=rs.ServerSpec(
+                                    "http://gpu:8080", api_key_env="MINE")),
                                 "d": rs.LaneSpec("ngram")}, keys.get)
     name = env_name("http://gpu:8080")
-    assert secrets == {name: "sk-1"} and lanes["a"].api_key_env == name
-    assert lanes["b"].api_key_env is None and lanes["c"].api_key_env == "MINE"
+    assert secrets == {name: "sk-1"} and lanes["a"].server.api_key_env == name
+    assert lanes["b"].server.api_key_env is None and lanes["c"].server.api_key_env == "MINE"
     assert "sk-1" not in repr(lanes)
     monkeypatch.delenv(name, raising=False)
     remember_key(name, "sk-1")

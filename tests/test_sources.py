@@ -52,7 +52,7 @@ def test_a_server_lane_colours_its_drafts_as_a_source_a_server_drafts_with():
     drafts = next(a for a in run._actions if "--server-drafts" in a.option_strings)
     assert tuple(drafts.choices) == sources.SERVED
     assert set(sources.SERVED) <= set(ev.SOURCES)
-    lane = rs.LaneSpec("server", server="http://127.0.0.1:9", server_source="rule")
+    lane = rs.LaneSpec("server", server=rs.ServerSpec("http://127.0.0.1:9", source="rule"))
     with pytest.raises(SpecvizError, match="unknown draft source 'rule'; one of " +
                        ", ".join(sources.SERVED)):
         build_session(lane, RunSettings("x", k=4, params=SamplingParams()))

@@ -18,6 +18,7 @@ from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
 from ...engines.host.model_pool import ModelPool
 from ...engines.host.run_builder import build_lane, build_server_lane
+from ...engines.host.run_spec import LaneSpec
 from ...engines.loop.session import Session
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN, SPAWNED
@@ -125,6 +126,11 @@ def _run(args: argparse.Namespace, lane: LocalLane, plain: LocalLane | None = No
     return 0
 
 
+def _without_speculation(lane: LaneSpec) -> LaneSpec:
+    """A llama-server lane's server as plain llama-server: no speculation, no draft."""
+    return replace(lane, server=replace(lane.server, spec=None), inputs={})
+
+
 def run_server(args: argparse.Namespace, request) -> int:
     """One completion on a serving engine, its steps read from what the engine streams."""
     spawned = not args.server
@@ -143,8 +149,8 @@ def run_server(args: argparse.Namespace, request) -> int:
     if args.server_baseline or (spawned and args.baseline):
         # A spawned lane's baseline: a plain llama-server of the same model, started once the
         # lane's has stopped (two servers at once would share the cores).
-        plain_lane = (replace(options.server_lane(args, None), server_spec=None, inputs={})
-                      if spawned else options.server_lane(args, args.server_baseline))
+        plain_lane = (_without_speculation(options.server_lane(args, None)) if spawned
+                      else options.server_lane(args, args.server_baseline))
         plain = build_server_lane("plain", plain_lane, request)
         try:
             base = _drive(plain, None, None) and plain.summary

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...engines.backends import BACKENDS, load_backend
 from ...engines.backends.base import Backend
-from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest
+from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest, ServerSpec
 from ...engines.loop.session import K_MAX, check_k
 from ...engines.machine.device_choice import DTYPES
 from ...engines.models import resolve
@@ -19,6 +19,7 @@ from ...engines.oracles.registry import (
     INPUT_KINDS,
     MEMORY,
     MODEL,
+    SERVER,
     SPAWNED,
     Input,
     InputKind,
@@ -159,12 +160,11 @@ def server_lane(args: argparse.Namespace, url: str | None) -> LaneSpec:
     """A lane on the server at `url`, or (None) on a llama-server started for the run."""
     k = args.k if isinstance(args.k, int) else 4
     if url is None:
-        return LaneSpec(oracle=SPAWNED, k=0 if args.k == AUTO else k, server_spec=args.spec_type,
+        return LaneSpec(oracle=SPAWNED, k=0 if args.k == AUTO else k,
                         inputs={"draft": getattr(args, "draft", None)},
-                        server_source=args.server_drafts)
-    return LaneSpec(oracle="server", k=k, server=url,
-                    server_engine=args.server_engine, api_key_env=args.api_key_env,
-                    server_source=args.server_drafts)
+                        server=ServerSpec(source=args.server_drafts, spec=args.spec_type))
+    return LaneSpec(oracle=SERVER, k=k, server=ServerSpec(
+        url, engine=args.server_engine, api_key_env=args.api_key_env, source=args.server_drafts))
 
 
 # Older spellings of a setting's flag, still taken.

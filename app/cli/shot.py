@@ -18,7 +18,7 @@ from PySide6.QtCore import QSettings
 
 from ...engines.atomic import cannot_write
 from ...engines.errors import SpecvizError
-from ...engines.host.run_spec import LaneSpec
+from ...engines.host.run_spec import LaneSpec, ServerSpec
 from ...engines.oracles import ORACLE_INFO, is_plain
 from ...engines.oracles.registry import SERVER
 from ...engines.trace import read_trace
@@ -152,7 +152,8 @@ def lane_configs(args: argparse.Namespace) -> list[LaneSpec]:
     local = [LaneSpec(name, 4 if auto else args.k, auto_k=auto and not is_plain(name),
                       inputs=inputs)
              for name in (n.strip() for n in names.split(",")) if name]
-    return local + [LaneSpec(SERVER, 4 if auto else args.k, server=url) for url in args.server]
+    return local + [LaneSpec(SERVER, 4 if auto else args.k, server=ServerSpec(url))
+                    for url in args.server]
 
 
 def given_inputs(args: argparse.Namespace) -> dict[str, str]:

@@ -113,7 +113,7 @@ def race_key(header: dict, config: LaneSpec) -> str:
     server = dict(header.get("server") or {})
     server.pop("url", None)  # a spawned server listens on a new port every race
     return json.dumps({**fields, "settings": settings, "server": server,
-                       "inputs": config.inputs, "url": config.server},
+                       "inputs": config.inputs, "url": config.server and config.server.url},
                       sort_keys=True, default=str)
 
 

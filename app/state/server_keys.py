@@ -38,10 +38,11 @@ def with_keys(lanes: dict[str, LaneSpec], key_for: KeyFor
     secrets: dict[str, str] = {}
     out = {}
     for lane_id, lane in lanes.items():
-        key = key_for(origin(lane.server)) if lane.oracle == SERVER and lane.server else None
-        if key and lane.api_key_env is None:
-            name = env_name(lane.server)
+        url = lane.server.url if lane.oracle == SERVER else None
+        key = key_for(origin(url)) if url else None
+        if key and lane.server.api_key_env is None:
+            name = env_name(url)
             secrets[name] = key
-            lane = replace(lane, api_key_env=name)
+            lane = replace(lane, server=replace(lane.server, api_key_env=name))
         out[lane_id] = lane
     return out, secrets

@@ -24,7 +24,7 @@ from superqt import QElidingLabel
 
 from ...engines import events as ev
 from ...engines.bench.speedup import Speedup
-from ...engines.host.run_spec import LaneSpec
+from ...engines.host.run_spec import LaneSpec, ServerSpec
 from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
 from ...engines.oracles.registry import (
@@ -260,17 +260,21 @@ class LaneWidget(QFrame):
         for name, picker in self.pickers.items():
             if self._reads(oracle, name) and picker.model():
                 inputs[name] = picker.model()
+        # A server's engine, key and draft colouring are kept (no control here); a lane on no
+        # server keeps none (LaneSpec).
+        server = replace(self._given.server or ServerSpec(),
+                         url=self.server.text().strip() or None if oracle == SERVER else None,
+                         spec=self.spec_types.spec() or None if spawned else None)
         return replace(self._given, oracle=oracle,
                        k=0 if spawned and self.k.is_auto() else self.k.value(), inputs=inputs,
                        auto_k=self.k.is_auto() and oracle not in SERVER_KINDS,
-                       server=self.server.text().strip() or None if oracle == SERVER else None,
-                       server_spec=self.spec_types.spec() or None if spawned else None,
-                       settings=settings)
+                       server=server, settings=settings)
 
     def set_config(self, config: LaneSpec) -> None:
         self._given = config
         self._draft_chosen = bool(config.inputs.get("draft"))
-        self.spec_types.set_types(config.server_spec)
+        server = config.server or ServerSpec()
+        self.spec_types.set_types(server.spec)
         self.oracle.setCurrentText(config.oracle)
         server_k = config.oracle == SPAWNED and config.k == 0  # the server's own: auto
         if not server_k:
@@ -279,7 +283,7 @@ class LaneWidget(QFrame):
         for name, picker in self.pickers.items():
             picker.set_model(config.inputs.get(name))
         self.exit_layer.setValue(int(config.settings.get("exit_layer", 0)))
-        self.server.setText(config.server or "")
+        self.server.setText(server.url or "")
         self._on_oracle(config.oracle)
 
     def set_colour(self, colour: str) -> None:

@@ -21,7 +21,7 @@ class WindowDialogs:
     def ask_server_key(self) -> ServerKeyDialog:
         """The API key of a server (the first server lane's, to begin with)."""
         w = self.window
-        url = next((c.server for c in w.board.configs() if c.server), "")
+        url = next((c.server.url for c in w.board.configs() if c.server and c.server.url), "")
         dialog = ServerKeyDialog(w.settings, url, w)
         dialog.accepted.connect(lambda: w.show_status(
             f"key for {dialog.url.text().strip()} stored" if dialog.key.text().strip()

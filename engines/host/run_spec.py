@@ -27,13 +27,30 @@ class ModelChoice:
     compile: str | None = None
 
 
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server lane's server: an engine at a URL (oracle "server"), or a llama-server started
+    for the lane (oracle "llama-server": no URL, llama.cpp's speculation instead)."""
+
+    url: str | None = None  # None: the llama-server started for the lane
+    engine: str = AUTO  # which engine serves there ("auto": ask it)
+    # The environment variable holding its API key (the key itself never enters a spec).
+    api_key_env: str | None = None
+    # How its accepted drafts are coloured (None: as the server says, else a source of its).
+    source: str | None = None
+    # A spawned llama-server's speculation: llama.cpp's types, comma-separated as its
+    # --spec-type takes them (None: a plain server); the lane's K is the longest draft and its
+    # `inputs["draft"]` the draft or EAGLE-3 head its types read.
+    spec: str | None = None
+
+
 @dataclass(frozen=True, init=False)
 class LaneSpec:
     """One lane: an oracle with its K (or auto K), its settings and its inputs, all by the
     oracle registry's names (engines/oracles/registry.py); what is not given takes the
-    oracle's default. A server lane (oracle "server") has no oracle: its fields are the
-    endpoint's, kept as fields of their own (a serving engine is not an entry of the
-    registry, and the window and `specviz run --server` fill them in directly)."""
+    oracle's default. A lane on a server (oracle "server" or "llama-server", the registry's
+    SERVER_KINDS) has no oracle of the registry: `server` says which and how it is read (its
+    defaults where none is given); any other lane's is None."""
 
     oracle: str = "none"
     k: int = 4
@@ -44,50 +61,38 @@ class LaneSpec:
     # (ngram_corpus, eagle_head), "off" (suffix_memory). A lane may hold another oracle's
     # too (the window keeps them when a lane's oracle changes); only its own are read.
     inputs: dict = field(default_factory=dict)
-    # A server lane: the engine's URL, which engine it is ("auto": ask it), the environment
-    # variable holding its API key (the key itself never enters a spec), and how its
-    # accepted drafts are coloured (None: as the server says, else a source of its).
-    server: str | None = None
-    server_engine: str = "auto"
-    api_key_env: str | None = None
-    server_source: str | None = None
-    # A spawned llama-server's speculation (oracle "llama-server"): llama.cpp's types,
-    # comma-separated as its --spec-type takes them (None: a plain server); K is the
-    # longest draft and `inputs["draft"]` the draft or EAGLE-3 head its types read.
-    server_spec: str | None = None
+    server: ServerSpec | None = None
 
     def __init__(self, oracle: str = "none", k: int = 4, draft: str | None = None,
                  auto_k: bool = False, settings: dict | None = None,
-                 inputs: dict | None = None, server: str | None = None,
-                 server_engine: str = "auto", api_key_env: str | None = None,
-                 server_source: str | None = None, server_spec: str | None = None,
-                 **named: str | None) -> None:
-        """Inputs may also be given by name (`LaneSpec("ngram", ngram_corpus="c.txt")`), the
-        draft model third, as when each input was a field of its own; names a lane stored then
-        used are read as they were meant (cross_draft: a cross-draft lane's draft)."""
-        given = {**(inputs or {}), **({"draft": draft} if draft is not None else {})}
+                 inputs: dict | None = None, server: ServerSpec | str | None = None,
+                 **by_name: str | None) -> None:
+        """Besides the fields: the draft model third (`LaneSpec("draft", 3, "d.gguf")`), any
+        input by its registry name (`LaneSpec("ngram", ngram_corpus="c.txt")`) and a server
+        by its URL alone. Empty inputs are left out; a name no input has is a TypeError, as
+        an unknown keyword is. (A lane as an older specviz wrote it: lane_from_dict.)"""
+        from ..oracles.registry import INPUTS, SERVER_KINDS
+
+        given = {**(inputs or {}), **by_name, **({"draft": draft} if draft is not None else {})}
+        unknown = sorted(set(given) - set(INPUTS))
+        if unknown:
+            raise TypeError(f"a lane has no input {unknown[0]!r} (the inputs: "
+                            f"{', '.join(INPUTS)})")
+        if isinstance(server, str):
+            server = ServerSpec(server)
+        elif server is not None and not isinstance(server, ServerSpec):
+            raise TypeError(f"a lane's server is a ServerSpec or a URL, not {server!r}")
+        server = (server or ServerSpec()) if oracle in SERVER_KINDS else None
         set_ = object.__setattr__  # frozen: set once, here
         for name, value in {"oracle": oracle, "k": k, "auto_k": auto_k,
                             "settings": dict(settings or {}),
-                            "inputs": inputs_of(oracle, given, named), "server": server,
-                            "server_engine": server_engine, "api_key_env": api_key_env,
-                            "server_source": server_source,
-                            "server_spec": server_spec}.items():
+                            "inputs": {n: v for n, v in given.items() if v not in (None, "")},
+                            "server": server}.items():
             set_(self, name, value)
-
-    def __getattr__(self, name: str):
-        """An input by its name (`lane.draft`, `lane.eagle_head`), None where not given."""
-        from ..oracles.registry import INPUTS
-
-        if name in INPUTS and "inputs" in self.__dict__:
-            return self.inputs.get(name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def on_server(self) -> bool:
-        from ..oracles.registry import SERVER, SPAWNED
-
-        return self.oracle in (SERVER, SPAWNED)
+        return self.server is not None
 
     @property
     def models(self) -> dict[str, str]:
@@ -102,31 +107,6 @@ class LaneSpec:
     def draft_model(self) -> str | None:
         """The draft model this lane's oracle loads, if any."""
         return next(iter(self.models.values()), None)
-
-
-def inputs_of(oracle: str, given: dict, named: dict | None = None) -> dict:
-    """A lane's inputs: `given` by the registry's names, and `named` by those names or by the
-    flag an oracle's input has (a lane stored when inputs were fields had them by flag:
-    cross_draft held the cross-draft oracle's draft). Empty values are left out; a name no
-    oracle has is a TypeError, as an unknown keyword is."""
-    from ..oracles.registry import INPUTS, ORACLE_INFO
-
-    named = dict(named or {})
-    inputs = {**given, **{name: named.pop(name) for name in list(named) if name in INPUTS}}
-    described = ORACLE_INFO.get(oracle)
-    for each in described.inputs if described else ():
-        by_flag = named.pop(_dest(each.option), None)
-        if by_flag is not None:
-            inputs[each.name] = by_flag
-    flags = {_dest(i.option) for d in ORACLE_INFO.values() for i in d.inputs}
-    unknown = sorted((set(named) - flags) | (set(inputs) - set(INPUTS)))
-    if unknown:
-        raise TypeError(f"a lane has no input {unknown[0]!r} (the inputs: {', '.join(INPUTS)})")
-    return {k: v for k, v in inputs.items() if v not in (None, "")}
-
-
-def _dest(flag: str) -> str:
-    return flag.replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -156,12 +136,21 @@ def to_dict(spec: RunSpec) -> dict:
             "lanes": {lane_id: lane_to_dict(lane) for lane_id, lane in spec.lanes.items()}}
 
 
+# A server lane's spec in a lane's JSON: keys of the lane's own, named as they were when they
+# were LaneSpec fields, so a specviz of either age reads the other's lanes (an older one
+# would refuse a "server" that is not a URL, and so every lane the window had kept).
+_SERVER_KEYS = {"url": "server", "engine": "server_engine", "api_key_env": "api_key_env",
+                "source": "server_source", "spec": "server_spec"}
+
+
 def lane_to_dict(lane: LaneSpec) -> dict:
     """A lane as JSON carries it (the engine protocol, the window's settings): its fields,
-    each input a key of its own. The inputs' names are the fields each was before inputs
-    were a mapping, so a specviz of either age reads the other's lanes."""
+    each input and each of its server's a key of its own. The inputs' names are the fields
+    each was before inputs were a mapping, so a specviz of either age reads the other's
+    lanes."""
     data = asdict(lane)
-    return {**{k: v for k, v in data.items() if k != "inputs"}, **data["inputs"]}
+    server, inputs = data.pop("server") or asdict(ServerSpec()), data.pop("inputs")
+    return {**data, **{key: server[name] for name, key in _SERVER_KEYS.items()}, **inputs}
 
 
 def from_dict(data: dict) -> RunSpec:
@@ -178,33 +167,58 @@ def from_dict(data: dict) -> RunSpec:
     return spec
 
 
-# Oracle settings that were lane fields of their own before they were one `settings` dict.
-_SETTINGS_BEFORE = ("exit_layer", "max_ngram", "min_ngram", "knobs")
-
-
 def lane_from_dict(data: dict) -> LaneSpec:
-    """A lane as JSON carried it (lane_to_dict, or a lane of an older specviz: its inputs
-    fields of their own, settings before they were one dict); unknown keys are ignored,
-    wrong types fail (ValueError)."""
+    """A lane as JSON carries it (lane_to_dict), or as an older specviz wrote it: inputs as
+    keys of the lane, under the flag an oracle's input has (cross_draft: a cross-draft lane's
+    draft); settings as keys of their own (exit_layer, max_ngram, min_ngram, knobs). Unknown
+    keys are ignored (a newer sender), wrong types fail (ValueError)."""
+    oracle = data.get("oracle", "none")
+    if not isinstance(oracle, str):
+        raise ValueError(f"LaneSpec.oracle cannot be {oracle!r}")
+    server = ServerSpec(**{name: data[key] for name, key in _SERVER_KEYS.items() if key in data})
+    lane = LaneSpec(**{k: data[k] for k in ("oracle", "k", "auto_k") if k in data},
+                    settings=_settings_from(data), inputs=_inputs_from(oracle, data),
+                    server=server)
+    _check_types(lane)
+    if lane.server:
+        _check_types(lane.server)
+    return lane
+
+
+# Oracle settings that were lane fields of their own before they were one `settings` dict
+# (and "knobs", the dict of the others).
+_SETTINGS_BEFORE = ("exit_layer", "max_ngram", "min_ngram")
+
+
+def _settings_from(data: dict) -> dict:
+    settings, knobs = data.get("settings") or {}, data.get("knobs") or {}
+    for name, value in (("settings", settings), ("knobs", knobs)):
+        if not isinstance(value, dict):
+            raise ValueError(f"LaneSpec.{name} cannot be {value!r}")
+    older = {**knobs, **{k: data[k] for k in _SETTINGS_BEFORE if data.get(k)}}
+    return {**older, **settings}
+
+
+def _inputs_from(oracle: str, data: dict) -> dict:
+    """The inputs of a lane's JSON: its `inputs` mapping, keys by the registry's names, and
+    (the lane's own oracle's) keys by the flag's name; inputs this version has no name for
+    are left out, as other unknown keys are."""
     from ..oracles.registry import INPUTS, ORACLE_INFO
 
-    data = dict(data)
-    if any(key in data for key in _SETTINGS_BEFORE):
-        older = dict(data.pop("knobs", None) or {})
-        older.update({k: data.pop(k) for k in _SETTINGS_BEFORE[:3] if data.get(k)})
-        data["settings"] = {**older, **(data.get("settings") or {})}
-    flags = {_dest(i.option) for d in ORACLE_INFO.values() for i in d.inputs}
-    named = {k: v for k, v in data.items() if k in flags or k in INPUTS}
-    known = _known(LaneSpec, data)
-    if not isinstance(known.get("inputs", {}), dict):
-        raise ValueError(f"LaneSpec.inputs cannot be {known['inputs']!r}")
-    lane = LaneSpec(**{**known, "inputs": {k: v for k, v in (known.get("inputs") or {}).items()
-                                           if k in INPUTS}}, **named)
-    _check_types(lane)
-    for name, value in lane.inputs.items():
-        if not isinstance(value, str):
+    mapping = data.get("inputs") or {}
+    if not isinstance(mapping, dict):
+        raise ValueError(f"LaneSpec.inputs cannot be {mapping!r}")
+    inputs = {k: v for k, v in mapping.items() if k in INPUTS}
+    inputs.update({k: data[k] for k in INPUTS if data.get(k) is not None})
+    described = ORACLE_INFO.get(oracle)
+    for each in described.inputs if described else ():
+        by_flag = data.get(each.option.replace("-", "_"))
+        if by_flag is not None:
+            inputs[each.name] = by_flag
+    for name, value in inputs.items():
+        if value is not None and not isinstance(value, str):
             raise ValueError(f"LaneSpec input {name} cannot be {value!r}")
-    return lane
+    return inputs
 
 
 def model_from_dict(data: dict) -> ModelChoice:

@@ -42,14 +42,15 @@ def build_session(lane: LaneSpec, settings: RunSettings,
                   model: ModelChoice | None = None) -> ServerSession:
     if lane.oracle == SPAWNED:
         return spawned(lane, settings, model)
-    if not lane.server:
+    given = lane.server  # every server lane has one (LaneSpec)
+    if not given.url:
         raise SpecvizError("a server lane needs the server's URL (--server URL)")
-    if lane.server_source not in (None, *SOURCES):
-        raise SpecvizError(f"unknown draft source {lane.server_source!r}; one of "
+    if given.source not in (None, *SOURCES):
+        raise SpecvizError(f"unknown draft source {given.source!r}; one of "
                            f"{', '.join(SOURCES)}")
-    endpoint = Endpoint(lane.server, api_key(lane.api_key_env))
-    engine, server = connect(endpoint, lane.server_engine)
-    return ServerSession(endpoint, engine, server, settings, lane.server_source)
+    endpoint = Endpoint(given.url, api_key(given.api_key_env))
+    engine, server = connect(endpoint, given.engine)
+    return ServerSession(endpoint, engine, server, settings, given.source)
 
 
 def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) -> ServerSession:
@@ -78,7 +79,7 @@ def speculation_of(lane: LaneSpec, draft=None):
     found) and K as the longest draft (0: the server's own)."""
     from ..servers.llama_speculation import Speculation
 
-    return Speculation.parse(lane.server_spec, draft, draft_max=lane.k or None)
+    return Speculation.parse(lane.server.spec, draft, draft_max=lane.k or None)
 
 
 def spawned_problem(lane: LaneSpec, ask: str) -> str | None:
@@ -96,14 +97,14 @@ def spawned_problem(lane: LaneSpec, ask: str) -> str | None:
 
 def url_of(lane: LaneSpec, session: ServerSession) -> str:
     """Where the lane's server listens: as given, or where its spawned server was started."""
-    return lane.server or session.endpoint.url
+    return lane.server.url or session.endpoint.url
 
 
 def spawned_by(lane: LaneSpec) -> dict:
     """What a spawned server was started with, for the trace header (nothing for others)."""
     if lane.oracle != SPAWNED:
         return {}
-    return {"spawned": {"spec_type": lane.server_spec, "draft": lane.inputs.get("draft"),
+    return {"spawned": {"spec_type": lane.server.spec, "draft": lane.inputs.get("draft"),
                         "draft_max": lane.k or None}}
 
 
