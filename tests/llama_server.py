@@ -1,5 +1,5 @@
 """llama-server for the server-lane tests and benchmarks: specviz's own build
-(engines/servers/llama_build.py, `specviz llama-server build`) and servers started on it
+(engines/llama_build.py, `specviz llama-server build`) and servers started on it
 with raw llama-server arguments (engines/servers/spawn.py). Where it is not built, the live
 tests are skipped with the reason.
 
@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from specviz.engines.servers import llama_build
-from specviz.engines.servers.llama_build import ENV, cache_dir, cmake_flags, package_version
+from specviz.engines import llama_build
+from specviz.engines.llama_build import ENV, cache_dir, cmake_flags, package_version
 from specviz.engines.servers.llama_speculation import Speculation
 from specviz.engines.servers.spawn import SpawnedServer, free_port
 

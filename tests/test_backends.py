@@ -111,7 +111,7 @@ def test_prompt_longer_than_context_names_both_lengths(tiny_backend):
 
 
 def test_unavailable_device_lists_the_available_ones(tiny_model_dir):
-    from specviz.engines.backends.hf import available_devices
+    from specviz.engines.backends.hf_setup import available_devices
 
     absent = next(d for d in ("cuda", "mps") if d not in available_devices())
     with pytest.raises(BackendError, match=rf"{absent}.*available: .*cpu"):

@@ -160,7 +160,7 @@ def test_weights_cast_after_loading_are_the_model_loaded_in_that_dtype(tiny_mode
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specviz.engines.backends.hf import cast_weights
+    from specviz.engines.backends.hf_load import cast_weights
 
     asked = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16)
     cast = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
@@ -176,7 +176,7 @@ def test_modules_an_architecture_keeps_in_float32_stay_float32(tiny_model_dir):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specviz.engines.backends.hf import cast_weights
+    from specviz.engines.backends.hf_load import cast_weights
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     model._keep_in_fp32_modules = ["norm"]

@@ -20,11 +20,11 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt
 from test_app_run import run_to_end, set_up
 
+from specviz.engines import llama_build
 from specviz.engines.host import run_spec as rs
-from specviz.engines.host.run_spec import LaneSpec, ModelChoice
+from specviz.engines.host.run_spec import LaneSpec, ModelChoice, ServerSpec
 from specviz.engines.oracles import ORACLES
 from specviz.engines.oracles.registry import SERVER, SPAWNED
-from specviz.engines.servers import llama_build
 from specviz.engines.servers.llama_speculation import TYPES, known_types
 
 pytestmark = pytest.mark.gui
@@ -87,7 +87,7 @@ def test_the_lane_picker_offers_llama_cpps_own_speculation_and_its_types(app_env
     assert legend_kinds(SPAWNED) == legend_kinds(SERVER)
     lane.spec_types.actions_["draft-simple"].trigger()  # unchecked: the draft is not read
     lane.draft.set_model("/m/draft.gguf")
-    assert lane.config() == LaneSpec(SPAWNED, 0, server_spec="ngram-mod")
+    assert lane.config() == LaneSpec(SPAWNED, 0, server=ServerSpec(spec="ngram-mod"))
     lane.oracle.setCurrentText("prompt-lookup")  # another kind: nothing of the server's kept
     assert lane.config() == LaneSpec("prompt-lookup", 4, auto_k=True)
     assert not lane.spec_types.isVisible()
@@ -146,7 +146,7 @@ def test_llama_server_lanes_are_kept_and_an_older_settings_file_still_loads(app_
     from specviz.app.state.settings import AppSettings
 
     # Lanes as the window stored them before it had llama-server lanes (an input as a field
-    # of its own, no server_spec): they load as they were.
+    # of its own, no server_spec, the server's fields the lane's): they load as they were.
     older = [{"oracle": "none", "k": 4, "draft": None, "auto_k": False},
              {"oracle": "draft", "k": 5, "draft": "/m/d.gguf", "auto_k": True,
               "server": None, "server_engine": "auto", "api_key_env": None,
@@ -158,13 +158,13 @@ def test_llama_server_lanes_are_kept_and_an_older_settings_file_still_loads(app_
     qtbot.addWidget(first)
     assert first.board.configs() == [
         LaneSpec("none"), LaneSpec("draft", 5, "/m/d.gguf", auto_k=True),
-        LaneSpec(SERVER, server="http://127.0.0.1:9", server_engine="vllm")]
+        LaneSpec(SERVER, server=ServerSpec("http://127.0.0.1:9", engine="vllm"))]
 
     first.board.remove_all()
     pick(first.add_lane(LaneSpec("prompt-lookup", auto_k=True)),
          ["ngram-mod", "draft-simple"], "/m/draft.gguf", 6)
     pick(first.add_lane(LaneSpec("none")), [])
-    expected = [LaneSpec(SPAWNED, 6, server_spec="ngram-mod,draft-simple",
+    expected = [LaneSpec(SPAWNED, 6, server=ServerSpec(spec="ngram-mod,draft-simple"),
                          inputs={"draft": "/m/draft.gguf"}),
                 LaneSpec(SPAWNED, 0)]
     assert first.board.configs() == expected
@@ -193,7 +193,7 @@ def test_a_missing_llama_server_build_is_one_line_in_the_lane(window, app_env, t
     target = tmp_path / "m.gguf"
     target.write_bytes(b"GGUF" + bytes(60))
     set_up(window, ModelChoice(str(target), "llama", "cpu"),
-           [LaneSpec(SPAWNED, 0, server_spec="ngram-mod")], 8)
+           [LaneSpec(SPAWNED, 0, server=ServerSpec(spec="ngram-mod"))], 8)
     run_to_end(window, app_env)
     lane = next(iter(window.board.lanes.values()))
     line = lane.message.text()

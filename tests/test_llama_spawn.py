@@ -20,9 +20,10 @@ import pytest
 
 from specviz.app.cli.main import main
 from specviz.engines import events as ev
+from specviz.engines import llama_build
 from specviz.engines.errors import SpecvizError
 from specviz.engines.loop.session import RunSettings
-from specviz.engines.servers import connect, llama_build
+from specviz.engines.servers import connect
 from specviz.engines.servers.llama_speculation import Speculation
 from specviz.engines.servers.server_session import ServerSession
 from specviz.engines.servers.spawn import SpawnedServer, log_reason, spawned_session

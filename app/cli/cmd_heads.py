@@ -84,7 +84,7 @@ def default_out(head: Path, label: str, outtype: str) -> Path:
 
 def _say_how_to_serve(target: Path, out: Path, server: Path | None) -> None:
     if server is None:
-        from ...engines.servers.llama_build import BUILD_HINT
+        from ...engines.llama_build import BUILD_HINT
 
         print(f"specviz: llama-server is not built here; {BUILD_HINT}", file=sys.stderr)
         return

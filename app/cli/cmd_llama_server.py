@@ -1,5 +1,5 @@
 """`specviz llama-server build|path`: specviz's own llama-server, built from the llama.cpp
-sources inside the installed llama-cpp-python (engines/servers/llama_build.py)."""
+sources inside the installed llama-cpp-python (engines/llama_build.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 
-from ...engines.servers import llama_build
+from ...engines import llama_build
 from ...engines.servers.llama_speculation import known_types
 
 

@@ -101,7 +101,7 @@ def _say(line: str) -> None:
 def _device_name(args: argparse.Namespace) -> str:
     """The device a stored profile is filed under, found without loading the model."""
     if args.backend == "transformers":
-        from ...engines.backends.hf import pick_device
+        from ...engines.backends.hf_setup import pick_device
 
         return pick_device(args.device)
     from ...engines.backends.llama import device_for

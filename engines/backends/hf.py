@@ -3,15 +3,14 @@
 Loads `AutoModelForCausalLM` from a Hugging Face model folder or a GGUF file (transformers
 dequantises GGUF to float). The KV cache is a `DynamicCache`, rolled back by cropping; with
 compiled steps (`compile="on"`, hf_compiled.py) a static cache whose length is rolled back.
+What is settled before the first forward (device, dtype, small-row routing, compiled steps) is
+hf_setup.py's; the load hf_load.py's; the tokenizer's tables hf_tokens.py's.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import json
-import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,24 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from ..machine.device_choice import DeviceFacts, model_dtype, torch_device, torch_devices
-from ..models import home_dir
-from . import compile_choice, cpu_dtype, hf_compiled, hf_gguf, small_rows
+from . import hf_compiled, hf_setup, hf_tokens
 from .base import HIDDEN_STATES, Backend
 from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
-
-# Names of end-of-turn tokens used by common chat models; they end generation like EOS.
-_END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
-
-
-def available_devices() -> list[str]:
-    return torch_devices(DeviceFacts.read())
-
-
-def pick_device(requested: str | None) -> str:
-    """`requested` if usable, else the best available (cuda, then mps, then cpu)."""
-    return torch_device(requested, DeviceFacts.read())
+from .hf_hidden import HiddenRows
+from .hf_load import load
 
 
 class TransformersBackend(Backend):
@@ -57,54 +44,32 @@ class TransformersBackend(Backend):
         self._torch = torch
         if threads:
             torch.set_num_threads(threads)
-        self.device = pick_device(device)
+        self.device = hf_setup.pick_device(device)
         self.model_path = str(model_path)
         self.dtype_trial: dict | None = None  # bfloat16 against float32, where raced here
         self._threads = threads  # as asked: the dtype's race is remembered by them
-        wanted = _pick_dtype(self.device, dtype, model_path, threads)
-        self._dtype = torch.float32 if wanted == RACE else wanted
-        self._model, self._tok, self._gguf = _load(Path(model_path), self.device, self._dtype)
-        if wanted == RACE:
-            self._race_dtypes(torch)
-        self.small_rows = self._route_small_rows(torch)
+        wanted = hf_setup.pick_dtype(self.device, dtype, model_path, threads)
+        self._dtype = torch.float32 if wanted == hf_setup.RACE else wanted
+        self._model, self._tok, self._gguf = load(Path(model_path), self.device, self._dtype)
+        if wanted == hf_setup.RACE:
+            self._dtype, self.dtype_trial = hf_setup.race_dtype(self._model, self.model_path,
+                                                                threads)
+        self.small_rows = hf_setup.route_small_rows(self._model, self.device)
         self._cache = None
         self._cache_kw = cache_keyword(self._model)
-        self._pieces = _piece_table(self._tok)
-        self._special = frozenset(self._tok.all_special_ids) | _added_special_ids(self._tok)
-        self._eos = _eos_ids(self._tok, self._model)
-        self._template = _chat_template(self._tok, self._gguf)
-        self._hidden = _HiddenRows()  # final hidden states, kept only when an oracle asks
+        self._pieces = hf_tokens.piece_table(self._tok)
+        self._special = hf_tokens.special_ids(self._tok)
+        self._eos = hf_tokens.eos_ids(self._tok, self._model)
+        self._template = hf_tokens.chat_template(self._tok, self._gguf)
+        self._hidden = HiddenRows()  # final hidden states, kept only when an oracle asks
         self._features = LayerFeatures()  # chosen layers' outputs, likewise
         # Compiled steps over a static cache (hf_compiled.py), where chosen and possible.
         self._steps: hf_compiled.CompiledSteps | None = None
         self._kv: hf_compiled.StaticKV | None = None
         self.compile_trial: dict | None = None  # compiled against eager, where raced here
-        self.compiled = self._choose_compile(compile)
+        self.compiled = hf_setup.choose_compile(self, compile)
         # Compiled steps cost otherwise than eager ones (a graph per width): their own profile.
         self.profile_variant = "compiled" if self.compiled == "on" else ""
-
-    def _choose_compile(self, asked: str | None) -> str:
-        """"on" where the steps run compiled, "off" where eagerly (compile_choice.py)."""
-        choice, why = compile_choice.decide(self, asked)
-        if choice == "off":
-            if why:
-                hf_compiled.say(f"{why}: decoding eagerly")
-            return "off"
-        self._steps = hf_compiled.CompiledSteps(self._model)
-        self._kv = self._static_kv()
-        try:
-            hf_compiled.warm(self._steps, self._static_kv(), hf_compiled.WARM_WIDTHS)
-        except Exception as exc:  # inductor's failures have no common type across releases
-            self._steps = self._kv = None
-            hf_compiled.say(f"torch.compile failed here ({_first_line(exc)}): decoding "
-                            "eagerly")
-            return "off"
-        if choice == compile_choice.RACE:
-            self.compile_trial = compile_choice.race(self)
-            if self.compile_trial["choice"] == "off":
-                self._steps = self._kv = None
-                return "off"
-        return "on"
 
     def prepare_widths(self) -> None:
         if self._steps is not None:
@@ -117,33 +82,6 @@ class TransformersBackend(Backend):
     def dtype(self) -> str:
         """What its products compute in ("float32", "bfloat16", "float16")."""
         return str(self._dtype).removeprefix("torch.")
-
-    def _race_dtypes(self, torch) -> None:
-        """bfloat16 against float32 on this CPU, for this model's shape (cpu_dtype.py), once;
-        the model, loaded in float32, converted where bfloat16 won."""
-        rows = small_rows.plan(self._model, torch.get_num_threads(), _small_rows_store())
-        try:
-            self.dtype_trial = cpu_dtype.measure(self._model.config, rows,
-                                                 _one_layers_params(self._model))
-        except Exception:  # a shape transformers cannot build from its config (remote code,
-            # say) is no reason to fail the load: the flags' rule then, not remembered
-            won = "bfloat16"
-        else:
-            won = self.dtype_trial["dtype"]
-            if self.dtype_trial["steady"]:
-                cpu_dtype.remember(cpu_dtype.store_path(), self.model_path, self._threads,
-                                   self.dtype_trial)
-        if won == "bfloat16":
-            self._dtype = torch.bfloat16
-            cast_weights(self._model, torch.bfloat16)
-
-    def _route_small_rows(self, torch) -> frozenset[int]:
-        """On a CPU, the row counts whose products go the faster way here (small_rows.py)."""
-        if self.device != "cpu":
-            return frozenset()
-        rows = small_rows.plan(self._model, torch.get_num_threads(), _small_rows_store())
-        small_rows.route(self._model, rows)
-        return rows
 
     # ------------------------------------------------------------ properties
 
@@ -158,10 +96,7 @@ class TransformersBackend(Backend):
 
     @property
     def vocab_type(self) -> str:
-        try:
-            return str(json.loads(self._tok.backend_tokenizer.to_str())["model"]["type"])
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return type(self._tok).__name__  # a slow tokenizer: no backend to ask
+        return hf_tokens.vocab_type(self._tok)
 
     @property
     def tokenizer_size(self) -> int:
@@ -410,7 +345,7 @@ class TransformersBackend(Backend):
         Backend.__init__(other)  # an empty token list of its own
         other._cache = None
         other._kv = self._static_kv() if self._kv is not None else None
-        other._hidden = _HiddenRows()  # hidden states are kept per backend, on request
+        other._hidden = HiddenRows()  # hidden states are kept per backend, on request
         other._features = LayerFeatures()
         return other
 
@@ -420,221 +355,3 @@ class TransformersBackend(Backend):
         self._cache = None
         self._kv = self._steps = None
         self._model = None
-
-
-class _HiddenRows:
-    """The LM head's input rows of the latest forward, caught by a hook on the head.
-
-    The head sees exactly the rows the logits are computed for, so row i belongs to the
-    position `start + i`. Rows past a cache rollback are dropped.
-    """
-
-    def __init__(self) -> None:
-        self._hook = None
-        self._armed = False  # only the backend's own forwards count, not oracles' head calls
-        self._caught = None
-        self._rows = None  # (n, hidden) tensor
-        self._start = 0
-
-    def enable(self, head, on: bool) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-        self._rows = self._caught = None
-        if on and head is not None:
-            self._hook = head.register_forward_pre_hook(self._catch)
-
-    def _catch(self, _module, args) -> None:
-        if self._armed:
-            self._caught = args[0]
-
-    def arm(self) -> None:
-        """A forward of the backend begins."""
-        self._armed, self._caught = self._hook is not None, None
-
-    def took(self, start: int) -> None:
-        """That forward ended; its logit rows begin at context position `start`."""
-        if self._caught is not None:
-            self._rows, self._start = self._caught[0].detach(), start
-        self._armed, self._caught = False, None
-
-    def cut(self, n: int) -> None:
-        """The cache now holds only positions < n."""
-        if self._rows is not None:
-            keep = n - self._start
-            self._rows = self._rows[:keep] if keep > 0 else None
-
-    def select(self, rows: list[int]) -> None:
-        """A masked forward's rows are nodes: keep the kept chain's, in chain order."""
-        if self._rows is not None:
-            self._rows = self._rows[rows] if rows else None
-
-    def at(self, position: int):
-        i = position - self._start
-        if self._rows is None or not 0 <= i < len(self._rows):
-            return None
-        return self._rows[i]
-
-
-# ---------------------------------------------------------------- loading
-
-
-RACE = "race"  # bfloat16 against float32, measured at load (cpu_dtype.py)
-
-
-def _pick_dtype(device: str, dtype: str | None, model_path: str | Path, threads: int | None):
-    """The torch dtype to load in, or RACE where the CPU's choice is to be measured."""
-    import torch
-
-    facts = DeviceFacts.read()
-    racing = cpu_dtype.racing(device, dtype, facts.cpu_bf16)
-    measured = cpu_dtype.remembered(cpu_dtype.store_path(), model_path, threads) \
-        if racing else None  # a GPU, or a dtype asked: nothing raced to read
-    if racing and measured is None:
-        return RACE
-    return getattr(torch, model_dtype("transformers", device, dtype, facts, measured))
-
-
-def cast_weights(model, dtype) -> None:
-    """The parameters in `dtype` as `from_pretrained(dtype=...)` would load them: the buffers
-    as they are (`model.to(dtype)` would also round the rotary embedding's float32
-    frequencies: logits up to 0.004 apart on a one-layer Llama in bfloat16), and the modules
-    the architecture keeps in float32 kept so. Tied weights stay tied (one parameter, cast
-    once)."""
-    keep = {*(getattr(model, "_keep_in_fp32_modules", None) or ()),
-            *(getattr(model, "_keep_in_fp32_modules_strict", None) or ())}
-    for name, param in model.named_parameters():  # each parameter once, tied ones included
-        if keep.intersection(name.split(".")):
-            continue
-        if param.dtype != dtype and param.is_floating_point():
-            param.data = param.data.to(dtype)
-
-
-def _one_layers_params(model) -> int | None:
-    """Parameters of the model's first decoder layer (None: no `layers` list found)."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
-    return sum(p.numel() for p in layers[0].parameters()) if layers else None
-
-
-def _small_rows_store() -> Path:
-    return home_dir("cache") / "profiles" / "small-rows.json"
-
-
-def _load(path: Path, device: str, dtype):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # our own progress reporting; keep the terminal clean
-    hf_gguf.quiet_conversion()
-    hf_gguf.name_maps_once()
-
-    if not path.exists():
-        raise BackendError(f"model not found: {path}")
-    kwargs: dict = {}
-    folder, gguf = path, None
-    if path.is_file():
-        if path.suffix != ".gguf":
-            raise BackendError(f"{path} is neither a .gguf file nor a model folder")
-        folder, gguf = path.parent, path.name
-        kwargs["gguf_file"] = gguf
-    elif not (path / "config.json").exists():
-        raise BackendError(f"{path} is not a Hugging Face model folder (no config.json)")
-    t0 = time.perf_counter()
-    try:
-        if gguf:
-            tok, kwargs["config"] = hf_gguf.tokenizer_and_config(
-                folder, gguf, home_dir("cache") / hf_gguf.FOLDER)
-        else:
-            tok = AutoTokenizer.from_pretrained(folder)
-        # A GGUF is de-quantized to float32 whatever is asked; asked for another dtype,
-        # transformers warns that its packed-weight kernels compute in float32, though it
-        # packs nothing here (the `kernels` package is not installed): loaded in float32 and
-        # its weights converted, the same model, no warning.
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch.float32 if gguf else dtype, **kwargs)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise BackendError(f"transformers could not load {path}: {_first_line(exc)}") from None
-    if gguf:
-        cast_weights(model, dtype)
-    model.to(device).eval()
-    model.load_seconds = time.perf_counter() - t0
-    return model, tok, (path if gguf else None)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _piece_table(tok) -> list[bytes]:
-    """Raw bytes of every token id, decoded the way the tokenizer's decoder would."""
-    vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
-    decoder = json.loads(tok.backend_tokenizer.to_str()).get("decoder") or {}
-    added = {t.content for t in tok.added_tokens_decoder.values()}
-    if "ByteLevel" in json.dumps(decoder):
-        byte_of = {c: b for b, c in _bytes_to_unicode().items()}
-        return [_bytelevel(p, byte_of, added) for p in vocab]
-    return [_sentencepiece(p, added) for p in vocab]
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character map used by byte-level BPE."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
-def _bytelevel(piece: str | None, byte_of: dict[str, int], added: set[str]) -> bytes:
-    if piece is None:
-        return b""
-    if piece in added or any(c not in byte_of for c in piece):
-        return piece.encode("utf-8")
-    return bytes(byte_of[c] for c in piece)
-
-
-_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-
-
-def _sentencepiece(piece: str | None, added: set[str]) -> bytes:
-    if piece is None:
-        return b""
-    if piece in added:
-        return piece.encode("utf-8")
-    m = _BYTE_FALLBACK.match(piece)
-    if m:
-        return bytes([int(m.group(1), 16)])
-    return piece.replace("\u2581", " ").encode("utf-8")
-
-
-def _added_special_ids(tok) -> frozenset[int]:
-    return frozenset(i for i, t in tok.added_tokens_decoder.items() if t.special)
-
-
-def _eos_ids(tok, model) -> frozenset[int]:
-    ids: set[int] = set()
-    for source in (tok.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
-        if isinstance(source, int):
-            ids.add(source)
-        elif source:
-            ids.update(source)
-    vocab = tok.get_vocab()
-    ids.update(vocab[name] for name in _END_OF_TURN if name in vocab)
-    return frozenset(ids)
-
-
-def _chat_template(tok, gguf_path: Path | None) -> str | None:
-    template = getattr(tok, "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("default") or next(iter(template.values()), None)
-    if template or gguf_path is None:
-        return template
-    from ..models.gguf_meta import read_metadata
-
-    return read_metadata(gguf_path).get("tokenizer.chat_template")

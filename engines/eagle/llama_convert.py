@@ -25,7 +25,7 @@ CONVERTER = "convert_hf_to_gguf.py"
 def sources() -> Path:
     """llama.cpp's source tree the converter runs from (fetched by the llama-server build);
     one line naming the command that fetches it where it is not here."""
-    from ..servers.llama_build import BUILD_HINT, source_tree
+    from ..llama_build import BUILD_HINT, source_tree
 
     tree = source_tree()
     if tree is None or not (tree / CONVERTER).is_file():
@@ -36,7 +36,7 @@ def sources() -> Path:
 
 def server_binary() -> Path | None:
     """The llama-server built from those sources (or named by $SPECVIZ_LLAMA_SERVER)."""
-    from ..servers.llama_build import binary
+    from ..llama_build import binary
 
     return binary()
 

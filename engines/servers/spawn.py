@@ -32,9 +32,10 @@ from pathlib import Path
 import httpx
 
 from .. import events as ev
+from .. import llama_build
 from ..errors import SpecvizError
 from ..loop.session import RunSettings
-from . import connect, llama_build, llama_server
+from . import connect, llama_server
 from .llama_speculation import Speculation, known_types
 from .server_session import ServerSession
 from .sse import Endpoint, ServerError

@@ -4,7 +4,9 @@ llama-cpp-python's sdist carries the llama.cpp sources its binding was built fro
 them llama-server: its speculation types (`--spec-type`), its draft options and `/metrics`.
 Building from there means the server runs the same llama.cpp as the binding. The build lives
 in specviz's cache, one folder per llama-cpp-python version and CPU kind, and is never
-committed; `SPECVIZ_LLAMA_SERVER` names another binary to use instead.
+committed; `SPECVIZ_LLAMA_SERVER` names another binary to use instead. Spawned server lanes
+run it and EAGLE's GGUF converter runs from its sources: a room of its own below both, as
+servers/ leads to eagle/ (through the loop and its oracles).
 
     specviz llama-server build      # about six minutes on two cores, once per version
 """
@@ -24,8 +26,8 @@ from pathlib import Path
 
 import platformdirs
 
-from ..errors import SpecvizError
-from ..machine.hardware import CpuFacts, read_cpu
+from .errors import SpecvizError
+from .machine.hardware import CpuFacts, read_cpu
 
 ENV = "SPECVIZ_LLAMA_SERVER"  # a llama-server binary to use instead of the cached build
 BUILD_HINT = "run `specviz llama-server build`"
