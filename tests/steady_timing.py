@@ -1,15 +1,25 @@
-"""Forward times given to the cost profile instead of read from the clock.
+"""Times given to what reads the clock, for tests whose verdict rests on those times.
 
 A test whose verdict rests on a profile being measured and stored (reused by the next run,
 shown by `specviz profile`) would otherwise depend on how busy the machine running it is: a
 profile timed while other work had the cores is not stored at once (engines/cost/profile.py).
 `profile_measure.time_forward` is the one place a profile's samples are read from the clock;
 here the forward still runs on the model, and takes the time a quiet machine would give it.
+
+Auto K reads the clock twice: each step's timing (the session's, learnt in `observe`) and each
+oracle lookup (its own `clock`). Which K it picks and why it declined follow from them: beside
+busy processes a lookup that was 1% of a step looked dear, and auto K stopped asking the
+oracle ("idle") where a quiet machine said "no-match".
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
+from specviz.engines import events as ev
 from specviz.engines.cost import profile_measure as measuring
+from specviz.engines.cost.auto_k import AutoK, sent_rows
 
 
 def steady_forwards(monkeypatch, one_ms: float = 2.0, row_ms: float = 0.5) -> None:
@@ -22,3 +32,22 @@ def steady_forwards(monkeypatch, one_ms: float = 2.0, row_ms: float = 0.5) -> No
         return one_ms + row_ms * (len(tokens) - 1) + ctx / 1000
 
     monkeypatch.setattr(measuring, "time_forward", timed)
+
+
+def steady_auto_k(policy: AutoK, lookup_ms: float = 0.001, other_ms: float = 0.1) -> AutoK:
+    """The policy learns each step as its profiles price it (the rows verified, the tokens
+    drafted, `other_ms` besides) and each oracle lookup as taking `lookup_ms`; the steps still
+    run on the model, and the events keep the times they took."""
+    ticks = itertools.count()
+    policy.clock = lambda: next(ticks) * lookup_ms / 1000  # read before and after a lookup
+    observe = policy.observe
+
+    def steadily(event: ev.StepEvent) -> None:
+        drafted = len(event.proposed)
+        draft_ms = (drafted * policy.draft_profile.cost_ms(1, event.position)
+                    if policy.draft_profile is not None else 0.0)
+        verify_ms = policy.profile.cost_ms(sent_rows(event), event.position)
+        observe(dataclasses.replace(event, timing=ev.Timing(draft_ms, verify_ms, other_ms)))
+
+    policy.observe = steadily
+    return policy

@@ -11,6 +11,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+from engine_waits import HUNG_MS
 from test_app_run import finish, lane_texts, run_to_end, set_up, tiny
 
 from specviz.engines import events as ev
@@ -31,7 +32,7 @@ def kill_mid_run(window, app_env, qtbot, sig: signal.Signals) -> int:
         window.board.drain()
         return all(len(lane.view.events) >= 3 for lane in lanes)
 
-    qtbot.waitUntil(some_steps, timeout=60_000)
+    qtbot.waitUntil(some_steps, timeout=HUNG_MS)
     window.menus.pause_action.trigger()  # the run cannot end on its own before the signal
     pid = window.runner.engine.pid
     os.kill(pid, sig)
