@@ -15,7 +15,11 @@ load (#77: a second start within eager's + 10 s).
         --threads 2 [--fresh] [--against-eager] [--json out.json]
 
 `--set torch._inductor.config.freezing=True` (repeatable) changes a config in the child
-before the load (a remedy tried), `--env NAME=VALUE` its environment.
+before the load (a remedy tried), `--env NAME=VALUE` its environment. `--variant
+LABEL:MODULE.NAME=PYTHON` (repeatable; `;` between settings) adds a compiled start with those
+settings to each round, after the plain one and before the eager one, so ways are compared
+alternately (#77: `--variant whole:specviz.engines.backends.hf_compiled.RUN_LAYERS=0`, the
+decoder in one graph, against runs of layers).
 """
 
 from __future__ import annotations
@@ -61,13 +65,32 @@ print(json.dumps({"import_torch_s": round(imported, 2), "load_s": round(load, 2)
 """
 
 
-def start(args, env: dict, compile: str = "on") -> dict:
+def start(args, env: dict, compile: str = "on", settings: list[str] | None = None) -> dict:
+    settings = args.set + (settings or [])
     done = subprocess.run([sys.executable, "-c", CHILD, args.target, args.dtype or "",
-                           str(args.threads or ""), json.dumps(args.set), compile],
+                           str(args.threads or ""), json.dumps(settings), compile],
                           capture_output=True, text=True, env=env, timeout=1800)
     if done.returncode:
         raise SystemExit(f"the child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def differences(runs: list[dict]) -> str:
+    """Each compiled way's load over the eager load of its round, round by round (the first
+    round left out where it may have compiled: the later ones read)."""
+    rounds, current = [], {}
+    for r in runs:
+        if r["variant"] in current:
+            rounds.append(current)
+            current = {}
+        current[r["variant"]] = r["load_s"]
+    rounds.append(current)
+    lines = []
+    for way in [w for w in rounds[0] if w != "eager"]:
+        diffs = [round(r[way] - r["eager"], 2) for r in rounds if way in r and "eager" in r]
+        if diffs:
+            lines.append(f"{way}: load minus eager's, round by round: {diffs}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,22 +106,32 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--against-eager", action="store_true",
                    help="an eager start after each compiled one, alternately")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL:MODULE.NAME=PYTHON",
+                   help="another compiled start a round, with these settings")
     args = p.parse_args(argv)
+    variants = [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in args.variant]
     env = dict(os.environ, **dict(e.split("=", 1) for e in args.env))
     with tempfile.TemporaryDirectory(prefix="specviz-compile-") as scratch:
         if args.fresh:
             env["TORCHINDUCTOR_CACHE_DIR"] = scratch
         runs = []
         for i in range(args.starts):
-            runs.append(start(args, env))
+            runs.append({"variant": "on", **start(args, env)})
             r = runs[-1]
             top = ", ".join(f"{k} {v}" for k, v in list(r["phases_s"].items())[:6])
             print(f"start {i + 1}: load {r['load_s']} s, of which width 1's graph "
                   f"{r['width1_s']} s (read from the cache: {r['widths_read']}); {top}",
                   flush=True)
+            for label, settings in variants:
+                runs.append({"variant": label, **start(args, env, settings=settings)})
+                print(f"{label} start {i + 1}: load {runs[-1]['load_s']} s, of which width 1's "
+                      f"graph {runs[-1]['width1_s']} s", flush=True)
             if args.against_eager:
-                runs.append(start(args, env, compile="off"))
+                runs.append({"variant": "eager", **start(args, env, compile="off")})
                 print(f"eager start {i + 1}: load {runs[-1]['load_s']} s", flush=True)
+    summary = differences(runs)
+    if summary:
+        print(summary)
     result = {"target": args.target, "dtype": args.dtype, "threads": args.threads,
               "fresh": args.fresh, "set": args.set, "env": args.env,
               "load_before": os.getloadavg()[0], "starts": runs}

@@ -217,11 +217,13 @@ def test_on_cuda_the_graphs_are_captured_and_no_step_keeps_a_replays_buffer(eage
     """A CUDA device (its kind given: nothing here runs CUDA) compiles with CUDA graph trees,
     starts a new generation before every step and hands out a copy of the graph's output
     buffer, which the next replay overwrites; the CPU model itself (no kind given) asks for
-    neither and hands out what the graph returned."""
+    neither and hands out what the graph returned (the whole decoder in one graph here: the
+    CPU's runs of layers are the next test's)."""
     import torch
 
     from specviz.engines.backends import hf_compiled
 
+    monkeypatch.setattr(hf_compiled, "RUN_LAYERS", 0)
     asked, steps_begun = [], []
     buffer = torch.arange(24.0).reshape(1, 4, 6)  # the captured graph's own output
 
@@ -242,6 +244,32 @@ def test_on_cuda_the_graphs_are_captured_and_no_step_keeps_a_replays_buffer(eage
     else:
         assert asked == [{"dynamic": None, "fullgraph": True}] and steps_begun == []
         assert all(r is buffer for r in rows)
+
+
+def test_on_a_cpu_one_graph_runs_every_run_of_layers(eager, monkeypatch):
+    """On a CPU the graph runs a few layers (dynamo traces those, not the decoder, at every
+    start); the decoder's runs share it: one graph a width, whichever layer each run starts
+    at, giving eager's rows. On CUDA the decoder stays one graph (one CUDA graph a step)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from specviz.engines.backends import hf_compiled
+
+    assert [hf_compiled.run_length(n, "cpu") for n in (30, 24, 32, 7)] == [5, 4, 4, 1]
+    assert hf_compiled.run_length(30, "cuda") is None
+    monkeypatch.setattr(hf_compiled, "RUN_LAYERS", 1)  # the tiny model's 2 layers: 2 runs
+    steps = hf_compiled.CompiledSteps(eager.model, tell=lambda _: None)
+    assert steps.run == 1
+    compiled_kv, eager_kv = (hf_compiled.StaticKV(eager.model, "cpu", eager.model.dtype, 256)
+                             for _ in range(2))
+    graphs = counters["stats"]["unique_graphs"]
+    with torch.inference_mode():
+        for n_past, tokens in ((0, [3]), (1, [4, 5, 6]), (4, [7])):
+            got = hf_compiled.run_rows(steps, compiled_kv, tokens, n_past)
+            want = hf_compiled.run_rows(steps, eager_kv, tokens, n_past, eager=True)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=CLOSE, rtol=0)
+    assert counters["stats"]["unique_graphs"] - graphs == 2  # widths 1 and 4, a graph each
+    assert steps.ready(1) and steps.ready(4)
 
 
 @pytest.mark.gpu
