@@ -276,10 +276,12 @@ def _why_slower(args: argparse.Namespace, target, result: dict) -> str:
     from ...engines.cost import profile as prof
     from ...engines.cost.why_slower import loss_reason
 
+    if result.get("verdict") != SLOWER:
+        return ""  # a loss within the machine's noise has no cause to explain
     stored = prof.load(args.target, args.backend, target.device, args.threads, target.dtype,
                        say=_say, variant=target.profile_variant)
-    if stored is None or result.get("verdict") != SLOWER:
-        return ""  # a loss within the machine's noise has no cause to explain
+    if stored is None:
+        return ""
     costs = [stored.relative(n, 512) for n in range(1, 34)]
     return loss_reason(args.oracle, result, costs)
 

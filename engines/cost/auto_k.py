@@ -122,6 +122,11 @@ class AutoK:
         self.explored = False  # the last K chosen was to learn the odds (said in the trace)
         self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
 
+    @property
+    def context_len(self) -> int:
+        """The context the last step was chosen at."""
+        return self._context_len
+
     # ------------------------------------------------------------ before a step
 
     def choose(self, context: Sequence[int]) -> int:

@@ -211,10 +211,37 @@ def read(model: str, backend: str, device: str, threads: int | None,
     except ValueError as exc:  # json's errors are ValueErrors
         return None, f"{path}: not JSON ({exc})"
     wrong = profile_shape.problem(data, PROFILE_VERSION) or uneven(
-        data["contexts"], data["batches"], data["ms"])
+        data["contexts"], data["batches"], data["ms"]) or _stale(data)
     if wrong:
         return None, f"{path}: {wrong}"
     return Profile.from_dict(data), ""
+
+
+# Beside a profile's fields in its file: why a run found it stale (profile_fresh.py).
+STALE_KEY = "stale"
+
+
+def _stale(data: dict) -> str:
+    why = data.get(STALE_KEY)
+    return why if isinstance(why, str) else ""
+
+
+def mark_stale(profile: Profile, why: str) -> bool:
+    """Marks the stored file of `profile` stale, so the next run measures it again; False
+    where the file there is another measurement by now (or none), or cannot be written."""
+    path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
+                        profile.dtype, profile.variant)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict) or data.get("created") != profile.created or _stale(data):
+        return False
+    try:
+        _write(path, {**data, STALE_KEY: why})
+    except SpecvizError:  # a folder it cannot write: the next run keeps the old one
+        return False
+    return True
 
 
 def load(model: str, backend: str, device: str, threads: int | None,

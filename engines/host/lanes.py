@@ -109,9 +109,17 @@ class LocalLane(_Delegated):
         return backend_build(self.session.target.name)
 
     def notice(self) -> str | None:
-        notes = [n for n in (self.session.oracle.notice(), self.session.target.busy_note())
-                 if n]
+        notes = [n for n in (self.session.oracle.notice(), self.session.target.busy_note(),
+                             self._profile_note()) if n]
         return "; ".join(notes) or None
+
+    def _profile_note(self) -> str | None:
+        """Where this run's steps showed its cost profile was timed on a busier machine."""
+        from ..cost.auto_k import AutoK
+        from ..cost.profile_fresh import stale_note
+
+        policy = self.session.k_policy
+        return stale_note(policy) if isinstance(policy, AutoK) else None
 
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         session = self.session

@@ -1,0 +1,65 @@
+"""A stored cost profile that a run's own steps show was timed on a busier machine is
+measured again at the next run (engines/cost/profile_fresh.py)."""
+
+from __future__ import annotations
+
+import json
+
+from test_cost import CPU_MS, FakeLookup, profile, step
+
+from specviz.engines.cost import profile as prof
+from specviz.engines.cost.auto_k import AutoK
+from specviz.engines.cost.profile_fresh import MIN_STEPS, slower_than_run, stale_note
+from specviz.engines.cost.profile_store import profile_path
+
+
+def test_a_profile_is_stale_only_where_many_steps_ran_far_faster_than_it_says():
+    assert slower_than_run(30.0, 0.5, MIN_STEPS - 1) == ""  # too few steps to tell
+    assert slower_than_run(30.0, 0.8, 100) == ""  # a quiet run's spread
+    assert slower_than_run(30.0, 1.6, 100) == ""  # a busier run: other work adds time
+    why = slower_than_run(28.3, 16.1 / 28.3, 100)
+    assert "28.3 ms then, 16.1 ms in this run" in why
+
+
+def ran(policy: AutoK, live_share: float, steps: int = 40) -> AutoK:
+    """`steps` plain steps of a run whose one-token steps cost `live_share` of the profile's."""
+    live = profile([ms * live_share for ms in CPU_MS])
+    for i in range(steps):
+        policy.choose(list(range(512 + i)))
+        policy.observe(step(0, 0, position=512 + i, live=live, index=i + 1))
+    return policy
+
+
+def stored(timed) -> AutoK:
+    path, _ = prof.store(timed)
+    assert path == profile_path(timed.model, timed.backend, timed.device, timed.threads)
+    return AutoK(FakeLookup(), timed)
+
+
+def test_a_run_far_faster_than_its_stored_profile_marks_it_for_measuring_again():
+    timed = profile(CPU_MS)
+    policy = ran(stored(timed), live_share=0.5)
+    note = stale_note(policy)
+    assert note and "measured again at the next run" in note and "30.0 ms then" in note
+    again, why = prof.read(timed.model, timed.backend, timed.device, timed.threads)
+    assert again is None and "busier than now" in why
+    assert stale_note(policy) is None  # said once: the file is marked already
+
+
+def test_a_run_as_fast_as_its_profile_or_slower_leaves_it_alone():
+    for share in (0.9, 1.0, 2.0):
+        timed = profile(CPU_MS)
+        assert stale_note(ran(stored(timed), live_share=share)) is None
+        kept, why = prof.read(timed.model, timed.backend, timed.device, timed.threads)
+        assert kept is not None and why == "" and kept.created == timed.created
+
+
+def test_a_profile_measured_again_meanwhile_is_not_condemned_by_an_older_run():
+    old = profile(CPU_MS)
+    policy = ran(stored(old), live_share=0.5)
+    newer = profile(CPU_MS)
+    newer.created = old.created + 60
+    prof.store(newer)
+    assert stale_note(policy) is None
+    data = json.loads(profile_path(old.model, "llama", "cpu", 2).read_text())
+    assert "stale" not in data
