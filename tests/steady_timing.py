@@ -51,3 +51,24 @@ def steady_auto_k(policy: AutoK, lookup_ms: float = 0.001, other_ms: float = 0.1
 
     policy.observe = steadily
     return policy
+
+
+def jittered_session_clock(monkeypatch, tick_ms: float = 4.0, spread: float = 0.3,
+                           seed: int = 0) -> None:
+    """The session's clock (engines/loop/session.py, where each step's timing is read) moves
+    on `tick_ms` times a seeded random factor within 1 ± `spread` at every reading: lanes doing
+    the same work take the same times but for noise as large as a busy machine's, and the
+    same noise on any machine. The steps still run on the model."""
+    import random
+    import types
+
+    from specviz.engines.loop import session
+
+    draw = random.Random(seed)
+    now = [0.0]
+
+    def perf_counter() -> float:
+        now[0] += tick_ms / 1000 * (1 + spread * (2 * draw.random() - 1))
+        return now[0]
+
+    monkeypatch.setattr(session, "time", types.SimpleNamespace(perf_counter=perf_counter))
