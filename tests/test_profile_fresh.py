@@ -13,12 +13,22 @@ from specviz.engines.cost.profile_fresh import MIN_STEPS, slower_than_run, stale
 from specviz.engines.cost.profile_store import profile_path
 
 
-def test_a_profile_is_stale_only_where_many_steps_ran_far_faster_than_it_says():
-    assert slower_than_run(30.0, 0.5, MIN_STEPS - 1) == ""  # too few steps to tell
-    assert slower_than_run(30.0, 0.8, 100) == ""  # a quiet run's spread
+def test_a_profile_is_stale_only_where_many_steps_ran_far_cheaper_than_it_says():
+    assert slower_than_run(30.0, 0.4, MIN_STEPS - 1) == ""  # too few steps to tell
+    assert slower_than_run(30.0, 0.6, 100) == ""  # a quiet profile's longer contexts
     assert slower_than_run(30.0, 1.6, 100) == ""  # a busier run: other work adds time
-    why = slower_than_run(28.3, 16.1 / 28.3, 100)
-    assert "28.3 ms then, 16.1 ms in this run" in why
+    why = slower_than_run(45.9, 18.7 / 45.9, 100)
+    assert "45.9 ms then, 18.7 ms in this run" in why
+
+
+def test_a_quiet_profile_dearer_than_the_runs_steps_at_longer_contexts_is_kept():
+    # Live one-token steps at 0.6-0.85x of a quiet profile (its cells at longer contexts timed
+    # on a freshly filled cache); 0.41-0.5x of one timed during a build.
+    policy = stored(profile(CPU_MS))
+    policy.scale_at[1], policy.one_token_ms = (0.6, 100), (18.0, 100)
+    assert stale_note(policy) is None
+    policy.scale_at[1], policy.one_token_ms = (0.45, 100), (13.5, 100)
+    assert "30.0 ms then, 13.5 ms in this run" in stale_note(policy)
 
 
 def ran(policy: AutoK, live_share: float, steps: int = 40) -> AutoK:
@@ -40,7 +50,7 @@ def test_a_run_far_faster_than_its_stored_profile_marks_it_for_measuring_again()
     timed = profile(CPU_MS)
     policy = ran(stored(timed), live_share=0.5)
     note = stale_note(policy)
-    assert note and "measured again at the next run" in note and "30.0 ms then" in note
+    assert note and "measured again at the next run" in note and "30.0 ms then, 15.0" in note
     again, why = prof.read(timed.model, timed.backend, timed.device, timed.threads)
     assert again is None and "busier than now" in why
     assert stale_note(policy) is None  # said once: the file is marked already

@@ -101,6 +101,7 @@ class AutoK:
         self.scale = 1.0  # live verification ms / profiled ms, over all steps
         self.steps_timed = 0
         self.verifications_timed = 0  # those that scaled the profile (not a switch back)
+        self.one_token_ms: tuple[float, int] = (0.0, 0)  # live one-token steps: (ms, seen)
         self.scale_at: dict[int, tuple[float, int]] = {}  # per cost regime: (ratio, steps seen)
         self.draft_ms_per_token: float | None = None
         self._drafted = False  # this run has drafted: the drafter has read the prompt
@@ -121,11 +122,6 @@ class AutoK:
         self._context_len = 0
         self.explored = False  # the last K chosen was to learn the odds (said in the trace)
         self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
-
-    @property
-    def context_len(self) -> int:
-        """The context the last step was chosen at."""
-        return self._context_len
 
     # ------------------------------------------------------------ before a step
 
@@ -397,6 +393,9 @@ class AutoK:
             regime = cost_regime(rows)
             old, seen = self.scale_at.get(regime, (ratio, 0))
             self.scale_at[regime] = (settle(old, ratio, seen), seen + 1)
+            if rows == 1:
+                mean, seen = self.one_token_ms
+                self.one_token_ms = (settle(mean, ms, seen), seen + 1)
 
 
 def priced_out(event: ev.StepEvent) -> bool:

@@ -5,27 +5,32 @@ A profile timed while other work had the cores is slow all over; where the work 
 as a quiet one. Auto K scales it by what each run's steps cost, but it never learns what a
 batch it does not send would cost: with batches priced at a busy machine's dearest, it keeps
 K near 0 on every later run (the quick start on a 2-core Xeon: mean K 0.3 and 1.05x with a
-profile timed during a build, mean K 1.8-2.1 and 1.08-1.32x with one timed quietly). Other
-work only ever adds time, so a run whose one-token steps are much faster than the profile
-says shows the profile was timed on a busier machine: it is marked stale, and the next run
-measures it again.
+profile timed during a build, mean K 1.8-2.1 and 1.06-1.32x with one timed quietly).
+
+Other work only ever adds time: a run whose one-token steps cost far less than the profile
+says at their contexts shows the profile was timed on a busier machine. It is marked stale,
+and the next run measures it again. "Far": a quiet profile's one-token cells at longer
+contexts, timed on a freshly filled cache, already run above what a run's steps take there
+(live steps at 0.6-1.0x of a quiet profile on a 2-core Xeon, 0.41-0.55x of one timed during
+a build): only half or less condemns a profile, so a quiet one is never measured again
+for nothing; one timed beside heavier work than a build is caught every time.
 """
 
 from __future__ import annotations
 
-# One-token steps this many times faster than the profile says (quiet runs stay within
-# 0.9-1.1x of a quiet profile), over at least this many steps, condemn it.
-STALE_RATIO = 1.5
+# Live one-token steps at this share of the profile's price at their contexts, or less, over
+# at least MIN_STEPS steps, condemn it.
+STALE_SHARE = 0.5
 MIN_STEPS = 32
 
 
-def slower_than_run(one_ms_profiled: float, scale: float, seen: int) -> str:
-    """In words, why a profile whose one-token steps cost `one_ms_profiled` is stale, given
-    that a run's `seen` one-token steps took `scale` times that; "" where it holds."""
-    if seen < MIN_STEPS or scale * STALE_RATIO > 1:
+def slower_than_run(profiled_ms: float, share: float, seen: int) -> str:
+    """In words, why a profile is stale whose one-token step costs `profiled_ms` where a
+    run's `seen` one-token steps took `share` of what it says; "" where it holds."""
+    if seen < MIN_STEPS or share > STALE_SHARE:
         return ""
     return (f"it was timed while the machine was busier than now (a one-token step took "
-            f"{one_ms_profiled:.1f} ms then, {one_ms_profiled * scale:.1f} ms in this run)")
+            f"{profiled_ms:.1f} ms then, {profiled_ms * share:.1f} ms in this run)")
 
 
 def stale_note(policy) -> str | None:
@@ -34,9 +39,10 @@ def stale_note(policy) -> str | None:
     stored file is another measurement by now, or cannot be written)."""
     from .profile_store import mark_stale
 
-    scale, seen = policy.scale_at.get(1, (1.0, 0))
+    share, seen = policy.scale_at.get(1, (1.0, 0))
+    live_ms, _ = policy.one_token_ms
     profile = policy.profile
-    why = slower_than_run(profile.cost_ms(1, policy.context_len), scale, seen)
+    why = slower_than_run(live_ms / share if share > 0 else 0.0, share, seen)
     if not why or not mark_stale(profile, why):
         return None
     return (f"the cost profile of {profile.model} is measured again at the next run: {why}, "
