@@ -555,13 +555,18 @@ class _Painter:
                    f"one pass of the target: {n} position{'s' if n != 1 else ''}", "label",
                    "pass", LEFT)
 
-    def _card(self, i: int, rect: QRectF) -> None:
-        piece, p, s, u = self.a.pieces[i], self.p, self.s, self.u
-        look = self.a.look(self.stage, i)
+    def _framed(self, i: int, rect: QRectF, corner: float):
+        """Guess i's frame as this stage looks at it; its piece, look and colour."""
+        piece, look = self.a.pieces[i], self.a.look(self.stage, i)
         colour = _colour(piece, look)
-        p.setBrush(s.shade if look.lit else Qt.BrushStyle.NoBrush)
-        p.setPen(s.pens["focus"] if look.emphasis else s.pens[colour])
-        p.drawRoundedRect(rect, 0.35 * u, 0.35 * u)
+        self.p.setBrush(self.s.shade if look.lit else Qt.BrushStyle.NoBrush)
+        self.p.setPen(self.s.pens["focus"] if look.emphasis else self.s.pens[colour])
+        self.p.drawRoundedRect(rect, corner * self.u, corner * self.u)
+        return piece, look, colour
+
+    def _card(self, i: int, rect: QRectF) -> None:
+        s, u = self.s, self.u
+        piece, look, colour = self._framed(i, rect, 0.35)
         token = QRectF(rect.x(), rect.y() + 0.2 * u, rect.width(), 2.0 * u)
         font = "struck" if look.struck else "token"
         self._text(token, _elided(piece.text, s.metrics[font], rect.width() - 0.4 * u), font,
@@ -623,12 +628,8 @@ class _Painter:
         self._text(rect, "now", "small", "grid", CENTRE)
 
     def _node(self, i: int, rect: QRectF) -> None:
-        piece, p, s, u = self.a.pieces[i], self.p, self.s, self.u
-        look = self.a.look(self.stage, i)
-        colour = _colour(piece, look)
-        p.setBrush(s.shade if look.lit else Qt.BrushStyle.NoBrush)
-        p.setPen(s.pens["focus"] if look.emphasis else s.pens[colour])
-        p.drawRoundedRect(rect, 0.25 * u, 0.25 * u)
+        p, s, u = self.p, self.s, self.u
+        piece, look, colour = self._framed(i, rect, 0.25)
         font = self.lay.tree_struck if look.struck else self.lay.tree_font
         p.setFont(font)
         p.setPen(s.pens[colour])
