@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from steady_timing import steady_forwards
+from steady_timing import steady_auto_k, steady_forwards
 from test_session import CODE_EDIT
 
 from specviz.app.cli import bench_tables
@@ -192,7 +192,9 @@ def _auto_bench(backend, questions_file, repeat):
     made: list[AutoK] = []
 
     def make_policy(oracle):
-        made.append(AutoK(oracle, cheap))
+        # Steps learnt at their profiled prices: which K each turn picks must not depend on
+        # how busy the machine is (beside two busy loops a turn drafted once and not again).
+        made.append(steady_auto_k(AutoK(oracle, cheap)))
         return made[-1]
 
     questions = [*bench.load_questions(questions_file)[:2],
