@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from specviz.engines import events as ev
-from specviz.engines.bench.speedup import from_ratios, round_ratio
+from specviz.engines.bench.speedup import NOISE, from_ratios, round_ratio
 from specviz.engines.host.model_pool import ModelPool
 from specviz.engines.host.run_builder import build_lane
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
@@ -103,17 +103,23 @@ def report(prompt: str, runs: dict[str, list[dict]]) -> None:
               f"({c / base['compute_ms']:.3f}x) | {v:.2f} ({v / base['one_token_verify_ms']:.3f}x)"
               f" | {med(name, 'prefill_ms'):.0f} | {w:.0f} ({w / base['wall_ms']:.3f}x) | "
               f"{'/'.join(str(r['drafting_steps']) for r in runs[name])} | "
-              f"{_verdict(runs[name], runs['plain'])} |", flush=True)
+              f"{_verdict(runs[name], runs['plain'], name.startswith('plain'))} |", flush=True)
 
 
-def _verdict(mine: list[dict], plain: list[dict]) -> str:
+def _verdict(mine: list[dict], plain: list[dict], is_plain: bool) -> str:
     """The lane against plain decoding round by round (a round's lanes ran in turn): the
-    bar a declining lane is judged by is "never slower outside the noise"."""
+    bar a declining lane is judged by is "never slower outside the noise". A lane that
+    proposed nothing in any round did plain decoding's work, and reads as `specviz run
+    --baseline` reads it: within noise (the second plain lane keeps its own verdict: the
+    noise floor)."""
     if mine is plain:
         return "-"
     ratios = [round_ratio(a["tokens"], a["compute_ms"], b["tokens"], b["compute_ms"])
               for a, b in zip(mine, plain)]
-    return from_ratios(ratios).words()
+    speed = from_ratios(ratios)
+    if is_plain or speed.low is None or any(r["drafting_steps"] for r in mine):
+        return speed.words()
+    return f"{speed.ratio:.2f}x ({speed.low:.2f}-{speed.high:.2f}): {NOISE}, proposed nothing"
 
 
 if __name__ == "__main__":

@@ -126,10 +126,11 @@ def _replay_one(rec: Record, drafter: Drafter, policy: AutoK | None, k: int | No
     while done < len(rec.out):
         truth = rec.out[done:]
         t0 = time.perf_counter()
-        chosen = policy.choose(context) if policy else k
         # A run drafts up to its token budget, the last token being the target's own (past
         # an end token too: such guesses are drafted, paid for and refused).
-        asked = max(0, min(chosen, (rec.budget or len(rec.out)) - done - 1))
+        left = (rec.budget or len(rec.out)) - done
+        chosen = policy.choose(context, left) if policy else k
+        asked = max(0, min(chosen, left - 1))
         if isinstance(oracle, AutoKHints):
             oracle.price_with(policy.verify_ms if policy else None)
         proposal = oracle.propose(context, asked) if asked else None

@@ -17,19 +17,26 @@ from collections.abc import Callable, Sequence
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
 from .profile import SETTLE, Profile
-from .step_cost import best_k, first_k_reaching
+from .step_cost import best_k, expected_tokens, first_k_reaching
 
 # Match-length buckets (lower bounds): acceptance is learnt per bucket.
 MATCH_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 16, 24, 32, 48)
 PRIOR_MEAN = 0.5  # per draft position, for oracles that do not copy
 PRIOR_WEIGHT = 2.0  # the prior counts as this many observations
-# Oracles that do not copy run at K=2 until 12 tokens are judged: from a pessimistic estimate
-# on a CPU, where batches are dear, they would never be tried.
+# Oracles that do not copy run at K=2 (or the shortest K that good odds could pay for, where 2
+# could not) until 12 tokens are judged: from a pessimistic estimate on a CPU, where batches
+# are dear, they would never be tried.
 EXPLORE_K, EXPLORE_JUDGED = 2, 12
 # ... unless even good odds could not pay here: a draft model's tokens hold about 0.5-0.9 of the
 # time on real text (Leviathan et al. 2023), so exploring needs a gain of 5% at 0.9 per token.
 OPTIMISTIC_ACCEPT, EXPLORE_GAIN = 0.9, 0.05
 EXPLORE_RECHECK = 16  # steps before a "no" to exploring is asked again
+# What learning the odds costs for certain (a draft model's first read of the context, exploring
+# steps where guesses hold at the prior's odds) must be won back this many times over by good
+# odds in the tokens the run has left: good odds are met on the easiest text only. Once over,
+# the 0.5B drafting for the 1.5B on a 2-core Xeon still explored on short prose questions,
+# its steps there taking up to 1.18x of plain decoding's time.
+LEARN_MARGIN = 2.0
 EMA = 0.1  # weight of the newest step in the running timing estimates
 # A verification this many times its profiled price is a stall (a graph compiled on the first
 # use of its width, the process swapped out), not what a step costs: learnt, one compile of a
@@ -125,11 +132,14 @@ class AutoK:
 
     # ------------------------------------------------------------ before a step
 
-    def choose(self, context: Sequence[int]) -> int:
+    def choose(self, context: Sequence[int], left: int | None = None) -> int:
+        """K for the next step at `context`; `left`: the tokens the run may still write
+        (None: not known)."""
         n_ctx = len(context)
         new_run = not self._context_len < n_ctx <= self._context_len + RUN_STEP_MAX
         if new_run:
             self._idle = 0  # its first steps look: a prompt is often copied
+            self._drafted = False  # the drafter reads this run's prompt at its first draft
         self._context_len = n_ctx
         self.explored = False
         self._looked = self._worth_looking(n_ctx)
@@ -145,7 +155,7 @@ class AutoK:
             return 0  # nothing to copy: a plain step
         limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
-            explore = min(EXPLORE_K, limit) if self._still_worth_exploring(n_ctx) else 0
+            explore = min(self._still_worth_exploring(n_ctx, left), limit)
             self.last_choice, self.explored = (explore, 0.0), explore > 0
             return explore
         if self._match is None:
@@ -199,16 +209,20 @@ class AutoK:
         if tokens:
             self._shadows.append((len(context), list(tokens), self._key(1), 0))
 
-    def worth_exploring(self, n_ctx: int) -> bool:
-        """Whether learning an oracle's odds can pay: some K beats a plain step by
-        EXPLORE_GAIN even at OPTIMISTIC_ACCEPT. Where verifying a few tokens and drafting them
+    def worth_exploring(self, n_ctx: int, left: int | None = None) -> int:
+        """The K to learn an oracle's odds with, where learning them can pay (0 where not):
+        some K beats a plain step by EXPLORE_GAIN even at OPTIMISTIC_ACCEPT, explored at
+        EXPLORE_K or at the first K that does, so that no exploring step is one that could
+        not pay at any odds. Where verifying a few tokens and drafting them
         cost about what they are worth (a 0.5B draft of a 1.5B target on a 2-core CPU), not:
         its exploring steps cost 5.6% of a run that declined everywhere else. Nor where the
         verification alone costs more (lookahead's window and pool, 31 rows a step: seven
         exploring steps of 170-320 ms where a plain step takes 26). Heads and lookahead have no
         drafting cost until they draft, so for them this bounds the verification only; a
-        tree's depth is the oracle's (lookahead's n-grams, Medusa's heads). The oracle then
-        never drafts, and costs what plain decoding costs."""
+        tree's depth is the oracle's (lookahead's n-grams, Medusa's heads). Nor where what
+        learning the odds costs for certain is more than good odds would win back over the
+        `left` tokens of the run (`_repays_learning`). The oracle then never drafts, and
+        costs what plain decoding costs."""
         depth = self._limit()
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         # Asked on every step until the odds are learnt (every step, where they never are):
@@ -216,16 +230,62 @@ class AutoK:
         # Odds `specviz pair` measured for this draft, where it did: else good odds.
         odds = [OPTIMISTIC_ACCEPT if self._known(i) is None else self._known(i)
                 for i in range(1, depth + 1)]
-        return first_k_reaching(odds, lambda k: self.step_ms(k, n_ctx),
-                                depth, (1 + gain) / self.step_ms(0, n_ctx)) > 0
 
-    def _still_worth_exploring(self, n_ctx: int) -> bool:
+        def step(k: int) -> float:
+            return self.step_ms(k, n_ctx)
+
+        first = first_k_reaching(odds, step, depth, (1 + gain) / step(0))
+        explore = max(EXPLORE_K, first) if first else 0
+        if explore and not self._repays_learning(odds, step, depth, explore, n_ctx, left):
+            return 0
+        return explore
+
+    def _repays_learning(self, odds: Sequence[float], step: Callable[[int], float], depth: int,
+                         k: int, n_ctx: int, left: int | None) -> bool:
+        """Whether drafting at `odds` for the `left` tokens of the run would win back, by
+        LEARN_MARGIN, what learning the real odds costs for certain where a draft model
+        drafts: its first read of the context, and the exploring steps at K = `k` were its
+        guesses to hold at the prior's odds. On a 2-core Xeon the 0.5B drafting for the 1.5B
+        gains 5-12% at best, its read of a 248-token code edit took 1.5 s, 12% of the run,
+        and the exploring steps cost more: the lane ran at 0.85-1.08x on ten prompts, two
+        slower outside the noise. Heads, lookahead and the rules read nothing (and a tree
+        priced node by node sends only the nodes worth their rows): their exploring is
+        bounded by `worth_exploring` alone, as it is where the run's length is not known."""
+        if left is None or self.draft_profile is None:
+            return True
+        cost = self._reading_ms(n_ctx) + self._exploring_loss_ms(step, k)
+        if cost <= 0:
+            return True
+        _, rate = best_k(odds, step, depth)
+        return left * (step(0) - 1.0 / rate) > LEARN_MARGIN * cost
+
+    def _exploring_loss_ms(self, step: Callable[[int], float], k: int) -> float:
+        """What exploring at K = `k` costs over plain steps until EXPLORE_JUDGED tokens are
+        judged, each guess holding at the prior's odds (a guess is judged where the ones
+        before it held); nothing where such steps pay anyway (a GPU's batches)."""
+        prior = [self._prior(i) for i in range(1, k + 1)]
+        judged = expected_tokens(prior[:-1])  # the first guess always, each next if held
+        steps = EXPLORE_JUDGED / judged
+        return max(0.0, steps * (step(k) - expected_tokens(prior) * step(0)))
+
+    def _reading_ms(self, n_ctx: int) -> float:
+        """What the drafter's read of `n_ctx` tokens costs before this run has drafted: at
+        the profile's widest batch's price per token (a prompt read at once costs less per
+        token on a CPU: the 0.5B's 248 tokens 6 ms each, its 32-token batches 15: a dear
+        estimate, so that what is explored can pay), as loaded as the target's steps are."""
+        if self._drafted or self.draft_profile is None:
+            return 0.0
+        widest = max(self.draft_profile.batches)
+        per_token = self.draft_profile.cost_ms(widest, n_ctx // 2) / widest
+        return n_ctx * self._scale(1) * per_token
+
+    def _still_worth_exploring(self, n_ctx: int, left: int | None = None) -> int:
         """`worth_exploring`, asked again only every EXPLORE_RECHECK steps once it said no:
         pricing every draft length is 30-60 us, asked on every step of a lane that never
         explores (0.5% of a smollm2 step on llama.cpp), and the prices it reads drift slowly."""
         if self._explore_no and self.steps_timed - self._explore_no < EXPLORE_RECHECK:
-            return False
-        worth = self.worth_exploring(n_ctx)
+            return 0
+        worth = self.worth_exploring(n_ctx, left)
         self._explore_no = 0 if worth else max(self.steps_timed, 1)
         return worth
 

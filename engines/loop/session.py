@@ -37,7 +37,9 @@ K_MAX = 32
 class KPolicy(Protocol):
     """Chooses K before each step from what it has observed (engines.cost.auto_k.AutoK)."""
 
-    def choose(self, context: Sequence[int]) -> int: ...
+    def choose(self, context: Sequence[int], left: int | None = None) -> int:
+        """K for the next step; `left`: the tokens the run may still write."""
+        ...
 
     def observe(self, event: ev.StepEvent) -> None: ...
 
@@ -207,7 +209,7 @@ class Session(RunControls):
         t0 = time.perf_counter()
         room = min(self.settings.max_tokens - totals.tokens,
                    self.target.n_ctx - len(self.context)) - 1
-        chosen = self.k_policy.choose(self.context) if self.k_policy else self.k
+        chosen = self.k_policy.choose(self.context, room + 1) if self.k_policy else self.k
         k = max(0, min(chosen, room))
         # Oracles may be shared by lanes and runs with and without auto K: priced per step.
         if isinstance(self.oracle, AutoKHints):
