@@ -212,7 +212,10 @@ def test_repeat_takes_the_median_time_and_learns_each_turn_once(tiny_backend, qu
         assert len(r.compute_ms_runs) == 3
         assert r.compute_ms == sorted(r.compute_ms_runs)[1]
         # The first run's time, split: where a backend's run is slower than its profile.
-        assert sum(r.split_ms.values()) == pytest.approx(r.compute_ms_runs[0], abs=0.01)
+        # A repeat's time leaves its stalled steps out (stalls.py): never more than the split.
+        assert sum(r.split_ms.values()) >= r.compute_ms_runs[0] - 0.01
+        if not r.stalls:
+            assert sum(r.split_ms.values()) == pytest.approx(r.compute_ms_runs[0], abs=0.01)
         assert r.split_ms["verify"] > 0
     assert [(r.tokens, r.steps, r.accepted) for r in thrice] == \
         [(r.tokens, r.steps, r.accepted) for r in once]

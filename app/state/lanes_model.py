@@ -16,7 +16,8 @@ from psygnal import Signal
 
 from ...engines import events as ev
 from ...engines.bench.rounds import stretch_speedup
-from ...engines.bench.speedup import Speedup, from_ratios, round_ratio
+from ...engines.bench.speedup import Speedup, from_ratios, round_ratio, step_ratio
+from ...engines.bench.stalls import of_events
 from ...engines.host.run_spec import LaneSpec
 from ...engines.oracles import is_plain
 
@@ -344,8 +345,7 @@ class BoardModel:
         race.settled = True
         if race.mixed or not (finished(lane.summary) and finished(base.summary)):
             return
-        mine, plain = lane.summary.totals, base.summary.totals
-        ratio = round_ratio(mine.tokens, mine.compute_ms, plain.tokens, plain.compute_ms)
+        ratio = race_ratio(lane, base)
         if ratio > 0:
             self._rounds.setdefault((lane.lane_id, race.key), []).append(ratio)
             race.joined = True
@@ -356,6 +356,16 @@ class BoardModel:
         if base is None or base.tok_per_s <= 0 or totals.tok_per_s <= 0:
             return None
         return totals.tok_per_s / base.tok_per_s
+
+
+def race_ratio(lane: LaneState, base: LaneState) -> float:
+    """A race's ratio of speeds, the stalled steps of either lane set aside where their
+    steps carry times (a server lane's may not: then its totals')."""
+    ratio = step_ratio(of_events(lane.steps), of_events(base.steps))[0] if lane.steps else 0.0
+    if ratio > 0:
+        return ratio
+    mine, plain = lane.summary.totals, base.summary.totals
+    return round_ratio(mine.tokens, mine.compute_ms, plain.tokens, plain.compute_ms)
 
 
 def finished(summary: ev.SummaryEvent) -> bool:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..loop.session import Session
-from .speedup import Speedup, from_ratios, from_stretches, round_ratio
+from .speedup import Speedup, from_ratios, from_steps, step_ratio
+from .stalls import StepTime, of_events
 
 OnEvent = Callable[[ev.Event], None]
 
@@ -63,32 +64,24 @@ class Rounds:
     plain: list[ev.SummaryEvent] = field(default_factory=list)
     lane_steps: list[ev.StepEvent] = field(default_factory=list)
     plain_steps: list[ev.StepEvent] = field(default_factory=list)
+    # Every round's step times, lane and plain: each round's ratio with its stalls set aside.
+    times: list[tuple[list[StepTime], list[StepTime]]] = field(default_factory=list)
 
     def ratios(self) -> list[float]:
-        return [round_ratio(a.totals.tokens, a.totals.compute_ms,
-                            b.totals.tokens, b.totals.compute_ms)
-                for a, b in zip(self.lane, self.plain)]
+        return [step_ratio(lane, plain)[0] for lane, plain in self.times]
 
     def speedup(self) -> Speedup:
         """Several rounds: their ratios; one: the stretches of its text."""
         if len(self.lane) > 1:
-            return from_ratios(self.ratios())
+            return from_ratios(self.ratios(),
+                               stalls=sum(step_ratio(a, b)[1] for a, b in self.times))
         return stretch_speedup(self.lane_steps, self.plain_steps)
 
 
 def stretch_speedup(lane: list[ev.StepEvent], plain: list[ev.StepEvent]) -> Speedup:
-    """One run of each, stepped by turns: the speedup over stretches of the text."""
-    return from_stretches([(len(s.emitted_ids), ms) for s, ms in _times(lane)],
-                          [ms for _, ms in _times(plain)])
-
-
-def _times(steps: list[ev.StepEvent]) -> list[tuple[ev.StepEvent, float]]:
-    """Each step with its compute ms (the totals' difference: what tokens/s divides by)."""
-    out, before = [], 0.0
-    for step in steps:
-        out.append((step, step.totals.compute_ms - before))
-        before = step.totals.compute_ms
-    return out
+    """One run of each, stepped by turns: the speedup over stretches of the text, each
+    side's stalled steps set aside."""
+    return from_steps(of_events(lane), of_events(plain))
 
 
 def one_round(lane: Iterator[ev.Event], plain: Iterator[ev.Event], lane_first: bool,
@@ -96,14 +89,18 @@ def one_round(lane: Iterator[ev.Event], plain: Iterator[ev.Event], lane_first: b
     """Step the two runs by turns to their ends; their summaries join `rounds`."""
     pair = (lane, plain) if lane_first else (plain, lane)
     keep = not rounds.lane  # the first round's steps: the printed text, the comparison
+    steps: tuple[list[ev.StepEvent], list[ev.StepEvent]] = ([], [])
     for who, event in by_turns(*pair):
         is_lane = (who == 0) == lane_first
         if isinstance(event, ev.SummaryEvent):
             (rounds.lane if is_lane else rounds.plain).append(event)
-        elif keep:
-            (rounds.lane_steps if is_lane else rounds.plain_steps).append(event)
+        else:
+            steps[0 if is_lane else 1].append(event)
         if is_lane and on_lane_event:
             on_lane_event(event)
+    if keep:
+        rounds.lane_steps, rounds.plain_steps = steps
+    rounds.times.append((of_events(steps[0]), of_events(steps[1])))
 
 
 def run_rounds(lane: Iterator[ev.Event], plain: Iterator[ev.Event], lane_session: Session,

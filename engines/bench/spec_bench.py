@@ -33,6 +33,7 @@ from ..sampling import GREEDY, SamplingParams
 from ..text_file import read_text
 from .compare import check_against_plain
 from .speedup import Speedup, from_ratios, round_ratio
+from .stalls import of_events, unstalled
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")
@@ -103,6 +104,7 @@ class Record:
     k_sum: int | None = None  # auto K: the Ks chosen, summed over the steps
     declined: dict[str, int] = field(default_factory=dict)  # declined steps per reason
     compute_ms_runs: list[float] = field(default_factory=list)  # every repeat's time
+    stalls: int = 0  # steps of its repeats taken at their neighbours' pace (stalls.py)
     # Where the first run's time went: drafting, the target's verification, the rest (the
     # loop's own work), so a backend slower in a run than in its profile shows where.
     split_ms: dict[str, float] = field(default_factory=dict)
@@ -293,16 +295,19 @@ def _turn_records(q: Question, turn: int, user: str, runs: dict[Config, list[Run
         histories[config].append((user, session.summary.text))
         record = _record(q, turn, config, session.summary, steps, plain_steps, session.target,
                          session.prompt_ids, comparable)
-        _set_times(record, [s.summary.totals.compute_ms for s, _ in runs[config]])
+        _set_times(record, [unstalled(of_events(steps)) for _, steps in runs[config]])
         if is_plain(config.oracle):
             plain_steps = steps
         records.append(record)
     return records
 
 
-def _set_times(record: Record, times: list[float]) -> None:
+def _set_times(record: Record, runs: list[tuple[list[float], int]]) -> None:
+    """Every repeat's compute time, its stalled steps set aside (stalls.py)."""
+    times = [sum(ms) for ms, _ in runs]
     record.compute_ms_runs = [round(t, 3) for t in times]
     record.compute_ms = round(statistics.median(times), 3)
+    record.stalls = sum(n for _, n in runs)
 
 
 def plain_first(configs: Sequence[Config]) -> list[Config]:
@@ -393,7 +398,8 @@ def repeat_speedup(mine: Sequence[Record], plain: Sequence[Record]) -> Speedup |
                           sum(r.tokens for r in plain),
                           sum(r.compute_ms_runs[i] for r in plain)) for i in range(reps)]
     ratios = [x for x in ratios if x > 0]
-    return from_ratios(ratios) if ratios else None
+    stalls = sum(r.stalls for r in [*mine, *plain])
+    return from_ratios(ratios, stalls=stalls) if ratios else None
 
 
 def _unexplained(divergence: dict | None) -> bool:

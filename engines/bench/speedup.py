@@ -9,6 +9,10 @@ repeats of the comparison:
   decoding took for those positions against the lane's steps that wrote them; the interval is
   Student's t on the stretches' log ratios (it holds the step-to-step noise and how the
   speedup varies along the text, so it is wider than the noise alone, never narrower);
+- stalls (stalls.py): a target pass that took far longer than its neighbours' passes of its
+  width was held up by other work; it is taken at its neighbours' pace, on either side alike,
+  and counted. A few stalled steps on one side had carried whole runs of plain decoding against
+  itself to "faster" (1.26x, 1.06-1.50) while load came and went;
 - several rounds: each round's ratio of speeds, the interval Student's t on their logarithms
   (ratios multiply: a 2x and a 0.5x round average to 1x).
 The verdict calls a difference only where the interval excludes 1x and the difference is at
@@ -20,7 +24,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .stalls import StepTime, unstalled
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # The smallest difference called at all: plain decoding against itself, interleaved step by
@@ -48,13 +54,14 @@ class Speedup:
     verdict: str
     ratios: tuple[float, ...] = ()
     stretches: int = 0  # one round's interval: stretches of the text it came from
+    stalls: int = 0  # steps, both sides together, taken at their neighbours' pace
 
     def to_dict(self) -> dict:
         return {"speedup": round(self.ratio, 4),
                 "interval": None if self.low is None else [round(self.low, 4),
                                                            round(self.high, 4)],
                 "rounds": self.rounds, "stretches": self.stretches, "verdict": self.verdict,
-                "round_ratios": [round(r, 4) for r in self.ratios]}
+                "round_ratios": [round(r, 4) for r in self.ratios], "stalls": self.stalls}
 
     def words(self) -> str:
         """"1.18x (1.09-1.27 over 3 rounds): faster"."""
@@ -62,26 +69,65 @@ class Speedup:
             return f"{self.ratio:.2f}x (too short for an interval)"
         over = (f"{self.rounds} rounds" if self.rounds > 1
                 else f"{self.stretches} stretches of the text")
-        return f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f} over {over}): {self.verdict}"
+        return (f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f} over {over}"
+                f"{stall_words(self.stalls)}): {self.verdict}")
+
+
+def stall_words(stalls: int) -> str:
+    """", 3 stalled steps set aside" where other work held steps up; "" where none did."""
+    if not stalls:
+        return ""
+    return f", {stalls} stalled step{'s' if stalls > 1 else ''} set aside"
 
 
 def t95(df: int) -> float:
     return _T95[df - 1] if df <= len(_T95) else _T95_LARGE
 
 
-def from_ratios(ratios: Sequence[float], resolution: float = RESOLUTION) -> Speedup:
-    """The speedup of rounds whose lane/plain speed ratios are `ratios` (each > 0)."""
+def from_ratios(ratios: Sequence[float], resolution: float = RESOLUTION,
+                stalls: int = 0) -> Speedup:
+    """The speedup of rounds whose lane/plain speed ratios are `ratios` (each > 0);
+    `stalls`: the steps their ratios took at their neighbours' pace."""
     ratios = tuple(float(r) for r in ratios if r and r > 0)
     if not ratios:
         raise ValueError("no round with a speed to compare")
     logs = [math.log(r) for r in ratios]
     centre = statistics.fmean(logs)
     if len(logs) < 2:
-        return Speedup(math.exp(centre), None, None, 1, NOISE, ratios)
+        return Speedup(math.exp(centre), None, None, 1, NOISE, ratios, stalls=stalls)
     half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     low, high = math.exp(centre - half), math.exp(centre + half)
     return Speedup(math.exp(centre), low, high, len(ratios),
-                   verdict(math.exp(centre), low, high, resolution), ratios)
+                   verdict(math.exp(centre), low, high, resolution), ratios, stalls=stalls)
+
+
+def from_steps(lane: Sequence[StepTime], plain: Sequence[StepTime],
+               resolution: float = RESOLUTION) -> Speedup:
+    """One round's speedup from both runs' steps, each side's stalls set aside."""
+    lane_ms, lane_stalls = unstalled(lane)
+    plain_ms, plain_stalls = unstalled(plain)
+    found = from_stretches([(s.tokens, ms) for s, ms in zip(lane, lane_ms)],
+                           _per_token(plain, plain_ms), resolution)
+    return replace(found, stalls=lane_stalls + plain_stalls)
+
+
+def step_ratio(lane: Sequence[StepTime], plain: Sequence[StepTime]) -> tuple[float, int]:
+    """One round's ratio of speeds with each side's stalls set aside, and how many."""
+    lane_ms, lane_stalls = unstalled(lane)
+    plain_ms, plain_stalls = unstalled(plain)
+    ratio = round_ratio(sum(s.tokens for s in lane), sum(lane_ms),
+                        sum(s.tokens for s in plain), sum(plain_ms))
+    return ratio, lane_stalls + plain_stalls
+
+
+def _per_token(steps: Sequence[StepTime], ms: Sequence[float]) -> list[float]:
+    """Plain decoding's time for each position (a step of one token each; a longer step,
+    where there is one, spread over what it wrote)."""
+    out: list[float] = []
+    for step, t in zip(steps, ms):
+        n = max(step.tokens, 1)
+        out.extend([t / n] * n)
+    return out
 
 
 def from_stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[float],
