@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from llama_buffers import load
 
 from specviz.engines.backends.llama import LlamaBackend
-from specviz.engines.cost.profile_measure import _filler_tokens
+from specviz.engines.cost.profile_measure import filler_tokens
 from specviz.engines.models import resolve
 
 CONTEXT = 512
@@ -76,7 +76,7 @@ def settings(path: str) -> dict[str, LlamaBackend]:
 
 def measure(backends: dict[str, LlamaBackend], rounds: int) -> dict[str, dict[int, float]]:
     some = next(iter(backends.values()))
-    filler = _filler_tokens(some, CONTEXT + max(BATCHES))
+    filler = filler_tokens(some, CONTEXT + max(BATCHES))
     for b in backends.values():
         b.reset()
         b.forward(filler[:CONTEXT])

@@ -15,7 +15,6 @@ from step_factory import make_step
 
 from specviz.app.run.preflight import time_left
 from specviz.app.state.run_setup import gui_threads, profile_costs, traces_dir
-from specviz.engines.cost.profile import TRIES_ENV as PROFILE_TRIES
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice
 from specviz.engines.trace import read_trace
 
@@ -270,7 +269,6 @@ def test_exit_layer_change_from_the_ui_reaches_the_running_oracle(window, app_en
 
 def test_auto_k_lane_runs_losslessly_and_keeps_its_setting(window, app_env, tiny_model_dir,
                                                            monkeypatch):
-    monkeypatch.setenv(PROFILE_TRIES, "1")  # stored at once, however busy the machine is
     set_up(window, tiny(tiny_model_dir),
            [LaneSpec("none"), LaneSpec("prompt-lookup", 4, auto_k=True)], 24)
     _plain, auto = window.board.lanes.values()
@@ -338,7 +336,6 @@ def test_profile_this_machine_and_a_picked_draft_is_checked(window, app_env, qtb
                                                             tiny_model_dir, monkeypatch):
     """No profile: no curves, one click measures it in the engine with progress, the curves
     come back priced by it. Picking a draft model for a draft lane checks the pair."""
-    monkeypatch.setenv(PROFILE_TRIES, "1")  # stored at once, however busy the machine is
     set_up(window, tiny(tiny_model_dir), [LaneSpec("draft", 3, draft=str(tiny_model_dir))], 8)
     window._show_costs()
     curve = window.graphs.cost_curve

@@ -70,11 +70,14 @@ def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend,
     monkeypatch.setattr(measuring, "time_forward", fake_forward)
     seconds = prof.estimate_seconds(tiny_backend, batches=[1, 2, 4], contexts=[8, 16],
                                     repeats=2)
-    assert timed == [1, 4]  # two forwards timed, nothing more
-    # Batches 1, 2 and 4, and the one-token steps before each and after each batch.
-    per_pass = 2 + 3 + 5 + prof.SETTLE * 2 * (2 * 3 - 1)
+    assert timed == [1, 1, 4]  # two forwards timed after one that sets the shape up
+    # Batches 1, 2 and 4, and the one-token steps before each and after each batch, in each
+    # repeat; an untimed first pass of every size per context.
+    passes = 2 + 3 + 5
+    settling = prof.SETTLE * 2 * (2 * 3 - 1)
     prefill = 5 * 8 / 4 + 5 * 16 / 4
-    assert seconds == pytest.approx((prefill + 2 * 3 * per_pass) / 1000)
+    expected = prefill + 2 * (passes + 2 * (passes + settling))
+    assert seconds == pytest.approx(expected / 1000)
     assert tiny_backend.n_past == 0
 
 
@@ -240,45 +243,39 @@ def busy_table(row=BUSY_ROW) -> prof.Profile:
     return prof.Profile("m", "llama", "cpu", 2, [128], BATCHES, [list(row)])
 
 
-def test_a_profile_that_keeps_looking_busy_is_stored_smoothed_at_its_last_try(tmp_path,
-                                                                               monkeypatch):
-    """A machine that is never quiet: the first tries are not stored (each run measures
-    again), the third is, smoothed and marked, with one line; later runs read it silently,
+def test_a_busy_profile_is_stored_smoothed_at_its_first_try(tmp_path, monkeypatch):
+    """A machine that is never quiet: the first measurement is stored at once, smoothed and
+    marked, with one line (no run waits for a profile twice); later runs read it silently,
     `specviz profile` shows the mark, and a quiet measurement replaces it."""
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
-    monkeypatch.delenv(prof.TRIES_ENV, raising=False)
     path = prof.profile_path("m", "llama", "cpu", 2)
     said: list[str] = []
-    for n in (1, 2):
-        assert prof.keep(busy_table(), said.append) is None
-        assert len(said) == n and "timed while other work had the cores" in said[-1]
-        assert f"try {n} of 3" in said[-1] and not path.exists()
-    last = busy_table()
-    assert prof.keep(last, said.append) == path
-    assert len(said) == 3 and "kept looking busy" in said[-1]
-    assert "specviz profile --target m --refresh" in said[-1]
+    first = busy_table()
+    assert prof.keep(first, said.append) == path
+    assert len(said) == 1 and "timed beside other work (at 128 cached tokens" in said[0]
+    assert "specviz profile --target m --refresh" in said[0]
     stored = prof.load("m", "llama", "cpu", 2, say=said.append)
-    assert len(said) == 3  # read silently by every later run
+    assert len(said) == 1  # read silently by every later run
     assert stored.busy.startswith("at 128 cached tokens a batch of 2 took 313.5 ms")
-    assert stored.ms == last.ms != [BUSY_ROW]  # this run prices as the later ones will
+    assert stored.ms == first.ms != [BUSY_ROW]  # this run prices as the later ones will
     assert stored.ms[0] == sorted(stored.ms[0]) and stored.ms[0][0] == BUSY_ROW[0]
     assert "measured on a busy machine" in prof.table(stored)
     assert [p.name for p in tmp_path.joinpath("profiles").iterdir()] == [path.name]
     quiet = busy_table(QUIET_ROW)
-    assert prof.keep(quiet, said.append) == path and len(said) == 3
+    assert prof.keep(quiet, said.append) == path and len(said) == 1
     assert prof.load("m", "llama", "cpu", 2) == quiet and not quiet.busy  # no mark left
     assert "busy" not in prof.table(quiet)
 
 
-def test_busy_tries_keep_each_cells_cheapest_time(tmp_path, monkeypatch):
-    """Other work only adds time: two tries slowed at different batches make a quiet table
-    together, stored unmarked at the second try."""
+def test_a_busy_measurement_beside_a_stored_busy_one_keeps_each_cells_cheapest_time(
+        tmp_path, monkeypatch):
+    """Other work only adds time: two measurements slowed at different batches make a quiet
+    table together, stored unmarked."""
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
-    monkeypatch.delenv(prof.TRIES_ENV, raising=False)
     first, second = list(QUIET_ROW), list(QUIET_ROW)
     first[1], second[5] = 300.0, 400.0
     said: list[str] = []
-    assert prof.keep(busy_table(first), said.append) is None
+    assert prof.keep(busy_table(first), said.append) is not None and len(said) == 1
     assert prof.keep(busy_table(second), said.append) is not None and len(said) == 1
     stored = prof.load("m", "llama", "cpu", 2)
     assert stored.ms == [QUIET_ROW] and not stored.busy
@@ -287,7 +284,6 @@ def test_busy_tries_keep_each_cells_cheapest_time(tmp_path, monkeypatch):
 def test_a_stored_busy_profile_is_improved_by_a_busy_measurement_and_never_worsened(
         tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
-    monkeypatch.setenv(prof.TRIES_ENV, "1")  # stored at the first busy try
     prof.save(busy_table())
     before = prof.load("m", "llama", "cpu", 2)
     assert before.busy and prof.uneven(before.contexts, before.batches, before.ms) == ""
@@ -298,16 +294,6 @@ def test_a_stored_busy_profile_is_improved_by_a_busy_measurement_and_never_worse
     assert after.busy and after.ms[0][0] == BUSY_ROW[0]
     assert all(a <= b for a, b in zip(after.ms[0], before.ms[0]))
     assert after.ms[0] != before.ms[0]
-
-
-def test_the_number_of_busy_tries_is_a_setting(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
-    monkeypatch.setenv(prof.TRIES_ENV, "1")
-    assert prof.save(busy_table()).exists()
-    monkeypatch.setenv(prof.TRIES_ENV, "many")
-    said: list[str] = []
-    assert prof.keep(busy_table(), said.append) is None
-    assert len(said) == 1 and "SPECVIZ_PROFILE_TRIES takes a whole number" in said[0]
 
 
 def test_a_busy_table_stored_unsmoothed_before_is_measured_again(tmp_path, monkeypatch):

@@ -1,10 +1,11 @@
 """A stored cost profile that a run's own steps show was timed on a busier machine is
-measured again at the next run (engines/cost/profile_fresh.py)."""
+refined by those steps, never measured again (engines/cost/profile_fresh.py)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from test_cost import CPU_MS, FakeLookup, profile, step
 
 from specviz.engines.cost import profile as prof
@@ -46,14 +47,24 @@ def stored(timed) -> AutoK:
     return AutoK(FakeLookup(), timed)
 
 
-def test_a_run_far_faster_than_its_stored_profile_marks_it_for_measuring_again():
+def test_a_run_far_faster_than_its_stored_profile_refines_it_by_its_steps():
     timed = profile(CPU_MS)
     policy = ran(stored(timed), live_share=0.5)
     note = stale_note(policy)
-    assert note and "measured again at the next run" in note and "30.0 ms then, 15.0" in note
+    assert note and "refined by this run's steps" in note and "30.0 ms then, 15.0" in note
     again, why = prof.read(timed.model, timed.backend, timed.device, timed.threads)
-    assert again is None and "busier than now" in why
-    assert stale_note(policy) is None  # said once: the file is marked already
+    assert why == "" and again.created == timed.created  # kept: never measured again
+    # one-token steps as the run saw them; batches it never sent scaled alike, never up
+    assert again.ms[0] == pytest.approx([ms * 0.5 for ms in CPU_MS], rel=0.01)
+    assert stale_note(policy) is None  # said once: the file holds the refined table
+
+
+def test_a_profile_stored_as_busy_is_refined_by_a_milder_difference():
+    timed = profile(CPU_MS)
+    timed.busy = "at 512 cached tokens a batch of 2 took ..."
+    assert stale_note(ran(stored(timed), live_share=0.8)) is not None
+    quiet = profile(CPU_MS)
+    assert stale_note(ran(stored(quiet), live_share=0.8)) is None
 
 
 def test_a_run_as_fast_as_its_profile_or_slower_leaves_it_alone():
@@ -72,4 +83,4 @@ def test_a_profile_measured_again_meanwhile_is_not_condemned_by_an_older_run():
     prof.store(newer)
     assert stale_note(policy) is None
     data = json.loads(profile_path(old.model, "llama", "cpu", 2).read_text())
-    assert "stale" not in data
+    assert "refined" not in data

@@ -11,7 +11,6 @@ import pytest
 from step_factory import make_step
 
 from specviz.engines import events as ev
-from specviz.engines.cost.profile import TRIES_ENV
 from specviz.engines.host import protocol
 from specviz.engines.host import run_spec as rs
 
@@ -129,9 +128,8 @@ def test_the_engine_measures_a_profile_and_checks_a_pair_between_runs(tiny_model
     engine = subprocess.Popen([sys.executable, "-m", "specviz.engines.host.engine_process"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL,
-                              # one try: stored at once, however busy the machine is
-                              env={**os.environ, "SPECVIZ_HOME": str(tmp_path),
-                                   TRIES_ENV: "1"})
+                              # stored at once, however busy the machine is
+                              env={**os.environ, "SPECVIZ_HOME": str(tmp_path)})
     engine.stdin.write(
         protocol.encode("profile", task="p1", model=model)
         + protocol.encode("pair", task="q1", model=model, draft="/nowhere/draft.gguf")

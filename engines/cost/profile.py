@@ -35,10 +35,7 @@ from .profile_measure import (
 )
 from .profile_noise import uneven
 from .profile_store import (
-    BUSY_TRIES,
-    TRIES_ENV,
     Say,
-    busy_tries,
     keep,
     load,
     planned_variant,
@@ -51,8 +48,8 @@ from .profile_store import (
 )
 
 __all__ = [
-    "BATCHES", "BUSY_TRIES", "CONTEXTS", "PROFILE_VERSION", "REPEATS", "SETTLE", "TRIES_ENV",
-    "Profile", "Say", "busy_tries", "dtype_key", "estimate_seconds", "keep", "load", "measure",
+    "BATCHES", "CONTEXTS", "PROFILE_VERSION", "REPEATS", "SETTLE",
+    "Profile", "Say", "dtype_key", "estimate_seconds", "keep", "load", "measure",
     "planned_variant", "profile_path", "profiles_dir", "progress_lines", "read", "routed_rows",
     "save", "step_costs", "store", "table", "threads_run", "time_forward", "time_in_loop",
     "time_left", "uneven",

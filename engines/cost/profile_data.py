@@ -44,6 +44,12 @@ class Profile:
     dtype: str | None = None  # what the products computed in (None: float32, or llama.cpp's)
     variant: str = ""  # the backend's profile_variant: steps that cost otherwise (padded)
     busy: str = ""  # why it was kept as measured on a busy machine, smoothed ("": quiet)
+    # Timed within a first run's budget (profile_plan.py): fewer contexts, sizes or repeats
+    # than a whole profile; idle moments and later runs complete it.
+    young: bool = False
+    # A busy one's table as timed, before smoothing: the next busy measurement takes each
+    # cell's cheaper time of the two (other work only adds time), not a smoothed guess's.
+    timed: list[list[float]] = field(default_factory=list)
 
     def fits(self, backend: Backend) -> bool:
         """Whether it was measured with the products `backend` computes now (in its dtype; on

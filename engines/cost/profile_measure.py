@@ -13,6 +13,7 @@ from ..backends.base import Backend, sync_device
 from ..errors import SpecvizError
 from .profile_data import BATCHES, CONTEXTS, REPEATS, Profile, routed_rows
 from .profile_noise import uneven
+from .profile_plan import fit, seconds
 
 # One-token forwards before every timing, and timed after every batch. llama.cpp builds its
 # graph again when the batch's shape changes, and on CUDA replays a captured graph only after
@@ -36,8 +37,34 @@ def measure(
     contexts: Sequence[int] = CONTEXTS,
     repeats: int = REPEATS,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
 ) -> Profile:
-    """Time forward passes of every batch size at every context length on `backend`."""
+    """Time forward passes of every batch size at every context length on `backend`; with
+    `budget_s`, only as much of that as this machine times within it (profile_plan.py): a
+    young profile, which later runs' steps and idle moments complete."""
+    batches, usable = _sizes(backend, batches, contexts)
+    young = False
+    if budget_s is not None:
+        one, big = _probe(backend, batches[-1])
+        plan = fit(usable, batches, repeats, one, big, budget_s)
+        young = plan.young(usable)
+        usable, batches, repeats = plan.contexts, plan.batches, plan.repeats
+    filler = filler_tokens(backend, usable[-1] + batches[-1])
+    count = Count(len(usable) * repeats * len(batches), on_progress)
+    with backend.holding_threads():  # timed at the count the profile is named for
+        table = _table(backend, filler, usable, batches, repeats, count, again=budget_s is None)
+    backend.reset()
+    from ..trace import machine_info
+
+    return Profile(model, backend.name, backend.device, threads, usable, batches, table,
+                   repeats, machine=machine_info(),
+                   small_rows=routed_rows(backend), dtype=backend.dtype,
+                   variant=backend.profile_variant, young=young)
+
+
+def _sizes(backend: Backend, batches: Sequence[int], contexts: Sequence[int]
+           ) -> tuple[list[int], list[int]]:
+    """The batch sizes (one token's among them) and the contexts that fit the model."""
     batches = sorted({int(b) for b in batches})
     if not batches or batches[0] < 1:
         raise SpecvizError("batch sizes must be positive")
@@ -48,31 +75,33 @@ def measure(
             f"{backend.n_ctx} tokens, the largest batch is {batches[-1]} (give a larger "
             f"--n-ctx, or a fixed --k)"
         )
-    batches = sorted({1, *batches})  # a batch's switch back is priced in one-token steps
-    filler = _filler_tokens(backend, usable[-1] + batches[-1])
-    count = _Count(len(usable) * repeats * len(batches), on_progress)
-    with backend.holding_threads():  # timed at the count the profile is named for
-        table = _table(backend, filler, usable, batches, repeats, count)
-    backend.reset()
-    from ..trace import machine_info
+    return sorted({1, *batches}), usable  # a batch's switch back is priced in one-token steps
 
-    return Profile(model, backend.name, backend.device, threads, usable, batches, table,
-                   repeats, machine=machine_info(),
-                   small_rows=routed_rows(backend), dtype=backend.dtype,
-                   variant=backend.profile_variant)
+
+def _probe(backend: Backend, largest: int) -> tuple[float, float]:
+    """One token's forward and the largest batch's, timed now, as the machine is now."""
+    start = min(64, max(backend.n_ctx - largest, 1))
+    filler = filler_tokens(backend, start + largest)
+    backend.reset()
+    backend.forward(filler[:start])
+    time_forward(backend, filler[start : start + 1], start)  # its first call sets it up
+    one = time_forward(backend, filler[start : start + 1], start)
+    big = time_forward(backend, filler[start:], start)
+    backend.reset()
+    return one, big
 
 
 def _table(backend: Backend, filler: list[int], usable: list[int], batches: list[int],
-           repeats: int, count: _Count) -> list[list[float]]:
-    table = [_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
+           repeats: int, count: Count, again: bool = True) -> list[list[float]]:
+    table = [time_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
     for i, ctx in enumerate(usable):  # a row timed while other work took the cores: once more
-        if uneven([ctx], batches, [table[i]]):
+        if again and uneven([ctx], batches, [table[i]]):
             count.total += repeats * len(batches)
-            table[i] = _row(backend, filler, ctx, batches, repeats, count)
+            table[i] = time_row(backend, filler, ctx, batches, repeats, count)
     return table
 
 
-class _Count:
+class Count:
     """Forwards timed so far, out of `total` (which grows where a row is timed again)."""
 
     def __init__(self, total: int, on_progress: Callable[[int, int], None] | None) -> None:
@@ -84,8 +113,8 @@ class _Count:
             self.on_progress(self.done, self.total)
 
 
-def _row(backend: Backend, filler: list[int], ctx: int, batches: list[int], repeats: int,
-         count: _Count) -> list[float]:
+def time_row(backend: Backend, filler: list[int], ctx: int, batches: list[int], repeats: int,
+         count: Count) -> list[float]:
     """Each batch's cost at `ctx` cached tokens, as a decoding loop meets it."""
     backend.reset()
     backend.forward(filler[:ctx])
@@ -128,23 +157,11 @@ def time_left(elapsed_s: float, done: int, total: int) -> str:
 
 def estimate_seconds(backend: Backend, batches: Sequence[int] = BATCHES,
                      contexts: Sequence[int] = CONTEXTS, repeats: int = REPEATS) -> float:
-    """About how long `measure` would take here: one forward of one token and one of the
-    largest batch timed now, batches in between costed on the line through them, the
-    context's own cost left out (it is small beside the weights for these batch sizes)."""
-    batches = sorted({int(b) for b in batches})
-    usable = [c for c in sorted({int(c) for c in contexts}) if c + batches[-1] <= backend.n_ctx]
-    start = min(64, max(backend.n_ctx - batches[-1], 1))
-    filler = _filler_tokens(backend, start + batches[-1])
-    backend.reset()
-    backend.forward(filler[:start])
-    one = time_forward(backend, filler[start : start + 1], start)
-    big = time_forward(backend, filler[start:], start)
-    backend.reset()
-    step = (big - one) / max(batches[-1] - 1, 1)
-    settling = SETTLE * one * (2 * len(batches) - 1)  # before each timing, after each batch
-    per_pass = sum(one + step * (b - 1) for b in batches) + settling
-    prefill = sum(big * c / batches[-1] for c in usable)
-    return (prefill + len(usable) * (repeats + 1) * per_pass) / 1000.0
+    """About how long `measure` would take here (profile_plan.seconds, priced from one
+    forward of one token and one of the largest batch timed now)."""
+    batches, usable = _sizes(backend, batches, contexts)
+    one, big = _probe(backend, batches[-1])
+    return seconds(usable, batches, repeats, one, big)
 
 
 def time_forward(backend: Backend, tokens: list[int], ctx: int) -> float:
@@ -184,6 +201,6 @@ def step_costs(times: dict[int, list[float]], settled: Sequence[float] = ()) -> 
             for n, t in times.items()}
 
 
-def _filler_tokens(backend: Backend, n: int) -> list[int]:
+def filler_tokens(backend: Backend, n: int) -> list[int]:
     piece = backend.tokenize(_FILLER, add_special=False) or [0]
     return (piece * (n // len(piece) + 1))[:n]

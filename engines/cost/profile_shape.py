@@ -94,6 +94,11 @@ def _extras(data: dict) -> str:
         return f"its small_rows are {rows!r}, not a list of row counts"
     if not isinstance(data.get("busy", ""), str):
         return f"its busy mark is {data['busy']!r}, not text"
+    timed = data.get("timed", [])
+    if timed and _table(timed, len(data["contexts"]), len(data["batches"])):
+        return "its table as timed does not match its sizes"
+    if not isinstance(data.get("young", False), bool):
+        return f"its young mark is {data['young']!r}, not true or false"
     created = data.get("created", 0.0)
     if isinstance(created, bool) or not isinstance(created, (int, float)):
         return f"its created time is {created!r}, not a number"

@@ -1,12 +1,10 @@
 """Storing cost profiles: one JSON file per model, backend, device, thread count, dtype and
 variant in `<cache>/profiles/`, written whole; one timed while other work had the cores is
-measured again by the next runs and stored at the last of a few tries all the same, smoothed
-and marked busy (profile_noise.py)."""
+stored at once, smoothed and marked busy (profile_noise.py), and refined by later runs."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -69,92 +67,46 @@ def _before_threads_were_counted(path: Path) -> Path:
     return path.with_name(re.sub(r"--t\d+(--|\.json$)", r"--tauto\1", path.name, count=1))
 
 
-# Busy-looking measurements of one profile before it is stored all the same: each run until
-# then measures it again, in the hope of a quieter moment, and each cell keeps its cheapest.
-BUSY_TRIES = 3
-TRIES_ENV = "SPECVIZ_PROFILE_TRIES"
-
-
-def busy_tries() -> int:
-    """How many busy-looking measurements of a profile are made before it is stored all the
-    same, smoothed (SPECVIZ_PROFILE_TRIES, else BUSY_TRIES; 1 stores the first)."""
-    text = os.environ.get(TRIES_ENV, "").strip()
-    try:
-        return max(1, int(text)) if text else BUSY_TRIES
-    except ValueError:
-        raise SpecvizError(f"{TRIES_ENV} takes a whole number of tries, got {text!r}") from None
-
-
 def save(profile: Profile) -> Path:
     """Store the profile whole (a reader never sees half of one); SpecvizError naming the
-    file where it cannot be written. One timed on a busy machine is stored only at its
-    `busy_tries()`th measurement (`store` says how); before that SpecvizError says why not,
-    and the next run measures it again."""
+    file where it cannot be written."""
     return store(profile)[0]
 
 
 def store(profile: Profile) -> tuple[Path, Profile]:
-    """`save`, and the profile as stored: as measured where the machine was quiet; else each
-    cell at its cheapest over the tries, quiet as that where it is, or else its noisy cells
-    smoothed (profile_noise.py) and marked `busy`. A quiet measurement replaces a busy one."""
+    """`save`, and the profile as stored: as measured where the machine was quiet; else, at
+    the first try, each cell at its cheapest beside an earlier busy measurement of the same
+    sizes where there is one, its noisy cells smoothed (profile_noise.py) and marked `busy`.
+    A run never waits for a profile twice: later runs' steps refine it (profile_refine.py),
+    and a quiet measurement (`specviz profile --refresh`) replaces it."""
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype, profile.variant)
-    if uneven(profile.contexts, profile.batches, profile.ms):
-        profile = _busy_try(profile, path)
+    why = uneven(profile.contexts, profile.batches, profile.ms)
+    if why:
+        earlier = _earlier_busy(profile, path)
+        ms = cheapest(profile.ms, earlier) if earlier else profile.ms
+        why = uneven(profile.contexts, profile.batches, ms)
+        profile = replace(profile, ms=smoothed(profile.contexts, profile.batches, ms) if why
+                          else ms, busy=why, timed=ms if why else [])
     _write(path, profile.to_dict())
-    _forget_tries(path)
     return path, profile
 
 
-def _busy_try(profile: Profile, path: Path) -> Profile:
-    """The profile to store after one more busy-looking measurement; SpecvizError, the try
-    counted beside the profile, where tries are left."""
-    earlier, tries = _earlier(profile, path)
-    ms = cheapest(profile.ms, earlier) if earlier else profile.ms
-    why = uneven(profile.contexts, profile.batches, ms)
-    if not why:  # the tries' quieter moments make a quiet table together
-        return replace(profile, ms=ms, busy="")
-    limit, tries = busy_tries(), tries + 1
-    if tries >= limit:
-        return replace(profile, ms=smoothed(profile.contexts, profile.batches, ms), busy=why)
-    _write(_tries_path(path), {**replace(profile, ms=ms).to_dict(), "tries": tries})
-    raise SpecvizError(f"{why}; it is measured again on the next run (try {tries} of "
-                       f"{limit}; after the last it is stored all the same, smoothed)")
-
-
-def _earlier(profile: Profile, path: Path) -> tuple[list[list[float]] | None, int]:
-    """The table of the earlier busy tries of this profile and how many there were: those
-    counted beside it, or a stored busy profile (its tries all spent); (None, 0) for none."""
-    for where in (_tries_path(path), path):
-        try:
-            data = json.loads(where.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # none, or torn: no earlier tries to go by
-            continue
-        if profile_shape.problem(data, PROFILE_VERSION) or not _alike(data, profile):
-            continue
-        if where != path:
-            return data["ms"], data["tries"] if isinstance(data.get("tries"), int) else 0
-        if data.get("busy"):
-            return data["ms"], busy_tries() - 1
-    return None, 0
+def _earlier_busy(profile: Profile, path: Path) -> list[list[float]] | None:
+    """The table as timed of a stored busy profile of the same sizes, or None."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # none, or torn: nothing to go by
+        return None
+    if profile_shape.problem(data, PROFILE_VERSION) or not _alike(data, profile):
+        return None
+    return (data.get("timed") or data["ms"]) if data.get("busy") else None
 
 
 def _alike(data: dict, profile: Profile) -> bool:
     """Whether `data` was measured on the same sizes and products as `profile`."""
     return all(data.get(key) == getattr(profile, key)
                for key in ("contexts", "batches", "small_rows", "dtype", "variant"))
-
-
-def _tries_path(path: Path) -> Path:
-    """Beside the profile, not named like one (`specviz doctor` lists `*--*.json`)."""
-    return path.with_suffix(".tries")
-
-
-def _forget_tries(path: Path) -> None:
-    try:
-        _tries_path(path).unlink(missing_ok=True)
-    except OSError:  # a count left behind only merges into the next busy try
-        pass
 
 
 def _write(path: Path, data: dict) -> Path:
@@ -166,11 +118,10 @@ def _write(path: Path, data: dict) -> Path:
 
 
 def keep(profile: Profile, say: Say) -> Path | None:
-    """`save`, where a profile measured for minutes must not be lost to a folder it cannot
-    be written to: the caller goes on with it, and `say` gets one line of why it was not
-    stored (None then). A busy-looking profile takes the cells it is stored with (or would
-    be, smoothed), so this run prices as later runs will; once it is stored as busy, `say`
-    is told so, once."""
+    """`save`, where a measured profile must not be lost to a folder it cannot be written
+    to: the caller goes on with it, and `say` gets one line of why it was not stored (None
+    then). A busy-looking profile takes the cells it is stored with (or would be, smoothed),
+    so this run prices as later runs will, and `say` is told so, once."""
     try:
         path, stored = store(profile)
     except SpecvizError as exc:
@@ -182,9 +133,10 @@ def keep(profile: Profile, say: Say) -> Path | None:
         return None
     _take(profile, stored.ms, stored.busy)
     if stored.busy:
-        say(f"the cost profile of {profile.model} kept looking busy ({stored.busy}): it is "
-            "stored with its noisy cells smoothed and marked so, until a measurement on a "
-            f"quiet machine replaces it (`specviz profile --target {profile.model} --refresh`)")
+        say(f"the cost profile of {profile.model} was timed beside other work ({stored.busy}): "
+            "it is stored with its noisy cells smoothed and marked so; later runs' steps "
+            "refine it, and a measurement on a quiet machine replaces it (`specviz profile "
+            f"--target {profile.model} --refresh`)")
     return path
 
 
@@ -217,8 +169,10 @@ def read(model: str, backend: str, device: str, threads: int | None,
     return Profile.from_dict(data), ""
 
 
-# Beside a profile's fields in its file: why a run found it stale (profile_fresh.py).
+# Beside a profile's fields in its file: why an older specviz found it stale (then measured
+# again), and how many runs' steps refined its table since (profile_fresh.py).
 STALE_KEY = "stale"
+REFINED_KEY = "refined"
 
 
 def _stale(data: dict) -> str:
@@ -226,19 +180,22 @@ def _stale(data: dict) -> str:
     return why if isinstance(why, str) else ""
 
 
-def mark_stale(profile: Profile, why: str) -> bool:
-    """Marks the stored file of `profile` stale, so the next run measures it again; False
-    where the file there is another measurement by now (or none), or cannot be written."""
+def refine(profile: Profile, ms: list[list[float]]) -> bool:
+    """Stores `profile`'s file with the table `ms` (a run's steps showed it cheaper), marked
+    as refined; False where the file there is another measurement by now (or none), or
+    cannot be written."""
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype, profile.variant)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
-    if not isinstance(data, dict) or data.get("created") != profile.created or _stale(data):
+    if not isinstance(data, dict) or data.get("created") != profile.created:
+        return False
+    if data.get("ms") != profile.ms:  # refined by another run meanwhile: once is enough
         return False
     try:
-        _write(path, {**data, STALE_KEY: why})
+        _write(path, {**data, "ms": ms, REFINED_KEY: data.get(REFINED_KEY, 0) + 1})
     except SpecvizError:  # a folder it cannot write: the next run keeps the old one
         return False
     return True

@@ -19,7 +19,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator
-from queue import Queue
+from queue import Empty, Queue
 from typing import BinaryIO
 
 from .. import events as ev
@@ -31,6 +31,7 @@ from .model_pool import ModelPool
 from .run_builder import build_lane, model_keys
 from .server_lanes import remember_key
 from .tasks import TASKS, Task, run_task
+from .young_profiles import IDLE_S, YoungProfiles
 
 NICENESS = 5  # CPU weight about a third of the window's, when they compete for a core
 
@@ -50,6 +51,7 @@ class Engine:
         # Controls that run a model (auto K may measure a profile): applied between steps
         # on the stepping thread, never beside a step on the same backend.
         self._deferred: Queue[protocol.Message] = Queue()
+        self.young = YoungProfiles()
 
     # ------------------------------------------------------------ messages
 
@@ -115,7 +117,7 @@ class Engine:
     # ------------------------------------------------------------ runs
 
     def serve(self) -> None:
-        while (job := self.runs.get()) is not None:
+        while (job := self._next_job()) is not None:
             if isinstance(job, Task):
                 run_task(job, self.pool, self.send)
                 continue
@@ -124,6 +126,15 @@ class Engine:
             finally:
                 self.send("done", loads=self.pool.loads, idle=self.pool.idle_count)
         self.pool.close()
+
+    def _next_job(self) -> rs.RunSpec | Task | None:
+        """The next run or task; while none comes, a young profile grows in idle moments."""
+        while True:
+            try:
+                return self.runs.get(timeout=IDLE_S) if self.young.profiles else self.runs.get()
+            except Empty:
+                self.young.grow(self.pool, busy=lambda: not self.runs.empty(),
+                                say=lambda text: self.send("status", text=text))
 
     def run(self, spec: rs.RunSpec) -> None:
         self.model = spec.request.model
@@ -135,6 +146,7 @@ class Engine:
             ready = self._build(lane_id, lane, spec.request)
             if ready is not None:
                 built.append(ready)
+        self.young.note(built, self.model)
         steps = {lane.lane_id: lane.steps() for lane in built}
         while steps:
             for lane_id in list(steps):

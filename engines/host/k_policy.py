@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ..backends.base import Backend
 from ..cost import profile as prof
+from ..cost.profile_plan import FIRST_RUN_S
 from ..oracles import ORACLE_INFO, Oracle, is_plain
 from .run_spec import LaneSpec, ModelChoice
 
@@ -18,7 +19,8 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
     """The cost-aware K chooser of an auto lane (None for a fixed K or plain decoding).
 
     It needs the target's cost profile (and the draft's, for the draft oracle): the stored
-    one, or measured now on the loaded model and stored for next time (slow, once).
+    one, or timed now on the loaded model within a first run's budget (profile_plan.py) and
+    stored for next time; `refresh` times the whole profile.
     """
     if not lane.auto_k or is_plain(oracle.name):
         return None
@@ -32,8 +34,9 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
         say(f"measuring the cost profile of {name}{_why_again(stored, problem, refresh)}, "
             "for auto K (see specviz profile)")
         measured = prof.measure(backend, name, model.threads, repeats=3,
-                                on_progress=prof.progress_lines(f"cost profile of {name}", say))
-        prof.keep(measured, say)  # minutes of measuring: used even where it cannot be stored
+                                on_progress=prof.progress_lines(f"cost profile of {name}", say),
+                                budget_s=None if refresh else FIRST_RUN_S)
+        prof.keep(measured, say)  # used even where it cannot be stored
         return measured
 
     draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None

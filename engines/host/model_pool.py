@@ -44,9 +44,10 @@ class ModelPool:
 
     def acquire(self, backend: str, path: Path, device: str | None, threads: int | None,
                 n_ctx: int = 4096, dtype: str | None = None,
-                compile: str | None = None) -> Backend:
+                compile: str | None = None, loaded_only: bool = False) -> Backend | None:
         """A backend of its own for one lane: an idle one, one sharing loaded weights, or a
-        freshly loaded model (slow: call it off the GUI thread)."""
+        freshly loaded model (slow: call it off the GUI thread); None where `loaded_only`
+        and the model is not loaded."""
         hf = backend == "transformers"
         key = ModelKey(backend, str(path), device, threads, n_ctx, dtype if hf else None,
                        compile if hf else None)
@@ -56,6 +57,8 @@ class ModelPool:
             source = None if ready else self._any_loaded(key)
         if ready is None and source is not None:
             ready = source.share()
+        if ready is None and loaded_only:
+            return None
         if ready is None:
             ready = load_backend(backend, path, device=device, threads=threads, n_ctx=n_ctx,
                                  dtype=dtype, compile=compile)

@@ -115,11 +115,14 @@ def check_lane(lane: LaneSpec) -> None:
     check_inputs(described_oracle(lane), lane.inputs)
 
 
-def acquire(pool: ModelPool, model: ModelChoice, name: str) -> Backend:
+def acquire(pool: ModelPool, model: ModelChoice, name: str,
+            loaded_only: bool = False) -> Backend | None:
+    """The pool's backend of `name` with the run's settings (None where `loaded_only` and
+    it is not loaded)."""
     from ..models import resolve
 
     return pool.acquire(model.backend, resolve(name), model.device, model.threads, model.n_ctx,
-                        model.dtype, model.compile)
+                        model.dtype, model.compile, loaded_only)
 
 
 def model_keys(lanes: list[LaneSpec], model: ModelChoice) -> list:

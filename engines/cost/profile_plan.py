@@ -1,0 +1,67 @@
+"""How much of a cost profile a first run can time: sized to the model and the machine.
+
+A whole profile (3 contexts, 13 batch sizes, 3 repeats) took 10-35 s for smollm2 on 2 cores,
+minutes for the 1.5B and beside other work, and a first run waited for all of it before its
+first token. What a forward pass costs here, timed once for one token and once for the largest
+batch, decides how much is timed at first: the plan gives up, in this order, a third repeat,
+the longer contexts and a second repeat, until it fits the budget. Every batch size at the
+shortest context stays. A profile missing contexts is young: the engine's idle moments time
+them one by one (profile_complete.py), and auto K scales whatever it has by the run's steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# What a first run waits for its profile, timing only (the model's load and the prompt come on
+# top): the quick start's first token within 10 s of the model being on disk.
+FIRST_RUN_S = 5.0
+SETTLE = 2  # one-token forwards before every timing and after every batch (profile_measure)
+
+
+@dataclass(frozen=True)
+class Plan:
+    contexts: list[int]
+    batches: list[int]
+    repeats: int
+
+    def young(self, contexts: Sequence[int]) -> bool:
+        """Whether it leaves some of these contexts to be timed later."""
+        return self.contexts != list(contexts)
+
+
+def seconds(contexts: Sequence[int], batches: Sequence[int], repeats: int, one_ms: float,
+            big_ms: float) -> float:
+    """About how long timing these sizes takes: each batch costed on the line through one
+    token's forward and the largest batch's, the settling one-token steps, an untimed first
+    pass of every size and the context's fill per context (the context's own cost left out:
+    it is small beside the weights for these batch sizes)."""
+    step = (big_ms - one_ms) / max(batches[-1] - 1, 1)
+    passes = sum(one_ms + step * (b - 1) for b in batches)
+    settling = SETTLE * one_ms * (2 * len(batches) - 1)  # before each timing, after each batch
+    fill = sum(big_ms * c / batches[-1] for c in contexts)
+    return (fill + len(contexts) * (passes + repeats * (passes + settling))) / 1000.0
+
+
+def fit(contexts: Sequence[int], batches: Sequence[int], repeats: int, one_ms: float,
+        big_ms: float, budget_s: float) -> Plan:
+    """The most of these sizes that times within `budget_s` (the least there is, where
+    nothing fits: the shortest context, one repeat)."""
+    plan = Plan(list(contexts), list(batches), repeats)
+    for smaller in _smaller(plan):
+        if seconds(plan.contexts, plan.batches, plan.repeats, one_ms, big_ms) <= budget_s:
+            return plan
+        plan = smaller
+    return plan
+
+
+def _smaller(plan: Plan):
+    """Ever smaller plans, each yielded after the one before it is tried."""
+    if plan.repeats > 2:
+        yield (plan := Plan(plan.contexts, plan.batches, 2))
+    while len(plan.contexts) > 1:
+        yield (plan := Plan(plan.contexts[:-1], plan.batches, plan.repeats))
+    if plan.repeats > 1:
+        yield (plan := Plan(plan.contexts, plan.batches, 1))
+    yield plan

@@ -1,0 +1,135 @@
+"""A first run's profile sized to the model and the machine (engines/cost/profile_plan.py),
+stored at once, and completed in the engine's idle moments (profile_complete.py,
+engines/host/young_profiles.py)."""
+
+from __future__ import annotations
+
+import pytest
+from steady_timing import steady_forwards
+
+from specviz.engines.cost import profile as prof
+from specviz.engines.cost.profile_complete import complete_one, missing
+from specviz.engines.cost.profile_plan import FIRST_RUN_S, Plan, fit, seconds
+from specviz.engines.host.model_pool import ModelPool
+from specviz.engines.host.run_spec import ModelChoice
+from specviz.engines.host.young_profiles import YoungProfiles
+
+CONTEXTS = [128, 512, 1024]
+
+
+def test_a_cheap_model_is_timed_whole():
+    plan = fit(CONTEXTS, prof.BATCHES, 3, one_ms=0.5, big_ms=1.0, budget_s=FIRST_RUN_S)
+    assert plan == Plan(CONTEXTS, list(prof.BATCHES), 3)
+
+
+def test_a_dearer_model_gives_up_a_repeat_then_contexts_then_a_second_repeat():
+    plans = [fit(CONTEXTS, prof.BATCHES, 3, one, one * 6, FIRST_RUN_S)
+             for one in (5.0, 8.0, 15.0, 30.0, 400.0)]
+    assert [(p.contexts, p.repeats) for p in plans] == [
+        (CONTEXTS, 2), ([128, 512], 2), ([128], 2), ([128], 1), ([128], 1)]
+    assert all(p.batches == list(prof.BATCHES) for p in plans)  # every size, always
+    for plan, one in zip(plans[:-1], (5.0, 8.0, 15.0, 30.0)):
+        assert seconds(plan.contexts, plan.batches, plan.repeats, one, one * 6) <= FIRST_RUN_S
+    assert plans[-1].young(CONTEXTS) and not plans[0].young(CONTEXTS)
+
+
+def test_smollm2_and_the_15b_on_two_cores_fit_the_budget_or_take_the_least():
+    # One-token and 32-token forwards as timed on a 2-core EPYC (MODELS.md, cost-profile.md).
+    smol = fit(CONTEXTS, prof.BATCHES, 3, 15.0, 90.0, FIRST_RUN_S)
+    assert smol.contexts and seconds(smol.contexts, smol.batches, smol.repeats, 15, 90) <= 5
+    big = fit(CONTEXTS, prof.BATCHES, 3, 28.0, 170.0, FIRST_RUN_S)
+    assert big == Plan([128], list(prof.BATCHES), 1)
+    assert seconds(big.contexts, big.batches, 1, 28.0, 170.0) < 20
+
+
+def test_a_first_runs_measurement_times_what_its_budget_holds(tiny_backend, monkeypatch):
+    steady_forwards(monkeypatch, one_ms=40.0, row_ms=5.0)  # a dear model: one context
+    young = prof.measure(tiny_backend, "m", 1, contexts=[16, 32, 48], repeats=3,
+                         budget_s=FIRST_RUN_S)
+    assert young.young and young.contexts == [16] and young.batches == list(prof.BATCHES)
+    steady_forwards(monkeypatch, one_ms=0.1, row_ms=0.01)
+    whole = prof.measure(tiny_backend, "m", 1, contexts=[16, 32, 48], repeats=3,
+                         budget_s=FIRST_RUN_S)
+    assert not whole.young and whole.contexts == [16, 32, 48] and whole.repeats == 3
+
+
+def young_profile(tiny_backend, monkeypatch, tmp_path) -> prof.Profile:
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    monkeypatch.setattr("specviz.engines.cost.profile_complete.CONTEXTS", (16, 32, 48))
+    steady_forwards(monkeypatch, one_ms=40.0, row_ms=5.0)
+    young = prof.measure(tiny_backend, "m", 1, contexts=[16, 32, 48], repeats=3,
+                         budget_s=FIRST_RUN_S)
+    prof.save(young)
+    return young
+
+
+def test_idle_moments_add_the_missing_contexts_one_row_at_a_time(tiny_backend, monkeypatch,
+                                                                   tmp_path):
+    young = young_profile(tiny_backend, monkeypatch, tmp_path)
+    assert missing(young, tiny_backend.n_ctx) == [32, 48]
+    grown = complete_one(tiny_backend, young, busy=lambda: False)
+    assert grown.contexts == [16, 32] and grown.young and len(grown.ms) == 2
+    assert grown.ms[0] == young.ms[0]  # the first row as it was
+    stored = prof.load("m", tiny_backend.name, tiny_backend.device, 1)
+    assert stored.contexts == [16, 32]
+    done = complete_one(tiny_backend, grown, busy=lambda: False)
+    assert done.contexts == [16, 32, 48] and not done.young
+    assert complete_one(tiny_backend, done, busy=lambda: False) is None
+    assert tiny_backend.n_past == 0  # the cache left empty for the next run
+
+
+def test_work_arriving_gives_the_row_up_and_leaves_the_profile_as_it_was(
+        tiny_backend, monkeypatch, tmp_path):
+    young = young_profile(tiny_backend, monkeypatch, tmp_path)
+    asked = []
+    assert complete_one(tiny_backend, young, busy=lambda: asked.append(1) or True) is None
+    assert len(asked) == 1  # given up at the first forward timed
+    assert prof.load("m", tiny_backend.name, tiny_backend.device, 1).contexts == [16]
+
+
+class _Lane:
+    """What YoungProfiles reads of a built lane: its session's auto K and its profiles."""
+
+    def __init__(self, profile):
+        policy = type("Policy", (), {"profile": profile, "draft_profile": None})()
+        self.session = type("Session", (), {"k_policy": policy})()
+
+
+def test_the_engine_grows_a_young_profile_on_its_pooled_model_while_idle(
+        tiny_model_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    monkeypatch.setattr("specviz.engines.cost.profile_complete.CONTEXTS", (16, 32, 48))
+    steady_forwards(monkeypatch, one_ms=40.0, row_ms=5.0)
+    model = ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1)
+    pool = ModelPool()
+    said: list[str] = []
+    try:
+        young = YoungProfiles()
+        backend = pool.acquire("transformers", tiny_model_dir, "cpu", 1, model.n_ctx)
+        profile = prof.measure(backend, str(tiny_model_dir), 1, contexts=[16, 32, 48],
+                               repeats=3, budget_s=FIRST_RUN_S)
+        prof.save(profile)
+        pool.release(backend)
+        young.note([_Lane(profile), _Lane(None)], model)
+        young.note([_Lane(profile)], model)  # noted once
+        assert len(young.profiles) == 1
+        young.grow(pool, busy=lambda: False, say=said.append)
+        assert said == [f"cost profile of {tiny_model_dir}: timed at 32 cached tokens while "
+                        "idle"]
+        young.grow(pool, busy=lambda: False, say=said.append)
+        assert not young.profiles and pool.loads == 1  # grown whole on the loaded model
+    finally:
+        pool.close()
+
+
+def test_a_model_let_go_is_not_loaded_again_to_grow_its_profile(tiny_model_dir, monkeypatch,
+                                                                 tmp_path):
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    model = ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1)
+    young = YoungProfiles()
+    profile = prof.Profile(str(tiny_model_dir), "transformers", "cpu", 1, [128],
+                           [1, 2], [[1.0, 2.0]], young=True)
+    young.note([_Lane(profile)], model)
+    pool = ModelPool()
+    young.grow(pool, busy=lambda: False, say=pytest.fail)
+    assert not young.profiles and pool.loads == 0
