@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..backends.base import Backend
 from ..cost import profile as prof
 from ..cost.profile import Profile, step_costs, time_forward, time_in_loop
+from ..cost.profile_plan import FIRST_RUN_S
 from ..cost.step_cost import break_even_acceptance, first_k_reaching
 from ..pair.acceptance import Answer
 
@@ -132,9 +133,10 @@ def target_profile(target: Backend, name: str, threads: int | None,
         return stored, f"the stored {target.name}/{target.device} profile"
     why = (f"the stored one is not usable: {problem}" if problem else
            "the stored one was measured with other products" if stored else "none stored")
-    say(f"measuring the cost profile of {name} ({why}; about "
-        f"{prof.estimate_seconds(target):.0f} s, once)")
+    say(f"measuring the cost profile of {name} ({why}; what {FIRST_RUN_S:.0f} s hold here, "
+        "once)")
     measured = prof.measure(target, name, threads, repeats=PROFILE_REPEATS,
-                            on_progress=prof.progress_lines(f"cost profile of {name}", say))
+                            on_progress=prof.progress_lines(f"cost profile of {name}", say),
+                            budget_s=FIRST_RUN_S)
     prof.keep(measured, say)
     return measured, f"a {target.name}/{target.device} profile measured now"

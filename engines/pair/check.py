@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from ..backends.base import Backend
 from ..cost import profile as prof
+from ..cost.profile_plan import FIRST_RUN_S
 from ..errors import SpecvizError
 from . import known
 from .acceptance import target_answers
@@ -45,8 +46,8 @@ def check_pair(target: Backend, draft: Backend, prompts: Sequence[str], *, targe
                                f"--target {target_name} --refresh` measures it (once, about "
                                f"{seconds:.0f} s here)")
         profile = prof.measure(target, target_name, threads, repeats=PROFILE_REPEATS,
-                               on_progress=stage("profile"))
-        prof.keep(profile, say)  # measured for minutes: used even where it cannot be stored
+                               on_progress=stage("profile"), budget_s=FIRST_RUN_S)
+        prof.keep(profile, say)  # used even where it cannot be stored
     report = estimate(target, draft, answers, vocab, profile, temperature, k_max, report,
                       stage("estimate"))
     if vocab.verdict == VERDICT_DRAFT:  # auto K's prior for this draft (same tokenizer)
