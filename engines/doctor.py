@@ -165,8 +165,9 @@ def probe_backends(facts: dict, say: Callable[[str], None], refresh: bool = Fals
             continue
         say(f"probing {backend} on {PROBE_MODEL} in a child process...")
         fresh = (runner or probe.run_child)(backend, present["path"], "auto")
-        if fresh.outcome in doctor_probes.KEPT:
+        if fresh.outcome in ("ok", "crash"):
             probe.store(probe.current_key(backend, None), fresh, forget_backend=True)
+        if fresh.outcome in doctor_probes.KEPT:
             keep[backend] = doctor_probes.entry(wanted, fresh)
         results.append(asdict(fresh))
     if keep != kept or problem:
@@ -287,7 +288,7 @@ def _torch_rows(torch: dict) -> list[tuple[str, str]]:
 
 def _probe_line(r: dict) -> str:
     if r["outcome"] != "ok":
-        return f"{r['outcome'].upper()} at {r['stage'] or 'start'}: {r['detail']}{_kept_since(r)}"
+        return f"{r['outcome'].upper()} at {r['stage'] or 'start'}: {r['detail']}"
     agree = "agree" if r["batch_agrees"] else "DIFFER"
     return (f"ok: load {r['load_s']:.1f} s, 1 token {r['one_ms']:.1f} ms, "
             f"{probe.N_BATCH} tokens {r['batch_ms']:.1f} ms; batched and one-by-one greedy "

@@ -26,7 +26,9 @@ from .machine.json_file import write_dict
 
 FILE_NAME = "doctor-probes.json"
 MAX_BYTES = 1 << 20  # two probes' results take about 1 KB
-KEPT = ("ok", "crash")  # what the machine does; an error or a kill says nothing about it
+# Only a probe that worked is kept: a crash is what the user is fixing, and its line says
+# `specviz doctor` probes again; an error or a kill is the file's or the moment's.
+KEPT = ("ok",)
 TEXT_FIELDS = ("backend", "device", "outcome", "model", "stage", "detail", "build")
 NUMBER_FIELDS = ("load_s", "one_ms", "batch_ms", "max_logit_diff")
 

@@ -89,8 +89,11 @@ def test_the_key_is_specviz_the_build_the_machine_and_the_model(facts, monkeypat
     assert doctor_probes.probe_key("llama", model) != key
 
 
-def test_an_error_is_not_kept(facts):
-    runner = Runner("error")
+@pytest.mark.parametrize("outcome", ["crash", "error", "killed", "timeout"])
+def test_only_a_probe_that_worked_is_kept(facts, outcome):
+    """A crash is what the user is fixing (its line says doctor probes again); the others
+    are the file's or the moment's."""
+    runner = Runner(outcome)
     probed(facts, runner)
     probed(facts, runner)
     assert runner.calls == ["llama", "transformers"] * 2
@@ -104,6 +107,8 @@ def test_an_error_is_not_kept(facts):
     json.dumps({"llama": {"key": {}, "at": 1.0, "result": {"backend": "llama",
                                                             "outcome": "ok", "load_s": "x"}}})
     .encode(),
+    json.dumps({"llama": {"key": {}, "at": 1.0, "result": {"backend": "llama",
+                                                            "outcome": "crash"}}}).encode(),
     b" " * (doctor_probes.MAX_BYTES + 1),
 ])
 def test_a_file_that_cannot_be_used_is_said_once_and_replaced(facts, content):
