@@ -9,6 +9,7 @@ plain dict so that a test can hand it another machine's; `render()` prints the t
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import platform
 import shutil
@@ -111,17 +112,43 @@ def llama_facts() -> dict:
 
 
 def torch_facts() -> dict:
-    if importlib.util.find_spec("torch") is None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
         return {"installed": False}
+    facts = {"installed": True, "transformers": probe.package_version("transformers"),
+             "dtype_races": cpu_dtype.raced_here(cpu_dtype.store_path())}
+    build = torch_build(Path(spec.origin or "").parent / "version.py")
+    if build.get("__version__") and not (build.get("cuda") or build.get("hip")
+                                         or gpu_hardware()["apple"]):
+        # A CPU build has no device to ask about: importing torch only to hear so took
+        # 3-6 s of doctor's 5-14.
+        return {**facts, "version": build["__version__"], "cuda": [], "cuda_build": None,
+                "mps": False}
     import torch
 
     cuda = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
         if torch.cuda.is_available() else []
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-    return {"installed": True, "version": torch.__version__, "cuda": cuda,
-            "cuda_build": torch.version.cuda, "mps": mps,
-            "transformers": probe.package_version("transformers"),
-            "dtype_races": cpu_dtype.raced_here(cpu_dtype.store_path())}
+    return {**facts, "version": torch.__version__, "cuda": cuda,
+            "cuda_build": torch.version.cuda, "mps": mps}
+
+
+def torch_build(version_file: Path) -> dict:
+    """The constants torch's build wrote into torch/version.py (its version, the CUDA or
+    ROCm it was built for), read as text: {} where it cannot be read."""
+    try:
+        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return {}
+    found = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        value = getattr(node, "value", None)
+        for target in targets:
+            if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+                found[target.id] = value.value
+    return found
 
 
 def model_facts() -> list[dict]:
