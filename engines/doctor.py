@@ -1,13 +1,15 @@
 """`specviz doctor`: what this machine offers, what works on it, and what to install.
 
 `gather()` collects the facts (the CPU, llama.cpp's build and buffer types, torch's devices,
-each backend probed in a child process on smollm2-135m, the models and cost profiles here);
+each backend probed in a child process on smollm2-135m and kept until its build changes
+(doctor_probes.py), the models and cost profiles here);
 `advice()` turns facts into the one command that gets what is missing, and takes them as a
 plain dict so that a test can hand it another machine's; `render()` prints the table.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import platform
 import shutil
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from . import doctor_probes
 from .backends import cpu_dtype, probe
 from .machine.hardware import CpuFacts, read_cpu
 
@@ -22,7 +25,8 @@ PROBE_MODEL = "smollm2-135m"
 REINSTALL = "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python"
 
 
-def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None) -> dict:
+def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None,
+           refresh: bool = False) -> dict:
     cpu = read_cpu()
     facts = {
         "cpu": {"model": cpu.model, "arch": cpu.arch, "cores": cpu.cores,
@@ -37,7 +41,7 @@ def gather(run_probes: bool = True, say: Callable[[str], None] = lambda _: None)
         "probes": [],
     }
     if run_probes:
-        facts["probes"] = probe_backends(facts, say)
+        facts["probes"] = probe_backends(facts, say, refresh)
     facts["advice"] = advice(facts)
     return facts
 
@@ -108,17 +112,43 @@ def llama_facts() -> dict:
 
 
 def torch_facts() -> dict:
-    if importlib.util.find_spec("torch") is None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
         return {"installed": False}
+    facts = {"installed": True, "transformers": probe.package_version("transformers"),
+             "dtype_races": cpu_dtype.raced_here(cpu_dtype.store_path())}
+    build = torch_build(Path(spec.origin or "").parent / "version.py")
+    if build.get("__version__") and not (build.get("cuda") or build.get("hip")
+                                         or gpu_hardware()["apple"]):
+        # A CPU build has no device to ask about: importing torch only to hear so took
+        # 3-6 s of doctor's 5-14.
+        return {**facts, "version": build["__version__"], "cuda": [], "cuda_build": None,
+                "mps": False}
     import torch
 
     cuda = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
         if torch.cuda.is_available() else []
     mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-    return {"installed": True, "version": torch.__version__, "cuda": cuda,
-            "cuda_build": torch.version.cuda, "mps": mps,
-            "transformers": probe.package_version("transformers"),
-            "dtype_races": cpu_dtype.raced_here(cpu_dtype.store_path())}
+    return {**facts, "version": torch.__version__, "cuda": cuda,
+            "cuda_build": torch.version.cuda, "mps": mps}
+
+
+def torch_build(version_file: Path) -> dict:
+    """The constants torch's build wrote into torch/version.py (its version, the CUDA or
+    ROCm it was built for), read as text: {} where it cannot be read."""
+    try:
+        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return {}
+    found = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        value = getattr(node, "value", None)
+        for target in targets:
+            if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+                found[target.id] = value.value
+    return found
 
 
 def model_facts() -> list[dict]:
@@ -137,21 +167,40 @@ def profile_facts() -> list[str]:
     return sorted(p.stem for p in folder.glob("*--*.json")) if folder.is_dir() else []
 
 
-def probe_backends(facts: dict, say: Callable[[str], None]) -> list[dict]:
-    """Each installed backend tried afresh in a child process; the results replace the
-    stored ones, so a crash found earlier is forgotten once the machine is fixed."""
+def probe_backends(facts: dict, say: Callable[[str], None], refresh: bool = False,
+                   runner: probe.Runner | None = None) -> list[dict]:
+    """Each installed backend's probe: kept from an earlier doctor where it tried the same
+    build, CPU and model (doctor_probes.py), else tried afresh in a child process (also with
+    `refresh`). A fresh result replaces the stored ones, so a crash found earlier is
+    forgotten once the machine is fixed."""
     present = {m["name"]: m for m in facts["models"]}.get(PROBE_MODEL, {})
     if not present.get("present"):
         return []
-    results = []
+    path = doctor_probes.cache_path()
+    kept, problem = ({}, None) if refresh else doctor_probes.read(path)
+    if problem:
+        say(f"ignoring the kept probes in {path} ({problem}): probing again, replacing it")
+    results, keep = [], {}
     for backend, key in (("llama", "llama"), ("transformers", "torch")):
         if not facts[key].get("installed"):
             continue
+        wanted = doctor_probes.probe_key(backend, present["path"])
+        result = doctor_probes.kept_result(kept.get(backend), wanted)
+        if result is not None:
+            keep[backend] = kept[backend]
+            results.append(result)
+            continue
         say(f"probing {backend} on {PROBE_MODEL} in a child process...")
-        result = probe.run_child(backend, present["path"], "auto")
-        if result.outcome in ("ok", "crash"):
-            probe.store(probe.current_key(backend, None), result, forget_backend=True)
-        results.append(asdict(result))
+        fresh = (runner or probe.run_child)(backend, present["path"], "auto")
+        if fresh.outcome in ("ok", "crash"):
+            probe.store(probe.current_key(backend, None), fresh, forget_backend=True)
+        if fresh.outcome in doctor_probes.KEPT:
+            keep[backend] = doctor_probes.entry(wanted, fresh)
+        results.append(asdict(fresh))
+    if keep != kept or problem:
+        unwritten = doctor_probes.write(path, keep)
+        if unwritten:
+            say(unwritten)
     return results
 
 
@@ -270,5 +319,11 @@ def _probe_line(r: dict) -> str:
     agree = "agree" if r["batch_agrees"] else "DIFFER"
     return (f"ok: load {r['load_s']:.1f} s, 1 token {r['one_ms']:.1f} ms, "
             f"{probe.N_BATCH} tokens {r['batch_ms']:.1f} ms; batched and one-by-one greedy "
-            f"{agree} (max logit diff {r['max_logit_diff']:.2g})")
+            f"{agree} (max logit diff {r['max_logit_diff']:.2g}){_kept_since(r)}")
+
+
+def _kept_since(r: dict) -> str:
+    at = r.get("kept_at")
+    return "" if at is None else (f"; probed {doctor_probes.when(at)}, kept for this build "
+                                  "(--refresh probes again)")
 

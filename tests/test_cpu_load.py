@@ -118,26 +118,33 @@ def test_llama_cpp_takes_fewer_threads_mid_run_and_back(tmp_path):
     m = Machine(cores=2)
     backend.threads = 2
     backend._gauge = ThreadGauge(most=2, cores=2, read=m.read, clock=lambda: m.now)
-    ids = backend.tokenize("def add(x, y): return x + y", add_special=True)
     try:
-        quiet = backend.forward(ids, logits=3).copy()
-        assert backend.threads_now == 2
-        m.others, m.ours = 1.0, 1.0
-        m.run(1.0)
-        backend.reset()
-        busy = backend.forward(ids, logits=3).copy()
-        assert backend.threads_now == 1
-        np.testing.assert_allclose(busy, quiet, atol=1e-3)
-        assert "1 thread instead of 2" in backend.busy_note()
-        assert backend.busy_note() is None  # said once
-        with backend.holding_threads():  # a cost profile is timed at its own count
-            assert backend.threads_now == 2
-            m.run(1.0)
-            backend.reset()
-            backend.forward(ids)
-            assert backend.threads_now == 2
+        fewer_threads_mid_run_and_back(backend, m, "llama.cpp", atol=1e-3)
     finally:
         backend.close()
+
+
+def fewer_threads_mid_run_and_back(backend, m: Machine, who: str, atol: float) -> None:
+    """`backend` (following a gauge on `m`, at most 2 threads) forwards on 1 thread once
+    other work takes a core, with the quiet logits; says so once; and a cost profile's
+    forwards are timed at 2 however busy the machine."""
+    ids = backend.tokenize("def add(x, y): return x + y", add_special=True)
+    quiet = backend.forward(ids, logits=3).copy()
+    assert backend.threads_now == 2
+    m.others, m.ours = 1.0, 1.0
+    m.run(1.0)
+    backend.reset()
+    busy = backend.forward(ids, logits=3).copy()
+    assert backend.threads_now == 1
+    np.testing.assert_allclose(busy, quiet, atol=atol)
+    assert f"{who} ran on 1 thread instead of 2" in backend.busy_note()
+    assert backend.busy_note() is None  # said once
+    with backend.holding_threads():  # a cost profile is timed at its own count
+        assert backend.threads_now == 2
+        m.run(1.0)
+        backend.reset()
+        backend.forward(ids)
+        assert backend.threads_now == 2
 
 
 def test_a_thread_count_asked_for_is_kept(tmp_path):

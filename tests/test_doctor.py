@@ -101,3 +101,26 @@ def test_doctor_says_when_other_work_has_the_cores_and_what_threads_follow():
         assert "would run 1 of" in _load_line(busy)
     assert "take all" in _load_line(load_facts(2, others=0.1))
     assert "not readable" in _load_line({"others": None})
+
+
+def test_torchs_build_is_read_from_its_version_file_without_importing_it(tmp_path):
+    cpu = tmp_path / "cpu.py"
+    cpu.write_text("from typing import Optional\n__version__ = '2.13.0+cpu'\ndebug = False\n"
+                   "cuda: Optional[str] = None\nhip: Optional[str] = None\n")
+    assert doctor.torch_build(cpu) == {"__version__": "2.13.0+cpu", "debug": False,
+                                       "cuda": None, "hip": None}
+    cuda = tmp_path / "cuda.py"
+    cuda.write_text("__version__ = '2.13.0+cu128'\ncuda: Optional[str] = '12.8'\n")
+    assert doctor.torch_build(cuda)["cuda"] == "12.8"
+    broken = tmp_path / "broken.py"
+    broken.write_bytes(b"__version__ = (\xff")
+    assert doctor.torch_build(broken) == {} and doctor.torch_build(tmp_path / "no.py") == {}
+
+
+def test_torchs_facts_are_what_importing_it_says():
+    import torch
+
+    facts = doctor.torch_facts()
+    assert facts["version"] == torch.__version__
+    assert facts["cuda_build"] == torch.version.cuda
+    assert len(facts["cuda"]) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)

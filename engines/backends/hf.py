@@ -24,6 +24,7 @@ from .hf_cache import cache_keyword
 from .hf_features import LayerFeatures
 from .hf_hidden import HiddenRows
 from .hf_load import load
+from .torch_threads import TorchThreads
 
 
 class TransformersBackend(Backend):
@@ -42,9 +43,9 @@ class TransformersBackend(Backend):
         import torch
 
         self._torch = torch
-        if threads:
-            torch.set_num_threads(threads)
         self.device = hf_setup.pick_device(device)
+        # As asked, or following the cores other work leaves free (torch_threads.py).
+        self.cpu_threads = TorchThreads(torch, threads, self.device)
         self.model_path = str(model_path)
         self.dtype_trial: dict | None = None  # bfloat16 against float32, where raced here
         self._threads = threads  # as asked: the dtype's race is remembered by them
@@ -74,6 +75,19 @@ class TransformersBackend(Backend):
     def prepare_widths(self) -> None:
         if self._steps is not None:
             hf_compiled.warm(self._steps, self._static_kv(), hf_compiled.WIDTHS)
+
+    def _follow_free_cores(self) -> None:
+        self.cpu_threads.set_now(held=self.threads_held)
+
+    def _hold_threads(self) -> None:
+        self.cpu_threads.set_now(held=True)
+
+    @property
+    def threads_now(self) -> int:
+        return self.cpu_threads.now
+
+    def busy_note(self) -> str | None:
+        return self.cpu_threads.note()
 
     def _static_kv(self) -> hf_compiled.StaticKV:
         return hf_compiled.StaticKV(self._model, self.device, self._dtype, self.n_ctx)
@@ -161,6 +175,7 @@ class TransformersBackend(Backend):
         torch = self._torch
         from transformers import DynamicCache
 
+        self._follow_free_cores()
         if self._steps is not None:
             return self._compiled_forward(tokens, n_rows)
         if self._cache is None:
@@ -204,6 +219,7 @@ class TransformersBackend(Backend):
         torch = self._torch
         from transformers import DynamicCache
 
+        self._follow_free_cores()
         if self._steps is not None:
             return self._compiled_forward(tokens, len(tokens), depths, visible)
         if self._cache is None:
@@ -294,6 +310,7 @@ class TransformersBackend(Backend):
 
         def step(tokens: list[int]) -> np.ndarray:
             nonlocal fed
+            self._follow_free_cores()
             ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
             full, config.num_hidden_layers = config.num_hidden_layers, n_layers
             try:
@@ -320,6 +337,7 @@ class TransformersBackend(Backend):
 
         def step(tokens: list[int]) -> np.ndarray:
             nonlocal fed
+            self._follow_free_cores()
             with torch.inference_mode():
                 rows = hf_compiled.run_rows(self._steps, kv, tokens, n_past + fed,
                                             layers=n_layers)

@@ -56,6 +56,7 @@ hidden rows).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -219,7 +220,8 @@ def compile_options(device_kind: str) -> dict:
 class CompiledSteps:
     """The compiled decoder of one loaded model, shared by the backends on its weights."""
 
-    def __init__(self, model, tell=None, device_kind: str | None = None) -> None:
+    def __init__(self, model, tell=None, device_kind: str | None = None,
+                 compiling=contextlib.nullcontext) -> None:
         import torch
 
         from .hf_cache import cache_keyword
@@ -239,6 +241,9 @@ class CompiledSteps:
                                        **self.options)
         self._ready: set[int] = set()  # widths compiled (or read from disk) in this process
         self._tell = tell or say
+        # Around a graph's first call: inductor writes the thread count into CPU kernels
+        # (torch_threads.py), so they are compiled at the backend's nominal count.
+        self._compiling = compiling
         self.compile_seconds: dict[int, float] = {}
         self.read_from_cache: dict[int, bool] = {}  # width -> whether its first call read it
         self._ledger = StepLedger(model, kind, self.run)
@@ -253,7 +258,8 @@ class CompiledSteps:
             return self._call(ids, positions, mask, cache)
         self._tell(self._ledger.before(width))
         before, started = cache_counts(), time.perf_counter()
-        out = self._call(ids, positions, mask, cache)
+        with self._compiling():
+            out = self._call(ids, positions, mask, cache)
         seconds = round(time.perf_counter() - started, 2)
         read = cache_read(before, cache_counts())
         self._ready.add(width)

@@ -79,7 +79,8 @@ def choose_compile(backend, asked: str | None) -> str:
         if why:
             hf_compiled.say(f"{why}: decoding eagerly")
         return "off"
-    backend._steps = hf_compiled.CompiledSteps(backend.model)
+    backend._steps = hf_compiled.CompiledSteps(backend.model,
+                                               compiling=backend.cpu_threads.nominal_count)
     backend._kv = backend._static_kv()
     try:
         hf_compiled.warm(backend._steps, backend._static_kv(), hf_compiled.WARM_WIDTHS)

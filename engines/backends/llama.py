@@ -305,14 +305,7 @@ class LlamaBackend(Backend):
 
     def busy_note(self) -> str | None:
         """One line when other work took cores during the run and fewer threads were used."""
-        gauge = self._gauge
-        if gauge is None or gauge.fewest >= self.threads:
-            return None
-        fewest, gauge.fewest = gauge.fewest, self.threads  # said once: the next run says its own
-        return (f"other work took cores during the run (last seen {gauge.others:.1f} of "
-                f"{gauge.cores}): llama.cpp ran on {fewest} thread"
-                f"{'s' if fewest > 1 else ''} instead of {self.threads} while it did, "
-                "so no thread waited for a core")
+        return None if self._gauge is None else self._gauge.note("llama.cpp")
 
     def _logits_row(self, i: int) -> np.ndarray:
         ptr = self._lib.llama_get_logits_ith(self._ctx, i)

@@ -4,7 +4,9 @@ llama.cpp's worker threads meet at a spinning barrier after every operation of a
 When another process takes one of their cores, the thread on it is descheduled for whole
 scheduler slices while the others spin, so every operation waits a slice: on a 2-core machine
 beside one busy process, two threads decoded at 29% of their quiet speed where one thread kept
-~70%. So the thread count follows the cores the rest of the machine leaves free.
+~70%. torch's threads meet likewise at the end of each operation (smollm2-135m decoded
+2.7 tokens/s beside a compile, 14 quietly). So the thread count follows the cores the rest of
+the machine leaves free: llama.cpp's (backends/llama.py) and torch's (backends/torch_threads.py).
 
 The readings are counters (Linux's /proc/stat and this process's /proc/self/stat), compared
 between two moments: no sleeping, no sampling thread. The rule takes plain numbers, so a test
@@ -94,6 +96,16 @@ class ThreadGauge:
         self.threads = free_threads(others, self.cores, self.most)
         self.fewest = min(self.fewest, self.threads)
         return self.threads
+
+    def note(self, who: str) -> str | None:
+        """One line when other work took cores during the run and `who` (the library whose
+        threads these are) ran on fewer; said once: the next run says its own."""
+        if self.fewest >= self.most:
+            return None
+        fewest, self.fewest = self.fewest, self.most
+        return (f"other work took cores during the run (last seen {self.others:.1f} of "
+                f"{self.cores}): {who} ran on {fewest} thread{'s' if fewest > 1 else ''} "
+                f"instead of {self.most} while it did, so no thread waited for a core")
 
 
 def measure_others(span_s: float = 0.3, read=read_now, sleep=time.sleep) -> float | None:
