@@ -8,6 +8,7 @@ import pytest
 from steady_timing import steady_forwards
 
 from specviz.engines.cost import profile as prof
+from specviz.engines.cost import profile_measure as measuring
 from specviz.engines.cost.profile_complete import complete_one, missing
 from specviz.engines.cost.profile_plan import FIRST_RUN_S, Plan, fit, seconds
 from specviz.engines.host.model_pool import ModelPool
@@ -133,3 +134,27 @@ def test_a_model_let_go_is_not_loaded_again_to_grow_its_profile(tiny_model_dir, 
     pool = ModelPool()
     young.grow(pool, busy=lambda: False, say=pytest.fail)
     assert not young.profiles and pool.loads == 0
+
+
+def test_a_first_runs_profile_beside_other_work_is_timed_on_the_free_cores(tiny_backend,
+                                                                          monkeypatch):
+    # Two threads beside a busy process wait on each other at every operation: a first run
+    # times its profile on the threads the free cores allow, says so, and is refined later.
+    held = []
+    monkeypatch.setattr(tiny_backend.cpu_threads, "nominal", 2)
+    monkeypatch.setattr("specviz.engines.machine.cpu_load.start_threads", lambda most: 1)
+    real = measuring.time_forward
+
+    def timed(backend, tokens, ctx):
+        held.append(backend.threads_now)
+        real(backend, tokens, ctx)
+        return 2.0 + 0.5 * (len(tokens) - 1)
+
+    monkeypatch.setattr(measuring, "time_forward", timed)
+    young = prof.measure(tiny_backend, "m", None, contexts=[16], repeats=1,
+                         budget_s=FIRST_RUN_S)
+    assert set(held) == {1} and young.busy == ("timed on 1 of 2 threads: other work had the "
+                                               "other cores")
+    held.clear()
+    prof.measure(tiny_backend, "m", None, contexts=[16], repeats=1)  # a whole one: nominal
+    assert set(held) == {2}

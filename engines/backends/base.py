@@ -36,6 +36,7 @@ class Backend(ABC):
     profile_variant: str = ""
     # True while a cost profile is timed: the thread count it is named for, throughout.
     threads_held: bool = False
+    held_count: int | None = None  # the count held instead of the nominal one
 
     def __init__(self) -> None:
         self._tokens: list[int] = []  # what the cache holds, in order
@@ -43,15 +44,22 @@ class Backend(ABC):
         self._nodes: tuple[list[int], list[int], list[set[int]]] | None = None
 
     @contextmanager
-    def holding_threads(self) -> Iterator[None]:
-        """Its nominal thread count throughout, however busy the machine (a cost profile is
-        timed at the count it is named for, not at what the free cores allowed)."""
-        self.threads_held = True
+    def holding_threads(self, count: int | None = None) -> Iterator[None]:
+        """Its nominal thread count (or `count`) throughout, however busy the machine (a
+        cost profile is timed at the count it is named for, not at what the free cores
+        allowed from one moment to the next)."""
+        self.threads_held, self.held_count = True, count
         self._hold_threads()
         try:
             yield
         finally:
-            self.threads_held = False
+            self.threads_held, self.held_count = False, None
+
+    @property
+    def nominal_threads(self) -> int | None:
+        """The CPU threads its forwards run on when the machine is quiet (None: not its
+        business, e.g. a GPU's)."""
+        return None
 
     def _hold_threads(self) -> None:
         """Back to the nominal thread count now (backends that follow the free cores)."""

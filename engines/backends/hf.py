@@ -77,10 +77,14 @@ class TransformersBackend(Backend):
             hf_compiled.warm(self._steps, self._static_kv(), hf_compiled.WIDTHS)
 
     def _follow_free_cores(self) -> None:
-        self.cpu_threads.set_now(held=self.threads_held)
+        self.cpu_threads.set_now(held=self.threads_held, count=self.held_count)
 
     def _hold_threads(self) -> None:
-        self.cpu_threads.set_now(held=True)
+        self.cpu_threads.set_now(held=True, count=self.held_count)
+
+    @property
+    def nominal_threads(self) -> int | None:
+        return self.cpu_threads.nominal if self.device == "cpu" else None
 
     @property
     def threads_now(self) -> int:

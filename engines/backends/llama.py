@@ -295,9 +295,14 @@ class LlamaBackend(Backend):
             self._threads_now = n
 
     def _hold_threads(self) -> None:
-        if self._threads_now != self.threads:
-            self._lib.llama_set_n_threads(self._ctx, self.threads, self.threads)
-            self._threads_now = self.threads
+        n = self.held_count or self.threads
+        if self._threads_now != n:
+            self._lib.llama_set_n_threads(self._ctx, n, n)
+            self._threads_now = n
+
+    @property
+    def nominal_threads(self) -> int | None:
+        return self.threads if self.device == "cpu" else None
 
     @property
     def threads_now(self) -> int:

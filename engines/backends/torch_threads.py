@@ -50,12 +50,12 @@ class TorchThreads:
     def now(self) -> int:
         return self._torch.get_num_threads()
 
-    def set_now(self, held: bool = False) -> None:
-        """Before a forward: the nominal count where `held` or asked for, else the free
-        cores' (judged at most every cpu_load.MIN_SPAN_S)."""
+    def set_now(self, held: bool = False, count: int | None = None) -> None:
+        """Before a forward: the nominal count (or `count`) where `held` or asked for, else
+        the free cores' (judged at most every cpu_load.MIN_SPAN_S)."""
         if not self._managed:
             return
-        n = self.nominal if held or self.gauge is None else self.gauge.check()
+        n = (count or self.nominal) if held or self.gauge is None else self.gauge.check()
         if self._torch.get_num_threads() != n:
             self._torch.set_num_threads(n)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from ..backends.base import Backend, sync_device
 from ..errors import SpecvizError
+from ..machine import cpu_load
 from .profile_data import BATCHES, CONTEXTS, REPEATS, Profile, routed_rows
 from .profile_noise import uneven
 from .profile_plan import fit, seconds
@@ -41,17 +42,23 @@ def measure(
 ) -> Profile:
     """Time forward passes of every batch size at every context length on `backend`; with
     `budget_s`, only as much of that as this machine times within it (profile_plan.py): a
-    young profile, which later runs' steps and idle moments complete."""
+    young profile, which later runs' steps and idle moments complete.
+
+    A whole profile is timed at the thread count it is named for. A first run's is timed at
+    the threads the cores free now allow: beside a busy process two llama.cpp threads wait
+    on each other at every operation (a batch of 2 took 2.6 s where one thread takes 20 ms),
+    and the profile took half a minute. It is then marked busy, and quieter runs refine it."""
     batches, usable = _sizes(backend, batches, contexts)
-    young = False
+    young, held, busy = False, None, ""
     if budget_s is not None:
-        one, big = _probe(backend, batches[-1])
-        plan = fit(usable, batches, repeats, one, big, budget_s)
-        young = plan.young(usable)
-        usable, batches, repeats = plan.contexts, plan.batches, plan.repeats
-    filler = filler_tokens(backend, usable[-1] + batches[-1])
-    count = Count(len(usable) * repeats * len(batches), on_progress)
-    with backend.holding_threads():  # timed at the count the profile is named for
+        held, busy = _free_threads(backend)
+    with backend.holding_threads(held):
+        if budget_s is not None:
+            plan = fit(usable, batches, repeats, *_probe(backend, batches[-1]), budget_s)
+            young = plan.young(usable)
+            usable, batches, repeats = plan.contexts, plan.batches, plan.repeats
+        filler = filler_tokens(backend, usable[-1] + batches[-1])
+        count = Count(len(usable) * repeats * len(batches), on_progress)
         table = _table(backend, filler, usable, batches, repeats, count, again=budget_s is None)
     backend.reset()
     from ..trace import machine_info
@@ -59,7 +66,18 @@ def measure(
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
                    repeats, machine=machine_info(),
                    small_rows=routed_rows(backend), dtype=backend.dtype,
-                   variant=backend.profile_variant, young=young)
+                   variant=backend.profile_variant, busy=busy, young=young)
+
+
+def _free_threads(backend: Backend) -> tuple[int | None, str]:
+    """The threads the cores free now allow (None: the nominal count), and why fewer."""
+    nominal = backend.nominal_threads
+    if not nominal or nominal < 2:
+        return None, ""
+    free = cpu_load.start_threads(nominal)
+    if free >= nominal:
+        return None, ""
+    return free, f"timed on {free} of {nominal} threads: other work had the other cores"
 
 
 def _sizes(backend: Backend, batches: Sequence[int], contexts: Sequence[int]
