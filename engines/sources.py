@@ -1,7 +1,7 @@
 """Where a proposed token came from (its source) and how each source is shown, declared once.
 
 The step events name sources (events.SOURCES); the window paints a source with its colour
-kind (widgets/palette.py) and names the kind in its legends (widgets/legend_kinds.py, the
+kind (board/palette.py) and names the kind in its legends (board/legend_kinds.py, the
 exported page); `specviz run` colours it on a terminal (app/cli/console.py); a server lane
 may colour its accepted drafts as any source a serving engine drafts with
 (engines/host/server_lanes.py). A new source is one row below.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The colour kinds the views paint tokens with; each names a colour of widgets.palette.Theme.
+# The colour kinds the views paint tokens with; each names a colour of board.palette.Theme.
 KIND_DRAFT = "draft"
 KIND_PROMPT = "prompt"
 KIND_NGRAM = "ngram"

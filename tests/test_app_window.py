@@ -462,8 +462,8 @@ def test_lane_knobs_are_remembered(app_env):
 
 
 def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
+    from specviz.board.palette import DARK_CONTRAST
     from specviz.engines.host.run_spec import LaneSpec
-    from specviz.widgets.palette import DARK_CONTRAST
 
     window.set_theme("dark")
     window.add_lane(LaneSpec("none"))

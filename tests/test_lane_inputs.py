@@ -309,7 +309,7 @@ def test_serve_confines_its_file_and_not_its_model(echo, tmp_path):
 
 def test_the_lane_shows_a_picker_for_its_model_input(echo, app_env, qtbot):
     from specviz.app.views.lane_widget import LaneWidget
-    from specviz.widgets.palette import DARK
+    from specviz.board.palette import DARK
 
     lane = LaneWidget("lane1", rs.LaneSpec("echo", 3, inputs={"echo_corpus": "c.txt"}), DARK,
                       "#fff", [])

@@ -15,7 +15,7 @@ from specviz.engines.oracles import ORACLE_INFO
 
 
 def test_every_source_an_oracle_proposes_is_declared_with_a_kind_the_themes_colour():
-    from specviz.widgets.palette import KIND_LABELS, KINDS, THEMES, source_kind
+    from specviz.board.palette import KIND_LABELS, KINDS, THEMES, source_kind
 
     assert ev.SOURCES == tuple(s.name for s in sources.SOURCE_TABLE)
     for described in ORACLE_INFO.values():

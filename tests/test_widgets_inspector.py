@@ -8,6 +8,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 
+from specviz.board.palette import DARK, LIGHT
 from specviz.engines.events import (
     REJECT_AFTER,
     REJECT_MISMATCH,
@@ -22,7 +23,6 @@ from specviz.engines.events import (
 )
 from specviz.widgets.inspector import COLUMNS, StepInspector
 from specviz.widgets.k_control import KControl
-from specviz.widgets.palette import DARK, LIGHT
 
 pytestmark = pytest.mark.gui
 

@@ -11,6 +11,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QHelpEvent, QMouseEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QToolTip
 
+from specviz.board.palette import DARK, HIGH_CONTRAST, KINDS, LIGHT, THEMES, high_contrast
 from specviz.engines.events import (
     REJECT_AFTER,
     REJECT_MISMATCH,
@@ -23,7 +24,6 @@ from specviz.engines.events import (
     Timing,
     Totals,
 )
-from specviz.widgets.palette import DARK, HIGH_CONTRAST, KINDS, LIGHT, THEMES, high_contrast
 from specviz.widgets.token_view import Legend, TokenView
 
 pytestmark = pytest.mark.gui

@@ -1,4 +1,4 @@
-"""The anatomy of one step, played in stages for a talk (widgets/anatomy_stages.py builds them).
+"""The anatomy of one step, played in stages for a talk (board/anatomy_stages.py builds them).
 
 The view observes an `Anatomy` and draws its current `Stage` with a QPainter: the text so far,
 the guesses as cards coloured by source (a tree as a tree), the target's one pass around them,
@@ -30,10 +30,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QWidget
 
+from ..board import anatomy_stages as st
+from ..board.describe import prob
+from ..board.palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, Theme
 from ..engines.events import TARGET_BONUS, TARGET_CORRECTION
-from . import anatomy_stages as st
-from .describe import prob
-from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, Theme
 
 STAGE_MS = 2200  # one stage's time on screen at speed 1
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)

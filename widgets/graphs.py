@@ -21,9 +21,9 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QGridLayout, QWidget
 
+from ..board.palette import DARK, Theme
 from .cost_curve import CostCurve
 from .lane_key import LaneKey
-from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 
 WINDOW = 16  # steps in the rolling acceptance rate

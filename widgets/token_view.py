@@ -27,9 +27,17 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTextEdit, QToolTip, QVBoxLayout, QWidget
 
+from ..board.describe import cut, proposal_tooltip, target_tooltip
+from ..board.palette import (
+    DARK,
+    KIND_LABELS,
+    KIND_REJECTED,
+    KIND_TARGET,
+    KINDS,
+    Theme,
+    proposal_kind,
+)
 from ..engines.events import StepEvent
-from .describe import cut, proposal_tooltip, target_tooltip
-from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, KINDS, Theme, proposal_kind
 
 STEP_PROPERTY = QTextFormat.UserProperty + 1  # index into TokenView.events
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2  # index into proposed; len(proposed) = target

@@ -4,7 +4,7 @@ The page is a single file with its script, style and data inlined, so it opens o
 a mail attachment or a file share and makes no network request. Each trace becomes a lane;
 the page replays them on their compute-time clock, as the window does
 (app/run/trace_player.py), with the window's token colours and legend words
-(widgets/palette.py, widgets/legend_kinds.py).
+(board/palette.py, board/legend_kinds.py).
 
 A race only makes sense on one prompt: traces of different prompts are refused, not drawn
 side by side. Traces with no steps or a corrupt line are refused too, with the file named.
@@ -22,27 +22,27 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from ...engines import events as ev
-from ...engines.atomic import written_atomically
-from ...engines.errors import SpecvizError
-from ...engines.oracles import is_plain
-from ...engines.trace import Trace, read_trace
-from ...widgets.describe import why
-from ...widgets.legend_kinds import legend_kinds
-from ...widgets.palette import (
+from ...board.describe import why
+from ...board.lane_title import lane_title
+from ...board.legend_kinds import legend_kinds
+from ...board.one_prompt import check_one_prompt
+from ...board.palette import (
     KIND_LABELS,
     THEMES,
     Theme,
     proposal_kind,
 )
-from ..state.lane_title import lane_title
-from ..state.one_prompt import check_one_prompt
+from ...engines import events as ev
+from ...engines.atomic import written_atomically
+from ...engines.errors import SpecvizError
+from ...engines.oracles import is_plain
+from ...engines.trace import Trace, read_trace
 
 ASSETS = "assets/page"
 DATA_ID = "specviz-data"
 # Step fields the page does not draw: a linear view of tree steps needs only `proposed`.
 _DROPPED_STEP_FIELDS = ("oracle", "kind", "position", "text", "tree", "path", "lookahead")
-# Proposal fields the page shows in the window's words for them (widgets/describe.py `why`).
+# Proposal fields the page shows in the window's words for them (board/describe.py `why`).
 _WORDED_FIELDS = ("reject_reason", "accept_prob", "draw", "verified_by")
 
 

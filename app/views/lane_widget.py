@@ -22,6 +22,15 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
+from ...board.lane_title import lane_title
+from ...board.legend_kinds import legend_kinds
+from ...board.palette import (
+    KIND_REJECTED,
+    KIND_TARGET,
+    Theme,
+    source_kind,
+)
+from ...board.parting import Parting
 from ...engines import events as ev
 from ...engines.bench.speedup import Speedup
 from ...engines.host.run_spec import LaneSpec, ServerSpec
@@ -36,17 +45,8 @@ from ...engines.oracles.registry import (
     lane_words,
 )
 from ...widgets.k_control import KControl
-from ...widgets.legend_kinds import legend_kinds
-from ...widgets.palette import (
-    KIND_REJECTED,
-    KIND_TARGET,
-    Theme,
-    source_kind,
-)
 from ...widgets.token_view import Legend, TokenView
-from ..state.lane_title import lane_title
 from ..state.lanes_model import JOINED, MIXED
-from ..state.parting import Parting
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
 

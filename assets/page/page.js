@@ -40,7 +40,7 @@ function el(tag, props = {}, ...children) {
 const fixed = (x, digits) => (x === undefined || x === null ? "—" : x.toFixed(digits));
 const VISIBLE = { " ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍" };
 const visible = (text) => (text ? text.replace(/[ \n\t\r]/g, (c) => VISIBLE[c]) : "∅");
-// Where a copied token came from, as widgets/describe.py span_text says it.
+// Where a copied token came from, as the window's words say it (span_text).
 const spanText = (s) => (s.run !== undefined
   ? `remembered from an earlier run (${s.run}), its token ${s.tok_start}` +
     (s.excerpt ? `: ${s.excerpt}` : "")
@@ -59,7 +59,7 @@ function buildHeader() {
 }
 
 function laneTitle(lane) {
-  return lane.title;  // app/state/lane_title.py: the oracle once, with its K or auto K
+  return lane.title;  // the export's title: the oracle once, with its K or auto K
 }
 
 function legend(kinds) {

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...engines import events as ev
-from ...engines.bench.compare import NEAR_TIE, emitted
+from ..engines import events as ev
+from ..engines.bench.compare import NEAR_TIE, emitted
 
 if TYPE_CHECKING:
-    from .lanes_model import BoardModel, LaneState
+    from ..app.state.lanes_model import BoardModel, LaneState
 
 # The largest batched-vs-single logit difference measured on a backend here (llama.cpp on a
 # GPU, 1.5-3.0: docs/results/gpu.md): a smaller margin may be rounding on some backend.
