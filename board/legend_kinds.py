@@ -1,5 +1,5 @@
 """The token kinds a lane's legend names, from what its oracle proposes (the registry's
-sources, each with its kind in engines/sources.py): the window's lanes and the exported page
+sources, each painted by its kind's row in kinds.py): the window's lanes and the exported page
 show the same words."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..engines.oracles import ORACLES, is_plain
 from ..engines.oracles import info as oracle_info
 from ..engines.oracles.registry import SERVER_KINDS
-from ..engines.sources import KIND_REJECTED, KIND_TARGET, kind_of
+from .kinds import KIND_REJECTED, KIND_TARGET, kind_of
 
 # A server (given by URL or started for the lane) names no sources: its tokens are coloured
 # as a draft model's unless it says.

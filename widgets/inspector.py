@@ -15,7 +15,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..board.describe import margin, prob, visible, why
-from ..board.palette import DARK, KIND_REJECTED, KIND_TARGET, Theme, proposal_kind
+from ..board.kinds import KIND_REJECTED, KIND_TARGET, proposal_kind
+from ..board.palette import DARK, Theme
 from ..engines.events import DECLINE_WORDS, ProposedToken, StepEvent
 
 COLUMNS = ("#", "position", "token", "source", "p_draft", "p_target", "verdict", "why")

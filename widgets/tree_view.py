@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (
 )
 
 from ..board.describe import node_why, prob, shown, span_text
-from ..board.palette import DARK, KIND_OTHER, KIND_REJECTED, Theme
+from ..board.kinds import KIND_OTHER, KIND_REJECTED
+from ..board.palette import DARK, Theme
 from ..engines.events import NODE_ACCEPTED, NODE_REJECTED, StepEvent, TreeNode
 
 COLUMNS = ("token", "state", "p_draft", "p_target", "why", "detail")

@@ -23,15 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ...board.describe import why
+from ...board.kinds import KINDS, proposal_kind
 from ...board.lane_title import lane_title
 from ...board.legend_kinds import legend_kinds
 from ...board.one_prompt import check_one_prompt
-from ...board.palette import (
-    KIND_LABELS,
-    THEMES,
-    Theme,
-    proposal_kind,
-)
+from ...board.palette import THEMES, Theme
 from ...engines import events as ev
 from ...engines.atomic import written_atomically
 from ...engines.errors import SpecvizError
@@ -39,6 +35,7 @@ from ...engines.oracles import is_plain
 from ...engines.trace import Trace, read_trace
 
 ASSETS = "assets/page"
+KIND_RULES = "/* {{kinds}} */\n"  # where page.css takes the kinds' colour rules
 DATA_ID = "specviz-data"
 # Step fields the page does not draw: a linear view of tree steps needs only `proposed`.
 _DROPPED_STEP_FIELDS = ("oracle", "kind", "position", "text", "tree", "path", "lookahead")
@@ -61,7 +58,7 @@ def render_page(traces: list[Trace], theme: str = "light") -> str:
         "title": html.escape(f"specviz race: {', '.join(lane['title'] for lane in data['lanes'])}"),
         "theme": theme,
         "theme_css": theme_css(),
-        "css": _asset("page.css"),
+        "css": _asset("page.css").replace(KIND_RULES, kind_css()),
         "js": _asset("page.js"),
         "data_id": DATA_ID,
         "data": embed_json(data),
@@ -77,14 +74,21 @@ def embed_json(data: Any) -> str:
 
 
 def theme_css() -> str:
-    """The palette's colours as CSS variables, one rule per theme (the page's one source)."""
+    """The themes' and the kinds' colours as CSS variables, one rule per theme (the page's one
+    source)."""
     rules = []
     for name, theme in THEMES.items():
         values = [f"--{f.name}:{getattr(theme, f.name)}" for f in fields(Theme)
                   if f.name not in ("name", "lanes")]
+        values += [f"--{kind.name}:{kind.colour(name)}" for kind in KINDS.values()]
         values += [f"--lane{i}:{colour}" for i, colour in enumerate(theme.lanes)]
         rules.append(f':root[data-theme="{name}"]{{{";".join(values)}}}')
     return "\n".join(rules)
+
+
+def kind_css() -> str:
+    """A token of each kind in its colour: the class the page's script gives it."""
+    return "".join(f".k-{name} {{ color: var(--{name}); }}\n" for name in KINDS)
 
 
 # ---------------------------------------------------------------- checks
@@ -117,7 +121,7 @@ def page_data(traces: list[Trace]) -> dict[str, Any]:
     baseline = next((i for i, lane in enumerate(lanes) if lane["plain"]), None)
     return {
         "prompt": traces[0].header.get("prompt", ""),
-        "labels": KIND_LABELS,
+        "labels": {name: kind.words for name, kind in KINDS.items()},
         "colours": len(THEMES["light"].lanes),  # lane i takes colour i modulo this
         "baseline": baseline,
         "words": list(words),
