@@ -278,6 +278,12 @@ class OracleInfo:
     def input(self, name: str) -> Input | None:
         return next((i for i in self.inputs if i.name == name), None)
 
+    @property
+    def chain_settings(self) -> dict:
+        """Its settings, over the defaults, that a replay of its proposals uses (suffix
+        decoding's chains instead of trees): its `Replayed` advice's."""
+        return dict(self.advise.settings) if isinstance(self.advise, Replayed) else {}
+
     def missing(self, given: Mapping[str, object]) -> Input | None:
         """The first input it requires that `given` (by input name) leaves out or empty."""
         return next((i for i in self.inputs if i.required and _empty(given.get(i.name))), None)
