@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..board.lanes_model import BoardModel
 from ..board.palette import DARK, THEMES, Theme
 from ..board.parting import PartingWatch
 from ..engines.bench.speedup import SLOWER
@@ -42,7 +43,6 @@ from .run.preflight import Checks
 from .run.remote_engine import RemoteEngine
 from .run.replay_mode import ReplayControl
 from .run.trace_player import ReplayPlayer
-from .state.lanes_model import BoardModel
 from .state.run_setup import DEFAULT_TARGET, MAX_LANES, lane_problem, profile_costs, traces_dir
 from .state.settings import AppSettings
 from .views.advise_dialog import AdviseDialog

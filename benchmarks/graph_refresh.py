@@ -26,7 +26,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from specviz.app.state.lanes_model import BoardModel
+from specviz.board.lanes_model import BoardModel
 from specviz.board.palette import DARK
 from specviz.engines.events import (
     TARGET_BONUS,

@@ -23,7 +23,7 @@ from ..engines import events as ev
 from ..engines.bench.compare import NEAR_TIE, emitted
 
 if TYPE_CHECKING:
-    from ..app.state.lanes_model import BoardModel, LaneState
+    from .lanes_model import BoardModel, LaneState
 
 # The largest batched-vs-single logit difference measured on a backend here (llama.cpp on a
 # GPU, 1.5-3.0: docs/results/gpu.md): a smaller margin may be rounding on some backend.

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from step_factory import make_step
 
-from specviz.app.state.lanes_model import JOINED, MIXED, OPEN, BoardModel
+from specviz.board.lanes_model import JOINED, MIXED, OPEN, BoardModel
 from specviz.engines import events as ev
 from specviz.engines.bench.speedup import from_ratios
 from specviz.engines.host.run_spec import LaneSpec

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QPainter, QPicture
 
-from specviz.app.state.lanes_model import BoardModel
+from specviz.board.lanes_model import BoardModel
 from specviz.board.palette import DARK, LIGHT
 from specviz.engines.events import (
     REJECT_MISMATCH,

@@ -24,6 +24,7 @@ from superqt import QElidingLabel
 
 from ...board.kinds import KIND_REJECTED, KIND_TARGET, kind_of
 from ...board.lane_title import lane_title
+from ...board.lanes_model import JOINED, MIXED
 from ...board.legend_kinds import legend_kinds
 from ...board.palette import Theme
 from ...board.parting import Parting
@@ -42,7 +43,6 @@ from ...engines.oracles.registry import (
 )
 from ...widgets.k_control import KControl
 from ...widgets.token_view import Legend, TokenView
-from ..state.lanes_model import JOINED, MIXED
 from .file_input import FileInput
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
