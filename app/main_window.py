@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
 from ..board.lanes_model import BoardModel
 from ..board.palette import DARK, THEMES, Theme
 from ..board.parting import PartingWatch
-from ..engines.bench.speedup import SLOWER
 from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
 from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
+from ..engines.speedup import SLOWER
 from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
 from ..widgets.tree_view import TreeView

@@ -11,8 +11,8 @@ from step_factory import make_step
 
 from specviz.board.lanes_model import JOINED, MIXED, OPEN, BoardModel
 from specviz.engines import events as ev
-from specviz.engines.bench.speedup import from_ratios
 from specviz.engines.host.run_spec import LaneSpec
+from specviz.engines.speedup import from_ratios
 
 PROMPT = "def log(x):"
 PLAIN_TOKENS, PLAIN_MS = 40, 400.0  # plain decoding's every race: 0.1 tokens per ms

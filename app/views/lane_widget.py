@@ -29,7 +29,6 @@ from ...board.legend_kinds import legend_kinds
 from ...board.palette import Theme
 from ...board.parting import Parting
 from ...engines import events as ev
-from ...engines.bench.speedup import Speedup
 from ...engines.host.run_spec import LaneSpec, ServerSpec
 from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
@@ -41,6 +40,7 @@ from ...engines.oracles.registry import (
     lane_kinds,
     lane_words,
 )
+from ...engines.speedup import Speedup
 from ...widgets.k_control import KControl
 from ...widgets.token_view import Legend, TokenView
 from .file_input import FileInput
