@@ -28,46 +28,19 @@ class Theme:
         return self.lanes[index % len(self.lanes)]
 
 
-DARK = Theme(
-    name="dark",
-    background="#1b1d23",
-    foreground="#e4e6eb",
-    shade="#2b2f3a",
-    grid="#8a8f99",
-    lanes=("#e69f00", "#56b4e9", "#009e73", "#cc79a7"),
-)
-
-LIGHT = Theme(
-    name="light",
-    background="#ffffff",
-    foreground="#1f2328",
-    shade="#e9edf3",
-    grid="#57606a",
-    lanes=("#0072b2", "#d55e00", "#009e73", "#cc79a7"),
-)
-
-THEMES: dict[str, Theme] = {"dark": DARK, "light": LIGHT}
-
+# One row a theme: its name, background, text, step shade, grid and lane colours.
+DARK = Theme("dark", "#1b1d23", "#e4e6eb", "#2b2f3a", "#8a8f99",
+             ("#e69f00", "#56b4e9", "#009e73", "#cc79a7"))
+LIGHT = Theme("light", "#ffffff", "#1f2328", "#e9edf3", "#57606a",
+              ("#0072b2", "#d55e00", "#009e73", "#cc79a7"))
 # For a projector: pure black or white behind the text, and every colour at 7:1 or more
 # against both step shades (rejected tokens, still struck through, at 5:1).
-DARK_CONTRAST = Theme(
-    name="dark-contrast",
-    background="#000000",
-    foreground="#ffffff",
-    shade="#1c1f26",
-    grid="#c9ced6",
-    lanes=("#ffb627", "#7fd0ff", "#3ee6b0", "#ffa3dc"),
-)
+DARK_CONTRAST = Theme("dark-contrast", "#000000", "#ffffff", "#1c1f26", "#c9ced6",
+                      ("#ffb627", "#7fd0ff", "#3ee6b0", "#ffa3dc"))
+LIGHT_CONTRAST = Theme("light-contrast", "#ffffff", "#000000", "#e8e8e8", "#333333",
+                       ("#004b7a", "#8f3700", "#005c44", "#8f2466"))
 
-LIGHT_CONTRAST = Theme(
-    name="light-contrast",
-    background="#ffffff",
-    foreground="#000000",
-    shade="#e8e8e8",
-    grid="#333333",
-    lanes=("#004b7a", "#8f3700", "#005c44", "#8f2466"),
-)
-
+THEMES: dict[str, Theme] = {"dark": DARK, "light": LIGHT}
 HIGH_CONTRAST: dict[str, Theme] = {"dark": DARK_CONTRAST, "light": LIGHT_CONTRAST}
 
 
