@@ -1,6 +1,6 @@
 // specviz's race page: lanes of coloured tokens replayed on their compute-time clock, as the
-// window replays traces (app/run/trace_player.py). Plain JavaScript, no network: everything it
-// needs is in this file and in the JSON block the export wrote (app/export/page.py).
+// window replays traces. Plain JavaScript, no network: everything it needs is in this file and
+// in the JSON block `specviz export` wrote.
 "use strict";
 
 // ---------------------------------------------------------------- data
@@ -224,7 +224,8 @@ const racePoints = (lane, n) => [[0, 0], ...lane.steps.slice(0, n)
   .map((s, i) => [lane.due[i] / 1000, s.totals.tokens])];
 
 // The baseline's tokens/s at a compute time, interpolated between its steps and held at its
-// ends (widgets/graphs.py speedup_curve): a lane past the baseline's end meets its final rate.
+// ends, as the window's speedup graph takes it: a lane past the baseline's end meets its final
+// rate.
 const BASE_RATES = BASE === null ? [] : racePoints(BASE, BASE.steps.length).slice(1)
   .filter(([t]) => t > 0).map(([t, n]) => [t, n / t]);
 
