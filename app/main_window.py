@@ -25,13 +25,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..engines.bench.speedup import SLOWER
+from ..board.lanes_model import BoardModel
+from ..board.palette import DARK, THEMES, Theme
+from ..board.parting import PartingWatch
 from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
 from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
+from ..engines.speedup import SLOWER
 from ..widgets.graphs import LaneGraphs
 from ..widgets.inspector import StepInspector
-from ..widgets.palette import DARK, THEMES, Theme
 from ..widgets.tree_view import TreeView
 from .export.window_exports import WindowExports
 from .run.engine_tasks import EngineTasks
@@ -41,8 +43,6 @@ from .run.preflight import Checks
 from .run.remote_engine import RemoteEngine
 from .run.replay_mode import ReplayControl
 from .run.trace_player import ReplayPlayer
-from .state.lanes_model import BoardModel
-from .state.parting import PartingWatch
 from .state.run_setup import DEFAULT_TARGET, MAX_LANES, lane_problem, profile_costs, traces_dir
 from .state.settings import AppSettings
 from .views.advise_dialog import AdviseDialog

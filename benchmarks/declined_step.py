@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from specviz.engines import events as ev
-from specviz.engines.bench.speedup import NOISE, from_ratios, round_ratio
 from specviz.engines.host.model_pool import ModelPool
 from specviz.engines.host.run_builder import build_lane
 from specviz.engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
+from specviz.engines.speedup import NOISE, from_ratios, round_ratio
 
 
 def run_once(lane: LaneSpec, request: RunRequest, pool: ModelPool) -> dict:

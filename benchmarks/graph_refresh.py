@@ -26,7 +26,8 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from specviz.app.state.lanes_model import BoardModel
+from specviz.board.lanes_model import BoardModel
+from specviz.board.palette import DARK
 from specviz.engines.events import (
     TARGET_BONUS,
     TARGET_CORRECTION,
@@ -39,7 +40,6 @@ from specviz.engines.events import (
 )
 from specviz.engines.host.run_spec import LaneSpec
 from specviz.widgets.graphs import LaneGraphs
-from specviz.widgets.palette import DARK
 
 QUIET_MS = 30  # the event loop has settled when no plot painted for this long
 

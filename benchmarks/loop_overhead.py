@@ -24,7 +24,7 @@ from specviz.engines.backends.base import Backend
 from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.cost.profile import Profile
 from specviz.engines.loop.session import RunSettings, Session
-from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles import info, make_oracle
 
 EOS = 2
 
@@ -82,8 +82,8 @@ class Stopwatch:
 
 
 def measure(records: list[dict], oracle_name: str, profile: Profile, vocab: int) -> dict:
-    # suffix decoding's trees need a backend that verifies trees: its chains, as replays take
-    oracle = make_oracle(oracle_name, settings={"tree": 0} if oracle_name == "suffix" else None)
+    # a tree needs a backend that verifies trees: its chains, as a replay takes them
+    oracle = make_oracle(oracle_name, settings=info(oracle_name).chain_settings)
     policy = AutoK(oracle, profile)
     clock = Stopwatch()
     oracle.match_length = clock.wrap("lookup", oracle.match_length)  # inside choose

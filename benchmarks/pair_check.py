@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from specviz.engines.corpus import PAIR_PROMPTS, bundled_prompts
+from specviz.engines.oracles import info
 
 
 def specviz(*args: str) -> dict:
@@ -43,7 +44,7 @@ def main() -> None:
     predicted = {r["k"]: r for r in report["predictions"]}
     print(f"pair: {report['verdict']} (greedy agreement {report['greedy_agreement']:.2f})")
     print("K  tokens/step pred  meas   speedup pred  meas   error")
-    draft_flag = "--cross-draft" if a.oracle == "cross-draft" else "--draft"
+    draft_flag = f"--{info(a.oracle).input('draft').option}"  # cross-draft's own, or --draft
     for k in ks:
         tokens = steps = 0
         spec_s = plain_s = 0.0

@@ -50,7 +50,7 @@ from specviz.engines.cost.auto_k import AutoK
 from specviz.engines.events import StepEvent
 from specviz.engines.loop.session import RunSettings, Session, warm_up
 from specviz.engines.models import resolve
-from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles import info, make_oracle
 
 DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 DRAFTED = re.compile(r"n_drafted\s*=\s*(\d+)")
@@ -131,14 +131,15 @@ def our_oracle(name: str, peer: str, target, draft, args):
     # ngram-simple matches exactly max-ngram tokens: ours matches that size only (same work).
     min_ngram = args.max_ngram if peer == "ngram-simple" else None
     sizes = {"max_ngram": args.max_ngram, "min_ngram": min_ngram}
+    described = info(name)  # the n-gram sizes where the oracle has them (not a draft model)
     return make_oracle(name, target=target, draft=draft,
-                       settings=sizes if name in ("prompt-lookup", "ngram") else None)
+                       settings={k: v for k, v in sizes.items() if described.setting(k)})
 
 
 def auto_policy(oracle, target, draft, args) -> AutoK:
     profiles = []
     for model, backend in ((args.target, target), (args.draft, draft)):
-        if backend is None or (backend is draft and oracle.name != "draft"):
+        if backend is None or (backend is draft and not info(oracle.name).needs_draft):
             profiles.append(None)
             continue
         stored = prof.load(model, "llama", backend.device, args.threads)
@@ -180,7 +181,7 @@ def main() -> None:
                                args.limit)
     target = LlamaBackend(resolve(args.target), n_ctx=args.n_ctx, threads=args.threads)
     draft = None
-    if any(o == "draft" for o, _ in wanted):
+    if any(info(o).needs_draft for o, _ in wanted):
         draft = LlamaBackend(resolve(args.draft), n_ctx=args.n_ctx, threads=args.threads)
     oracles = {pair: our_oracle(*pair, target, draft, args) for pair in wanted}
     policies = {pair: auto_policy(oracles[pair], target, draft, args)
@@ -260,7 +261,7 @@ def markdown(wanted, ks, sums, paired, args, n_prompts: int) -> str:
         _, _, drafted, accepted = sums[key]
         return f"{accepted}/{drafted}"
 
-    drafted = any(o == "draft" for o, _ in wanted)
+    drafted = any(info(o).needs_draft for o, _ in wanted)
     lines = [f"{args.target}" + (f" + {args.draft}" if drafted else "") +
              f", llama.cpp, {args.threads} threads, greedy, {args.max_tokens} tokens, "
              f"{n_prompts} prompts (all tokens / all generation time"

@@ -38,12 +38,34 @@ from specviz.engines.backends.hf import TransformersBackend
 from specviz.engines.bench.spec_bench import load_questions
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.models import resolve
-from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles import info, is_plain, make_oracle
 from specviz.engines.oracles.prompt_lookup import PromptLookupOracle
 
 METHODS = ("none", "prompt-lookup", "draft")
 PEER = {"none": "generate()", "prompt-lookup": "generate(prompt_lookup_num_tokens=K)",
         "draft": "generate(assistant_model=...)"}
+
+
+def _prompt_lookup(_draft, args) -> dict:
+    return {"prompt_lookup_num_tokens": args.k, "max_matching_ngram_size": args.max_ngram}
+
+
+def _assistant(draft, args) -> dict:
+    cfg = draft.model.generation_config
+    cfg.num_assistant_tokens = args.k  # same work as ours: always K, no early cut-off
+    cfg.num_assistant_tokens_schedule = "constant"
+    cfg.assistant_confidence_threshold = 0.0
+    return {"assistant_model": draft.model}
+
+
+# What generate() is given for each method, beside greedy decoding's arguments.
+PEER_KWARGS = {"none": lambda _draft, _args: {}, "prompt-lookup": _prompt_lookup,
+               "draft": _assistant}
+# Our side where the registry's defaults would not do the same work: prompt lookup as
+# generate() looks, down to 1-gram matches and the first match (specviz's defaults: 2, the
+# latest).
+OURS = {"prompt-lookup": lambda args: PromptLookupOracle(earliest=True,
+                                                         max_ngram=args.max_ngram, min_ngram=1)}
 
 
 class Run(NamedTuple):
@@ -90,15 +112,8 @@ def peer_run(target: TransformersBackend, draft: TransformersBackend | None, met
     torch = target._torch
     model = target.model
     kwargs = {"max_new_tokens": args.max_tokens, "do_sample": False,
-              "eos_token_id": sorted(target.eos_ids), "pad_token_id": min(target.eos_ids)}
-    if method == "prompt-lookup":
-        kwargs |= {"prompt_lookup_num_tokens": args.k, "max_matching_ngram_size": args.max_ngram}
-    elif method == "draft":
-        cfg = draft.model.generation_config
-        cfg.num_assistant_tokens = args.k  # same work as ours: always K, no early cut-off
-        cfg.num_assistant_tokens_schedule = "constant"
-        cfg.assistant_confidence_threshold = 0.0
-        kwargs["assistant_model"] = draft.model
+              "eos_token_id": sorted(target.eos_ids), "pad_token_id": min(target.eos_ids),
+              **PEER_KWARGS[method](draft, args)}
     input_ids = torch.tensor([ids], device=model.device)
     counts = [0, 0]
     with counting_candidates(counts), torch.inference_mode():
@@ -109,15 +124,11 @@ def peer_run(target: TransformersBackend, draft: TransformersBackend | None, met
 
 
 def ours_run(target: TransformersBackend, draft, method: str, prompt: str, args) -> Run:
-    if method == "prompt-lookup":
-        # As generate() looks: down to 1-gram matches, the first match (specviz's defaults: 2,
-        # the latest).
-        oracle = PromptLookupOracle(earliest=True, max_ngram=args.max_ngram, min_ngram=1)
-    else:
-        oracle = make_oracle(method, target=target, draft=draft)
+    made = OURS.get(method)
+    oracle = made(args) if made else make_oracle(method, target=target, draft=draft)
     if draft is not None:
         draft.reset()
-    settings = RunSettings(prompt, k=0 if method == "none" else args.k,
+    settings = RunSettings(prompt, k=0 if is_plain(method) else args.k,
                            max_tokens=args.max_tokens)
     summary = Session(target, oracle, settings).run_to_end()
     totals = summary.totals
@@ -148,14 +159,14 @@ def main() -> None:
         raise SystemExit("--repeat must be at least 1")
 
     methods = [m for m in args.methods.split(",") if m in METHODS]
-    if "draft" in methods and not args.draft:
-        methods.remove("draft")
+    if any(info(m).needs_draft for m in methods) and not args.draft:
+        methods = [m for m in methods if not info(m).needs_draft]
         print("no --draft given: the draft-model rows are left out")
     questions = load_questions(args.questions, args.categories and args.categories.split(","),
                                args.limit)
     target = TransformersBackend(resolve(args.target), device=args.device, threads=args.threads)
     draft = (TransformersBackend(resolve(args.draft), device=args.device, threads=args.threads)
-             if "draft" in methods else None)
+             if any(info(m).needs_draft for m in methods) else None)
     # (method, side) -> [tokens, seconds, drafted, accepted] summed over the prompts
     sums: dict[tuple[str, str], list[float]] = {}
     same: dict[str, int] = {m: 0 for m in methods}

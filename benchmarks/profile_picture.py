@@ -22,9 +22,9 @@ import pyqtgraph.exporters
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
+from specviz.board.palette import LIGHT
 from specviz.engines.cost import profile as prof
 from specviz.engines.cost.step_cost import speedup_curve
-from specviz.widgets.palette import LIGHT
 
 ALPHAS = (0.6, 0.8, 0.9)
 KS = list(range(0, 17))

@@ -40,7 +40,7 @@ from specviz.engines.bench import spec_bench as bench
 from specviz.engines.cost.auto_k import MATCH_BUCKETS, AutoK, match_bucket
 from specviz.engines.cost.profile import Profile
 from specviz.engines.errors import SpecvizError
-from specviz.engines.oracles import make_oracle
+from specviz.engines.oracles import info, make_oracle
 from specviz.engines.oracles.base import RunContext
 from specviz.engines.sampling import GREEDY
 
@@ -91,11 +91,10 @@ Step = Callable[[list[int], list[int], float], tuple[int, int, int]]
 
 
 def build(oracle_name: str, settings: dict | None = None) -> object:
-    """The oracle, a suffix oracle drafting chains (a replay judges a draft's prefix)."""
-    settings = dict(settings or {})
-    if oracle_name == "suffix":
-        settings = {"tree": 0, **settings}
-    return make_oracle(oracle_name, settings=settings)
+    """The oracle, drafting chains where it could draft trees (a replay judges a draft's
+    prefix), with `settings` over them."""
+    return make_oracle(oracle_name, settings={**info(oracle_name).chain_settings,
+                                              **(settings or {})})
 
 
 def replay(records: list[dict], oracle_name: str, k: int | None, profile: Profile,

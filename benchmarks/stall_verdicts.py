@@ -103,7 +103,7 @@ def _switch(condition: str, busy, _started: list) -> None:
 def score(paths: list[Path]) -> None:
     """Each run's verdict by today's rule, from its kept steps, beside what it printed."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1].parent))
-    from specviz.engines.bench.speedup import step_speedup
+    from specviz.engines.speedup import step_speedup
 
     tally: Counter = Counter()
     for path in paths:

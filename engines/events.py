@@ -19,13 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sources import SOURCES as _SOURCES
-
 SCHEMA_VERSION = 1
-
-# Where a proposed token came from (engines/sources.py declares each and how it is shown).
-# The GUI colours by it; the benchmark groups by it.
-SOURCES = _SOURCES
 
 # Why the target's own token was produced.
 TARGET_PLAIN = "plain"  # plain decoding: nothing was proposed
@@ -92,7 +86,9 @@ class ProposedToken:
 
     id: int
     text: str  # its text piece (lossy for a byte-level piece that is not valid UTF-8 alone)
-    source: str  # one of SOURCES
+    # Where it came from: one of its oracle's sources (the registry's OracleInfo.sources);
+    # the views colour by it, the benchmark groups by it.
+    source: str
     accepted: bool
     p_draft: float | None = None  # the oracle's probability, where it has one
     p_target: float | None = None  # the target's probability of this token at this position

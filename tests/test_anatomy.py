@@ -18,14 +18,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow
 
+from specviz.board import anatomy_stages as st
+from specviz.board.describe import prob, span_text
 from specviz.engines import events as ev
 from specviz.engines.servers.chunks import Chunk
 from specviz.engines.servers.steps import StepBuilder
 from specviz.engines.trace import read_trace
 from specviz.widgets import anatomy as view_module
-from specviz.widgets import anatomy_stages as st
 from specviz.widgets.anatomy import AnatomyView
-from specviz.widgets.describe import prob, span_text
 
 pytestmark = pytest.mark.gui
 

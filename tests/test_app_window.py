@@ -176,7 +176,7 @@ def test_clicking_a_token_shows_its_step(window):
 def test_k_changes_are_marked_but_end_of_run_cuts_are_not():
     from step_factory import make_step
 
-    from specviz.app.state.lanes_model import k_changed
+    from specviz.board.lanes_model import k_changed
 
     def step(k: int, tokens: int) -> ev.StepEvent:
         return make_step(k=k, tokens=tokens)
@@ -192,7 +192,7 @@ def test_auto_k_choices_are_not_marked_but_turning_it_on_or_off_is():
 
     from step_factory import make_step
 
-    from specviz.app.state.lanes_model import k_changed, k_label
+    from specviz.board.lanes_model import k_changed, k_label
 
     def step(k: int, tokens: int, auto: bool) -> ev.StepEvent:
         return dataclasses.replace(make_step(k=k, tokens=tokens), auto_k=auto)
@@ -462,8 +462,8 @@ def test_lane_knobs_are_remembered(app_env):
 
 
 def test_presentation_mode_is_high_contrast_and_leaves_the_saved_theme(window):
+    from specviz.board.palette import DARK_CONTRAST
     from specviz.engines.host.run_spec import LaneSpec
-    from specviz.widgets.palette import DARK_CONTRAST
 
     window.set_theme("dark")
     window.add_lane(LaneSpec("none"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from step_factory import make_step
 
-from specviz.app.state.lanes_model import BoardModel
+from specviz.board.lanes_model import BoardModel
 from specviz.engines import events as ev
 from specviz.engines.host.run_spec import LaneSpec
 

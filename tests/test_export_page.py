@@ -26,7 +26,7 @@ from race_traces import ORACLES, PROMPT, record_race
 
 from specviz.app.cli.main import main
 from specviz.app.export.page import DATA_ID, embed_json, render_page
-from specviz.app.state.lane_title import lane_title
+from specviz.board.lane_title import lane_title
 from specviz.engines import events as ev
 from specviz.engines.trace import read_trace
 

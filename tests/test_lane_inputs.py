@@ -307,18 +307,27 @@ def test_serve_confines_its_file_and_not_its_model(echo, tmp_path):
                                       "echo_model": str(outside / "m.gguf")}
 
 
-def test_the_lane_shows_a_picker_for_its_model_input(echo, app_env, qtbot):
+def test_the_lane_shows_a_picker_for_each_of_its_inputs(echo, app_env, qtbot):
     from specviz.app.views.lane_widget import LaneWidget
-    from specviz.widgets.palette import DARK
+    from specviz.board.palette import DARK
 
     lane = LaneWidget("lane1", rs.LaneSpec("echo", 3, inputs={"echo_corpus": "c.txt"}), DARK,
                       "#fff", [])
     qtbot.addWidget(lane)
     lane.show()
     assert lane.pickers["echo_model"].isVisible() and not lane.draft.isVisible()
+    corpus = lane.files["echo_corpus"]
+    assert corpus.isVisible() and corpus.value() == "c.txt"
+    assert not lane.files["ngram_corpus"].isVisible()
     lane.pickers["echo_model"].set_model("/models/m.gguf")
     assert lane.config() == rs.LaneSpec("echo", 3, inputs={
         "echo_corpus": "c.txt", "echo_model": "/models/m.gguf"})
-    lane.oracle.setCurrentText("ngram")  # reads no model: the picked one is dropped
-    assert not lane.pickers["echo_model"].isVisible()
-    assert lane.config() == rs.LaneSpec("ngram", 3, inputs={"echo_corpus": "c.txt"})
+    corpus.set_value("  other.txt ")
+    assert lane.config().inputs["echo_corpus"] == "other.txt"
+    # ngram reads neither: the picked model is dropped, the file kept for a lane that does
+    lane.oracle.setCurrentText("ngram")
+    assert not lane.pickers["echo_model"].isVisible() and not corpus.isVisible()
+    assert lane.files["ngram_corpus"].isVisible()
+    assert lane.config() == rs.LaneSpec("ngram", 3, inputs={"echo_corpus": "other.txt"})
+    lane.oracle.setCurrentText("echo")
+    assert lane.config().inputs == {"echo_corpus": "other.txt", "echo_model": "/models/m.gguf"}

@@ -35,7 +35,7 @@ REPEATED = "The quick brown fox jumps over the lazy dog. " * 6  # n-grams to dra
 def new_lane(qtbot, config: LaneSpec | None = None):
     """A lane as Run > Add lane makes it (or as `config` says)."""
     from specviz.app.views.lane_widget import LaneWidget
-    from specviz.widgets.palette import DARK
+    from specviz.board.palette import DARK
 
     lane = LaneWidget("lane1", config or LaneSpec("prompt-lookup", auto_k=True), DARK, "#fff",
                       [])
@@ -62,7 +62,7 @@ def pick(lane, types: list[str], draft: str | None = None, k: int | None = None)
 
 def test_the_lane_picker_offers_llama_cpps_own_speculation_and_its_types(app_env, qtbot):
     from specviz.app.views.spec_types import PLAIN_WORDS
-    from specviz.widgets.legend_kinds import legend_kinds
+    from specviz.board.legend_kinds import legend_kinds
 
     lane = new_lane(qtbot)
     names = [lane.oracle.itemText(i) for i in range(lane.oracle.count())]

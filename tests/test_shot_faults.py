@@ -221,8 +221,8 @@ def test_a_token_of_megabytes_is_shot_in_seconds(tmp_path):
 def test_the_lane_shows_a_huge_token_cut_with_its_length_and_the_step_dock_whole(qtbot):
     from step_factory import make_step
 
+    from specviz.board.describe import TOKEN_SHOWN_CHARS, target_tooltip, visible
     from specviz.engines import events as ev
-    from specviz.widgets.describe import TOKEN_SHOWN_CHARS, target_tooltip, visible
     from specviz.widgets.inspector import TOKEN_COLUMN, StepInspector
     from specviz.widgets.token_view import TokenView
 

@@ -1,4 +1,4 @@
-"""A speedup with its uncertainty (engines/bench/speedup.py, rounds.py) and `specviz run
+"""A speedup with its uncertainty (engines/speedup.py, engines/bench/rounds.py) and `specviz run
 --baseline`'s rounds: the interval, the verdict, rounds stepped by turns."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from steady_timing import jittered_session_clock
 
 from specviz.app.cli.main import main
 from specviz.engines import events as ev
-from specviz.engines.bench import speedup as sp
+from specviz.engines import speedup as sp
 from specviz.engines.bench.rounds import by_turns
 
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 from step_factory import make_step
 
-from specviz.app.state.lanes_model import JOINED, MIXED, OPEN, BoardModel
+from specviz.board.lanes_model import JOINED, MIXED, OPEN, BoardModel
 from specviz.engines import events as ev
-from specviz.engines.bench.speedup import from_ratios
 from specviz.engines.host.run_spec import LaneSpec
+from specviz.engines.speedup import from_ratios
 
 PROMPT = "def log(x):"
 PLAIN_TOKENS, PLAIN_MS = 40, 400.0  # plain decoding's every race: 0.1 tokens per ms
@@ -140,7 +140,7 @@ def test_a_race_cut_short_is_no_round():
 @pytest.fixture
 def lane(qtbot):
     from specviz.app.views.lane_widget import LaneWidget
-    from specviz.widgets.palette import DARK
+    from specviz.board.palette import DARK
 
     widget = LaneWidget("lookup", LaneSpec("prompt-lookup", 4), DARK, "#fff", [])
     qtbot.addWidget(widget)
@@ -189,8 +189,8 @@ def test_the_header_says_within_noise_and_when_a_race_is_no_round(lane):
 
 @pytest.fixture
 def graphs(qtbot):
+    from specviz.board.palette import DARK
     from specviz.widgets.graphs import LaneGraphs
-    from specviz.widgets.palette import DARK
 
     widget = LaneGraphs(two_lanes(), DARK)
     qtbot.addWidget(widget)
@@ -201,8 +201,8 @@ def graphs(qtbot):
 
 @pytest.mark.gui
 def test_the_speedup_graph_shades_each_lane_s_interval(graphs):
+    from specviz.board.palette import DARK
     from specviz.widgets.graphs import BAND_ALPHA
-    from specviz.widgets.palette import DARK
 
     band = graphs.lane_items("lookup")["band"]
     assert band in graphs.speedup_plot.getPlotItem().items

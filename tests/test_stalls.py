@@ -1,4 +1,4 @@
-"""Stalled steps set aside (engines/bench/stalls.py): passes held up by load that came or went
+"""Stalled steps set aside (engines/stalls.py): passes held up by load that came or went
 weigh what their share of the run is, on either side, and real differences are still called."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz.engines.bench import speedup as sp
-from specviz.engines.bench.stalls import STALL, StepTime, unstalled
+from specviz.engines import speedup as sp
+from specviz.engines.stalls import STALL, StepTime, unstalled
 
 
 def plain(times) -> list[StepTime]:

@@ -13,7 +13,8 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QPainter, QPicture
 
-from specviz.app.state.lanes_model import BoardModel
+from specviz.board.lanes_model import BoardModel
+from specviz.board.palette import DARK, LIGHT
 from specviz.engines.events import (
     REJECT_MISMATCH,
     TARGET_BONUS,
@@ -27,7 +28,6 @@ from specviz.engines.events import (
 )
 from specviz.engines.host.run_spec import LaneSpec
 from specviz.widgets.graphs import WINDOW, LaneGraphs
-from specviz.widgets.palette import DARK, LIGHT
 
 pytestmark = pytest.mark.gui
 

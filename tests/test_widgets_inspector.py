@@ -8,6 +8,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 
+from specviz.board.palette import DARK, LIGHT
 from specviz.engines.events import (
     REJECT_AFTER,
     REJECT_MISMATCH,
@@ -22,7 +23,6 @@ from specviz.engines.events import (
 )
 from specviz.widgets.inspector import COLUMNS, StepInspector
 from specviz.widgets.k_control import KControl
-from specviz.widgets.palette import DARK, LIGHT
 
 pytestmark = pytest.mark.gui
 
@@ -109,11 +109,12 @@ def test_greedy_mismatch_reason(inspector):
 def test_token_cell_is_coloured_by_kind_and_theme(inspector):
     inspector.show_step(sampled_step())
     token = COLUMNS.index("token")
-    assert inspector.table.item(0, token).foreground().color().name() == DARK.draft
+    assert inspector.table.item(0, token).foreground().color().name() == DARK.kind_colour("draft")
     rejected = inspector.table.item(1, token)
-    assert rejected.foreground().color().name() == DARK.rejected and rejected.font().strikeOut()
+    assert rejected.foreground().color().name() == DARK.kind_colour("rejected")
+    assert rejected.font().strikeOut()
     inspector.set_theme(LIGHT)
-    assert inspector.table.item(0, token).foreground().color().name() == LIGHT.draft
+    assert inspector.table.item(0, token).foreground().color().name() == LIGHT.kind_colour("draft")
 
 
 def test_clear(inspector):

@@ -11,6 +11,8 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QHelpEvent, QMouseEvent, QTextCursor
 from PySide6.QtWidgets import QApplication, QToolTip
 
+from specviz.board.kinds import KINDS
+from specviz.board.palette import DARK, HIGH_CONTRAST, LIGHT, THEMES, high_contrast
 from specviz.engines.events import (
     REJECT_AFTER,
     REJECT_MISMATCH,
@@ -23,7 +25,6 @@ from specviz.engines.events import (
     Timing,
     Totals,
 )
-from specviz.widgets.palette import DARK, HIGH_CONTRAST, KINDS, LIGHT, THEMES, high_contrast
 from specviz.widgets.token_view import Legend, TokenView
 
 pytestmark = pytest.mark.gui
@@ -86,16 +87,16 @@ def test_each_kind_has_its_format(view):
     view.append_step(first_step())
     view.append_step(step(1, (tok(" on", "ngram"), tok(" a", "rule")), " mat", TARGET_BONUS))
     assert plain_text(view) == " The cat dog ran sat on a mat"
-    assert colour_at(view, " The") == DARK.draft
-    assert colour_at(view, " cat") == DARK.prompt
-    assert colour_at(view, " on") == DARK.ngram
-    assert colour_at(view, " a ") == DARK.other
-    assert colour_at(view, " sat") == DARK.target
-    assert colour_at(view, " mat") == DARK.target
+    assert colour_at(view, " The") == DARK.kind_colour("draft")
+    assert colour_at(view, " cat") == DARK.kind_colour("prompt")
+    assert colour_at(view, " on") == DARK.kind_colour("ngram")
+    assert colour_at(view, " a ") == DARK.kind_colour("other")
+    assert colour_at(view, " sat") == DARK.kind_colour("target")
+    assert colour_at(view, " mat") == DARK.kind_colour("target")
     for rejected in (" dog", " ran"):
         fmt = fmt_at(view, plain_text(view).index(rejected) + 1)
         assert fmt.fontStrikeOut()
-        assert fmt.foreground().color().name() == DARK.rejected
+        assert fmt.foreground().color().name() == DARK.kind_colour("rejected")
     assert not fmt_at(view, 1).fontStrikeOut()
     assert view.token_count == 3 + 3
     assert view.events[1].step == 1
@@ -107,7 +108,7 @@ def test_rejected_tokens_hide_and_come_back(view):
     assert plain_text(view) == " The cat sat"
     view.append_step(step(1, (tok(" on"), tok(" up", accepted=False))))
     assert plain_text(view) == " The cat sat on sat"
-    assert colour_at(view, " cat") == DARK.prompt  # formats survive the rebuild
+    assert colour_at(view, " cat") == DARK.kind_colour("prompt")  # formats survive the rebuild
     view.set_show_rejected(True)
     assert plain_text(view) == " The cat dog ran sat on up sat"
     assert fmt_at(view, plain_text(view).index(" up") + 1).fontStrikeOut()
@@ -210,8 +211,8 @@ def test_tooltips_name_kind_probabilities_span_and_detail(view):
 def test_theme_and_font_size(view):
     view.append_step(first_step())
     view.set_theme(LIGHT)
-    assert colour_at(view, " The") == LIGHT.draft
-    assert colour_at(view, " dog") == LIGHT.rejected
+    assert colour_at(view, " The") == LIGHT.kind_colour("draft")
+    assert colour_at(view, " dog") == LIGHT.kind_colour("rejected")
     view.set_font_size(15)
     assert view.editor.document().defaultFont().pointSizeF() == 15
 
@@ -270,10 +271,10 @@ def test_legend_shows_every_kind_in_theme_colours(qtbot):
     legend = Legend(DARK)
     qtbot.addWidget(legend)
     assert set(KINDS) == {k for k in KINDS if legend.label(k).text()}
-    assert DARK.prompt in legend.label("prompt").text()
+    assert DARK.kind_colour("prompt") in legend.label("prompt").text()
     assert "<s>" in legend.label("rejected").text()
     legend.set_theme(LIGHT)
-    assert LIGHT.prompt in legend.label("prompt").text()
+    assert LIGHT.kind_colour("prompt") in legend.label("prompt").text()
     legend.set_kinds(("prompt", "target", "rejected"))
     assert legend.kinds == ("prompt", "target", "rejected")
     with pytest.raises(KeyError):

@@ -1,6 +1,6 @@
 """Reusable Qt widgets that draw step events; they never touch a model runtime.
 
-Names are imported on first use, so `specviz.widgets.palette` stays importable without Qt.
+Names are imported on first use, so `specviz.board.palette` stays importable without Qt.
 """
 
 from __future__ import annotations

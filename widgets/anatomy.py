@@ -1,4 +1,4 @@
-"""The anatomy of one step, played in stages for a talk (widgets/anatomy_stages.py builds them).
+"""The anatomy of one step, played in stages for a talk (board/anatomy_stages.py builds them).
 
 The view observes an `Anatomy` and draws its current `Stage` with a QPainter: the text so far,
 the guesses as cards coloured by source (a tree as a tree), the target's one pass around them,
@@ -30,10 +30,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QWidget
 
+from ..board import anatomy_stages as st
+from ..board.describe import prob
+from ..board.kinds import KIND_REJECTED, KIND_TARGET, KINDS
+from ..board.kinds import words as kind_words
+from ..board.palette import DARK, Theme
 from ..engines.events import TARGET_BONUS, TARGET_CORRECTION
-from . import anatomy_stages as st
-from .describe import prob
-from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, Theme
 
 STAGE_MS = 2200  # one stage's time on screen at speed 1
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -77,7 +79,7 @@ class _Style:
         self.fonts["struck"] = strike
         self.metrics = {name: QFontMetricsF(font) for name, font in self.fonts.items()}
         t = self.theme
-        for kind in KIND_LABELS:
+        for kind in KINDS:
             self.colours[kind] = QColor(t.kind_colour(kind))
             faded = QColor(t.kind_colour(kind))
             faded.setAlpha(FADED)
@@ -773,7 +775,7 @@ class _Painter:
         for kind in kinds:
             self.p.fillRect(QRectF(x, (LEGEND_TOP + 0.35) * u, 0.8 * u, 0.8 * u),
                             self.s.colours[kind])
-            words = words_of.get(kind) or KIND_LABELS[kind]
+            words = words_of.get(kind) or kind_words(kind)
             self._text(QRectF(x + 1.1 * u, LEGEND_TOP * u, 12 * u, 1.5 * u), words, "small",
                        "foreground", LEFT)
             x += 2.2 * u + metrics.horizontalAdvance(words)

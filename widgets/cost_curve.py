@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
+from ..board.palette import DARK, Theme
 from ..engines.cost.step_cost import break_even_acceptance, theoretical_speedup
-from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 
 K_LIMIT = 32

@@ -2,9 +2,9 @@
 step, the race, speedup (each lane's interval over its races shaded behind it) and the cost
 curve, under one key of the lanes' colours.
 
-The graphs draw a lanes model they observe (app.state.lanes_model.BoardModel: its lanes' counted
-steps, totals, figures and baseline, and the signals it emits when they change); they keep
-no numbers of their own. A lane that stepped is marked dirty; `refresh` (called by a timer)
+The graphs draw the lanes model they observe (board/lanes_model.py's BoardModel: its lanes'
+counted steps, totals, figures and baseline, and the signals it emits when they change); they
+keep no numbers of their own. A lane that stepped is marked dirty; `refresh` (called by a timer)
 recomputes the dirty lanes' curves with numpy and hands each curve to pyqtgraph once. Items
 and pens are made once per lane and reused. Time axes use each lane's own compute time
 (`Totals.compute_ms`), so lanes that ran side by side or one after another compare the
@@ -21,15 +21,13 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QGridLayout, QWidget
 
+from ..board.lanes_model import ACCEPTED, PROPOSED, SECONDS, STEP, TOKENS, BoardModel
+from ..board.palette import DARK, Theme
 from .cost_curve import CostCurve
 from .lane_key import LaneKey
-from .palette import DARK, Theme
 from .plot_style import TEXT_PT, make_plot, theme_plot
 
 WINDOW = 16  # steps in the rolling acceptance rate
-
-# Columns of a lane's per-step rows (the model's StepCounts.rows).
-STEP, PROPOSED, ACCEPTED, SECONDS, TOKENS = range(5)
 
 PAINT_GAP_MS = 16  # the second half of the plots is drawn this much later (see refresh)
 # A lane's speedup interval over its races, shaded in its colour: faint enough that the
@@ -55,8 +53,9 @@ class _Lane:
 class LaneGraphs(QWidget):
     """Acceptance over steps, accepted-count histogram, acceptance by position, race, speedup."""
 
-    def __init__(self, model, theme: Theme = DARK, parent: QWidget | None = None) -> None:
-        """`model`: the lanes model drawn (app.state.lanes_model.BoardModel or one like it)."""
+    def __init__(self, model: BoardModel, theme: Theme = DARK,
+                 parent: QWidget | None = None) -> None:
+        """`model`: the lanes model drawn."""
         super().__init__(parent)
         self.model = model
         self._lanes: dict[str, _Lane] = {}
@@ -302,7 +301,7 @@ class LaneGraphs(QWidget):
                                      base.column(SECONDS), base.column(TOKENS)))
 
     def _draw_band(self, lane_id: str) -> None:
-        """The lane's speedup interval over its races (app.state.lanes_model: rounds), across
+        """The lane's speedup interval over its races (the lanes model's rounds), across
         the plot; hidden until two races give one."""
         band = self._lanes[lane_id].items["band"]
         beside = self._baseline not in (None, lane_id)  # else no speedup curve: no band

@@ -14,9 +14,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..board.describe import margin, prob, visible, why
+from ..board.kinds import KIND_REJECTED, KIND_TARGET, proposal_kind
+from ..board.palette import DARK, Theme
 from ..engines.events import DECLINE_WORDS, ProposedToken, StepEvent
-from .describe import margin, prob, visible, why
-from .palette import DARK, KIND_REJECTED, KIND_TARGET, Theme, proposal_kind
 
 COLUMNS = ("#", "position", "token", "source", "p_draft", "p_target", "verdict", "why")
 TOKEN_COLUMN = COLUMNS.index("token")

@@ -14,7 +14,7 @@ from html import escape
 
 from PySide6.QtWidgets import QLabel, QWidget
 
-from .palette import DARK, Theme
+from ..board.palette import DARK, Theme
 
 SOLID, DASHED = "\u2501\u2501", "\u254d\u254d"  # heavy line, heavy dashed line
 GAP = "&nbsp;" * 5  # between entries; a plain space after it lets a line break there

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 
-from .palette import DARK, Theme
+from ..board.palette import DARK, Theme
 
 TEXT_PT = 9  # graph text size outside presentation mode
 

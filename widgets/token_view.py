@@ -27,9 +27,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QTextEdit, QToolTip, QVBoxLayout, QWidget
 
+from ..board.describe import cut, proposal_tooltip, target_tooltip
+from ..board.kinds import KIND_REJECTED, KIND_TARGET, KINDS, proposal_kind, words
+from ..board.palette import DARK, Theme
 from ..engines.events import StepEvent
-from .describe import cut, proposal_tooltip, target_tooltip
-from .palette import DARK, KIND_LABELS, KIND_REJECTED, KIND_TARGET, KINDS, Theme, proposal_kind
 
 STEP_PROPERTY = QTextFormat.UserProperty + 1  # index into TokenView.events
 TOKEN_PROPERTY = QTextFormat.UserProperty + 2  # index into proposed; len(proposed) = target
@@ -310,7 +311,7 @@ class Legend(QWidget):
 
 
 def _legend_html(theme: Theme, kind: str) -> str:
-    name = KIND_LABELS[kind]
+    name = words(kind)
     if kind == KIND_REJECTED:
         name = f"<s>{name}</s>"
     return (f'<span style="color:{theme.kind_colour(kind)}">■</span>&nbsp;'

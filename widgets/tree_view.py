@@ -16,9 +16,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..board.describe import node_why, prob, shown, span_text
+from ..board.kinds import KIND_OTHER, KIND_REJECTED
+from ..board.palette import DARK, Theme
 from ..engines.events import NODE_ACCEPTED, NODE_REJECTED, StepEvent, TreeNode
-from .describe import node_why, prob, shown, span_text
-from .palette import DARK, KIND_OTHER, KIND_REJECTED, Theme
 
 COLUMNS = ("token", "state", "p_draft", "p_target", "why", "detail")
 

@@ -118,8 +118,8 @@ def _export(anatomies, out: Path, settings) -> int:
 
 
 def _window(anatomies, theme: str) -> int:
+    from ...board.palette import THEMES
     from ...widgets.anatomy import AnatomyView
-    from ...widgets.palette import THEMES
     from ..qt_app import make_app
 
     _app, loop = make_app()

@@ -7,10 +7,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...board.one_prompt import check_one_prompt
 from ...engines import events as ev
 from ...engines.errors import SpecvizError
 from ...engines.trace import iter_trace, read_trace
-from ..state.one_prompt import check_one_prompt
 from .console import EventPrinter, summary_line
 
 

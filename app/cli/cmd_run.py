@@ -13,7 +13,6 @@ from ...engines import events as ev
 from ...engines.backends.cpu_dtype import raced_since, racing, store_path, trial_line
 from ...engines.bench.compare import check_against_plain
 from ...engines.bench.rounds import Rounds, run_rounds
-from ...engines.bench.speedup import NOISE, SLOWER
 from ...engines.errors import SpecvizError
 from ...engines.host.lanes import Lane, LocalLane, ServerLane
 from ...engines.host.model_pool import ModelPool
@@ -22,6 +21,7 @@ from ...engines.host.run_spec import LaneSpec
 from ...engines.loop.session import Session
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN, SPAWNED
+from ...engines.speedup import NOISE, SLOWER
 from ...engines.text_file import limit_for, read_text
 from ...engines.trace import TraceWriter
 from . import options

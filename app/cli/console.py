@@ -1,8 +1,9 @@
 """Printing step events on a terminal: tokens coloured by what happened to them.
 
-Each source's terminal colour is declared with it (engines/sources.py): accepted draft tokens
-in green, prompt-copied tokens in cyan, n-gram tokens in yellow, other oracles' in magenta,
-the target's own tokens plain; rejected drafts struck through and dim.
+Each kind's terminal colour is declared in its row (board/kinds.py): accepted tokens of a
+draft model in green, copied from the prompt in cyan, from an n-gram cache in yellow, other
+oracles' and earlier runs' in magenta, the target's own tokens plain; rejected drafts struck
+through and dim.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from ...board import kinds
 from ...engines import events as ev
-from ...engines import sources
 
 RESET = "\x1b[0m"
-REJECTED = sources.TERMINAL_REJECTED
-# The kinds the terminal's legend names, each in the colour of the source of its name.
-LEGEND = (sources.KIND_DRAFT, sources.KIND_PROMPT, sources.KIND_NGRAM)
+REJECTED = kinds.TERMINAL_REJECTED
+# The kinds the terminal's legend names, each in its colour.
+LEGEND = (kinds.KIND_DRAFT, kinds.KIND_PROMPT, kinds.KIND_NGRAM)
 
 
 class EventPrinter:
@@ -36,7 +37,7 @@ class EventPrinter:
     def render(self, event: ev.StepEvent) -> str:
         if not self.colour:
             return event.text
-        parts = [_paint(t.text, sources.terminal_colour(t.source)) for t in event.accepted]
+        parts = [_paint(t.text, kinds.terminal_colour(t.source)) for t in event.accepted]
         if self.show_rejected:
             parts += [_paint(t.text, REJECTED) for t in event.rejected]
         parts.append(event.target.text)
@@ -45,11 +46,10 @@ class EventPrinter:
     def legend(self) -> str:
         if not self.colour:
             return ""
-        items = [_paint(sources.KIND_WORDS[kind], sources.terminal_colour(kind))
-                 for kind in LEGEND]
-        items.append(sources.KIND_WORDS[sources.KIND_TARGET])
+        items = [_paint(kinds.words(kind), kinds.KINDS[kind].terminal) for kind in LEGEND]
+        items.append(kinds.words(kinds.KIND_TARGET))
         if self.show_rejected:
-            items.append(_paint(sources.KIND_WORDS[sources.KIND_REJECTED], REJECTED))
+            items.append(_paint(kinds.words(kinds.KIND_REJECTED), REJECTED))
         return "legend: " + " ".join(items)
 
 

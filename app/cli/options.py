@@ -11,7 +11,7 @@ from ...engines.host.run_spec import AUTO, LaneSpec, ModelChoice, RunRequest, Se
 from ...engines.loop.session import K_MAX, check_k
 from ...engines.machine.device_choice import DTYPES
 from ...engines.models import resolve
-from ...engines.oracles import ORACLE_INFO, ORACLES
+from ...engines.oracles import ORACLE_INFO
 from ...engines.oracles import info as oracle_info
 from ...engines.oracles.registry import (
     CORPUS,
@@ -76,11 +76,12 @@ def no_abbreviations(parser: argparse.ArgumentParser) -> None:
 
 def add_oracle_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     g = p.add_argument_group("speculation")
+    oracles = tuple(ORACLE_INFO)  # the registry as it is when the parser is made
     if many:
         g.add_argument("--oracles", default="none,prompt-lookup,ngram",
-                       help=f"comma-separated, from {', '.join(ORACLES)}")
+                       help=f"comma-separated, from {', '.join(oracles)}")
     else:
-        g.add_argument("--oracle", choices=(*ORACLES, SPAWNED), default="none",
+        g.add_argument("--oracle", choices=(*oracles, SPAWNED), default="none",
                        help=f"{SPAWNED}: a llama-server started for the run, speculating with "
                             "--spec-type")
     add_input_args(g, kinds=(MODEL,))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
+from ...board.one_prompt import check_one_prompt
 from ...engines.atomic import cannot_write
 from ...engines.errors import SpecvizError
 from ...engines.host.run_spec import LaneSpec, ServerSpec
@@ -27,7 +28,6 @@ from ..main_window import MainWindow
 from ..qt_app import freeze_heap, make_app
 from ..run.interrupt import CtrlC, ctrl_c_stops
 from ..run.remote_engine import remote_engine
-from ..state.one_prompt import check_one_prompt
 from ..state.settings import AppSettings
 from . import options
 from .cmd_run import read_prompt

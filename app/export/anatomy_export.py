@@ -19,11 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage, QPainter, QPixmap
 
-from ...engines.atomic import written_atomically
-from ...engines.errors import SpecvizError
-from ...engines.trace import read_trace
-from ...widgets.anatomy import AnatomyView
-from ...widgets.anatomy_stages import (
+from ...board.anatomy_stages import (
     Anatomy,
     anatomy,
     context_pieces,
@@ -31,7 +27,11 @@ from ...widgets.anatomy_stages import (
     profile_cost,
     prompt_tokens,
 )
-from ...widgets.palette import THEMES
+from ...board.palette import THEMES
+from ...engines.atomic import written_atomically
+from ...engines.errors import SpecvizError
+from ...engines.trace import read_trace
+from ...widgets.anatomy import AnatomyView
 from .files import png_bytes
 from .race_window import picture
 from .video import AvWriter, ExportCancelled, GifWriter, VideoSettings, check, layout_size

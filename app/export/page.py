@@ -4,7 +4,7 @@ The page is a single file with its script, style and data inlined, so it opens o
 a mail attachment or a file share and makes no network request. Each trace becomes a lane;
 the page replays them on their compute-time clock, as the window does
 (app/run/trace_player.py), with the window's token colours and legend words
-(widgets/palette.py, widgets/legend_kinds.py).
+(board/palette.py, board/legend_kinds.py).
 
 A race only makes sense on one prompt: traces of different prompts are refused, not drawn
 side by side. Traces with no steps or a corrupt line are refused too, with the file named.
@@ -22,27 +22,24 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from ...board.describe import why
+from ...board.kinds import KINDS, proposal_kind
+from ...board.lane_title import lane_title
+from ...board.legend_kinds import legend_kinds
+from ...board.one_prompt import check_one_prompt
+from ...board.palette import THEMES, Theme
 from ...engines import events as ev
 from ...engines.atomic import written_atomically
 from ...engines.errors import SpecvizError
 from ...engines.oracles import is_plain
 from ...engines.trace import Trace, read_trace
-from ...widgets.describe import why
-from ...widgets.legend_kinds import legend_kinds
-from ...widgets.palette import (
-    KIND_LABELS,
-    THEMES,
-    Theme,
-    proposal_kind,
-)
-from ..state.lane_title import lane_title
-from ..state.one_prompt import check_one_prompt
 
 ASSETS = "assets/page"
+KIND_RULES = "/* {{kinds}} */\n"  # where page.css takes the kinds' colour rules
 DATA_ID = "specviz-data"
 # Step fields the page does not draw: a linear view of tree steps needs only `proposed`.
 _DROPPED_STEP_FIELDS = ("oracle", "kind", "position", "text", "tree", "path", "lookahead")
-# Proposal fields the page shows in the window's words for them (widgets/describe.py `why`).
+# Proposal fields the page shows in the window's words for them (board/describe.py `why`).
 _WORDED_FIELDS = ("reject_reason", "accept_prob", "draw", "verified_by")
 
 
@@ -61,7 +58,7 @@ def render_page(traces: list[Trace], theme: str = "light") -> str:
         "title": html.escape(f"specviz race: {', '.join(lane['title'] for lane in data['lanes'])}"),
         "theme": theme,
         "theme_css": theme_css(),
-        "css": _asset("page.css"),
+        "css": _asset("page.css").replace(KIND_RULES, kind_css()),
         "js": _asset("page.js"),
         "data_id": DATA_ID,
         "data": embed_json(data),
@@ -77,14 +74,21 @@ def embed_json(data: Any) -> str:
 
 
 def theme_css() -> str:
-    """The palette's colours as CSS variables, one rule per theme (the page's one source)."""
+    """The themes' and the kinds' colours as CSS variables, one rule per theme (the page's one
+    source)."""
     rules = []
     for name, theme in THEMES.items():
         values = [f"--{f.name}:{getattr(theme, f.name)}" for f in fields(Theme)
                   if f.name not in ("name", "lanes")]
+        values += [f"--{kind.name}:{kind.colour(name)}" for kind in KINDS.values()]
         values += [f"--lane{i}:{colour}" for i, colour in enumerate(theme.lanes)]
         rules.append(f':root[data-theme="{name}"]{{{";".join(values)}}}')
     return "\n".join(rules)
+
+
+def kind_css() -> str:
+    """A token of each kind in its colour: the class the page's script gives it."""
+    return "".join(f".k-{name} {{ color: var(--{name}); }}\n" for name in KINDS)
 
 
 # ---------------------------------------------------------------- checks
@@ -117,7 +121,7 @@ def page_data(traces: list[Trace]) -> dict[str, Any]:
     baseline = next((i for i, lane in enumerate(lanes) if lane["plain"]), None)
     return {
         "prompt": traces[0].header.get("prompt", ""),
-        "labels": KIND_LABELS,
+        "labels": {name: kind.words for name, kind in KINDS.items()},
         "colours": len(THEMES["light"].lanes),  # lane i takes colour i modulo this
         "baseline": baseline,
         "words": list(words),

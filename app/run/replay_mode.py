@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from ...board.one_prompt import check_one_prompt
 from ...engines.host.run_spec import LaneSpec
-from ..state.one_prompt import check_one_prompt
 from ..state.run_setup import MAX_LANES
 from ..views.board import LaneBoard
 from .trace_player import ReplayPlayer, load_trace

@@ -1,3 +1,2 @@
-"""Plain state, no widgets: the lanes model the board and graphs draw, what the window
-remembers (settings, server keys), what a run in the window is made of (run_setup), and the
-one-prompt rule for traces shown side by side."""
+"""Plain state, no widgets: what the window remembers (settings, server keys) and what a run in
+the window is made of (run_setup)."""

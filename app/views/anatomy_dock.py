@@ -18,9 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...board.anatomy_stages import anatomy, context_pieces, plain_cost
+from ...board.palette import DARK, THEMES, Theme
 from ...widgets.anatomy import AnatomyView
-from ...widgets.anatomy_stages import anatomy, context_pieces, plain_cost
-from ...widgets.palette import DARK, THEMES, Theme
 
 
 class AnatomyDock(QDockWidget):

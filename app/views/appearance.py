@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QMainWindow
 
-from ...widgets.palette import THEMES, Theme, high_contrast
+from ...board.palette import THEMES, Theme, high_contrast
 from ...widgets.plot_style import TEXT_PT
 from .lane_widget import LaneWidget
 

@@ -13,11 +13,11 @@ import time
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
+from ...board.lanes_model import BoardModel
+from ...board.palette import Theme
 from ...engines import events as ev
 from ...engines.host.run_spec import LaneSpec
 from ...widgets.graphs import LaneGraphs
-from ...widgets.palette import Theme
-from ..state.lanes_model import BoardModel
 from ..state.run_setup import MAX_LANES
 from .lane_widget import LaneWidget
 

@@ -22,8 +22,13 @@ from PySide6.QtWidgets import (
 )
 from superqt import QElidingLabel
 
+from ...board.kinds import KIND_REJECTED, KIND_TARGET, kind_of
+from ...board.lane_title import lane_title
+from ...board.lanes_model import JOINED, MIXED
+from ...board.legend_kinds import legend_kinds
+from ...board.palette import Theme
+from ...board.parting import Parting
 from ...engines import events as ev
-from ...engines.bench.speedup import Speedup
 from ...engines.host.run_spec import LaneSpec, ServerSpec
 from ...engines.oracles import INPUTS, ORACLE_INFO, ORACLES, is_plain
 from ...engines.oracles import info as oracle_info
@@ -35,18 +40,10 @@ from ...engines.oracles.registry import (
     lane_kinds,
     lane_words,
 )
+from ...engines.speedup import Speedup
 from ...widgets.k_control import KControl
-from ...widgets.legend_kinds import legend_kinds
-from ...widgets.palette import (
-    KIND_REJECTED,
-    KIND_TARGET,
-    Theme,
-    source_kind,
-)
 from ...widgets.token_view import Legend, TokenView
-from ..state.lane_title import lane_title
-from ..state.lanes_model import JOINED, MIXED
-from ..state.parting import Parting
+from .file_input import FileInput
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
 
@@ -124,10 +121,15 @@ def exit_layer_box() -> QSpinBox:
 
 
 def picked_inputs() -> tuple[str, ...]:
-    """The inputs a lane has a picker for: the registry's models (one picker per input name,
-    shown for the oracles that read it). The others (heads, corpora, memories) have none and
-    are kept as the lane was given them (the command line's, a stored lane's)."""
+    """The inputs a lane has a model picker for: the registry's models (one picker per input
+    name, shown for the oracles that read it)."""
     return tuple(name for name, each in INPUTS.items() if each.kind is MODEL)
+
+
+def file_inputs() -> tuple[str, ...]:
+    """The inputs a lane has a file picker for: the registry's files and folders (heads,
+    corpora, memories; one per input name, shown for the oracles that read it)."""
+    return tuple(name for name, each in INPUTS.items() if each.kind.file)
 
 
 def reads(oracle: str, name: str) -> bool:
@@ -137,7 +139,7 @@ def reads(oracle: str, name: str) -> bool:
 
 
 class LaneWidget(QFrame):
-    """Controls (oracle, its model inputs, K) over figures, messages, a legend and the text."""
+    """Controls (oracle, its inputs, K) over figures, messages, a legend and the text."""
 
     kChanged = Signal(str, int)
     autoChanged = Signal(str, bool, int)  # lane id, auto on, the fixed K to fall back to
@@ -177,6 +179,7 @@ class LaneWidget(QFrame):
         self.pickers = {name: ModelCombo(recent_models) for name in picked_inputs()}
         self.draft = self.pickers["draft"]  # the window checks a picked draft against the target
         self.draft.setPlaceholderText("pick a draft model")
+        self.files = {name: FileInput(INPUTS[name]) for name in file_inputs()}
         self._draft_chosen = False  # given or picked (a llama-server lane has none by default)
         # A llama-server lane's speculation types (llama.cpp's own, chained).
         self.spec_types = SpecTypes()
@@ -204,6 +207,8 @@ class LaneWidget(QFrame):
         self.oracle.currentTextChanged.connect(self._on_oracle)
         for picker in self.pickers.values():
             picker.currentIndexChanged.connect(lambda _i: self.configChanged.emit())
+        for picker in self.files.values():
+            picker.changed.connect(self.configChanged.emit)
         self.server.editingFinished.connect(self.configChanged.emit)
         self.draft.picked.connect(self._on_draft_picked)
         self.spec_types.changed.connect(self._on_types)
@@ -221,7 +226,9 @@ class LaneWidget(QFrame):
         controls.addWidget(self.exit_layer, 0, 1)  # shares the draft's cell: never both shown
         controls.addWidget(self.server, 0, 1)  # and so does a server lane's URL
         controls.addWidget(self.spec_types, 1, 0, 1, 2)  # a llama-server lane's, under its draft
-        controls.addWidget(self.k, 2, 0, 1, 2)
+        for row, picker in enumerate(self.files.values(), 2):  # a row each, shown where read
+            controls.addWidget(picker, row, 0, 1, 2)
+        controls.addWidget(self.k, 2 + len(self.files), 0, 1, 2)
         controls.setColumnStretch(1, 1)
         top = QHBoxLayout()
         top.addWidget(self.swatch)
@@ -243,11 +250,11 @@ class LaneWidget(QFrame):
 
     def config(self) -> LaneSpec:
         """The lane's settings: what the controls show over what it was given (the oracle's
-        other settings, inputs without a picker and server details have no control here and
-        are kept; the oracle's settings are dropped when the oracle changes, a picked model
-        where the oracle reads none). A llama-server lane is the one `specviz run --oracle
-        llama-server --spec-type TYPES [--draft GGUF] [--k K]` makes: K auto is K 0, the
-        server's own longest draft."""
+        other settings and server details have no control here and are kept, and so are the
+        files its pickers hold, whichever oracle reads them; the oracle's settings are dropped
+        when the oracle changes, a picked model where the oracle reads none). A llama-server
+        lane is the one `specviz run --oracle llama-server --spec-type TYPES [--draft GGUF]
+        [--k K]` makes: K auto is K 0, the server's own longest draft."""
         oracle = self.oracle.currentText()
         spawned = oracle == SPAWNED
         # Another oracle's settings are not this one's, even under one name (medusa's budget
@@ -256,10 +263,13 @@ class LaneWidget(QFrame):
         if _has_exit_layer(oracle):
             settings["exit_layer"] = self.exit_layer.value()
         inputs = {name: value for name, value in self._given.inputs.items()
-                  if name not in self.pickers}
+                  if name not in self.pickers and name not in self.files}
         for name, picker in self.pickers.items():
             if self._reads(oracle, name) and picker.model():
                 inputs[name] = picker.model()
+        for name, picker in self.files.items():
+            if picker.value():
+                inputs[name] = picker.value()
         # A server's engine, key and draft colouring are kept (no control here); a lane on no
         # server keeps none (LaneSpec).
         server = replace(self._given.server or ServerSpec(),
@@ -282,6 +292,8 @@ class LaneWidget(QFrame):
         self.k.set_auto(config.auto_k or server_k)
         for name, picker in self.pickers.items():
             picker.set_model(config.inputs.get(name))
+        for name, picker in self.files.items():
+            picker.set_value(config.inputs.get(name))
         self.exit_layer.setValue(int(config.settings.get("exit_layer", 0)))
         self.server.setText(server.url or "")
         self._on_oracle(config.oracle)
@@ -294,7 +306,8 @@ class LaneWidget(QFrame):
     def set_running(self, running: bool) -> None:
         """While running only K, auto K and L can change (the session takes them at its next
         step)."""
-        for widget in (self.oracle, *self.pickers.values(), self.spec_types, self.remove):
+        for widget in (self.oracle, *self.pickers.values(), *self.files.values(),
+                       self.spec_types, self.remove):
             widget.setEnabled(not running)
 
     def set_replay(self, name: str, header: dict) -> None:
@@ -325,7 +338,7 @@ class LaneWidget(QFrame):
         if server.get("speculation") is None:
             self.legend.set_kinds((KIND_TARGET,))
         else:
-            self.legend.set_kinds((source_kind(server.get("source") or "draft"), KIND_TARGET,
+            self.legend.set_kinds((kind_of(server.get("source") or "draft"), KIND_TARGET,
                                    KIND_REJECTED))
 
     def start_run(self, prompt_text: str, user_prompt: str) -> None:
@@ -427,7 +440,7 @@ class LaneWidget(QFrame):
         self.configChanged.emit()
 
     def _show_inputs(self, oracle: str) -> None:
-        for name, picker in self.pickers.items():
+        for name, picker in (*self.pickers.items(), *self.files.items()):
             picker.setVisible(self._reads(oracle, name))
 
     def _on_types(self) -> None:

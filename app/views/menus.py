@@ -7,8 +7,8 @@ from PySide6.QtCore import QSize
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QDoubleSpinBox, QMainWindow, QMenu, QToolBar
 
+from ...board.palette import THEMES
 from ...engines.host.run_spec import LaneSpec
-from ...widgets.palette import THEMES
 from ..state.run_setup import MAX_LANES
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QMainWindow
 
+from ...board.kinds import KIND_PROMPT
 from .lane_widget import LaneWidget, editor_range
 
 
@@ -27,7 +28,7 @@ class StepFocus:
         if where is None or prompt.prompt() != lane.user_prompt:
             prompt.clear_highlight()
             return
-        colour = QColor(self.window.theme.prompt)
+        colour = QColor(self.window.theme.kind_colour(KIND_PROMPT))
         colour.setAlpha(110)
         prompt.highlight(*where, colour)
 

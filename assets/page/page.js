@@ -1,6 +1,6 @@
 // specviz's race page: lanes of coloured tokens replayed on their compute-time clock, as the
-// window replays traces (app/run/trace_player.py). Plain JavaScript, no network: everything it
-// needs is in this file and in the JSON block the export wrote (app/export/page.py).
+// window replays traces. Plain JavaScript, no network: everything it needs is in this file and
+// in the JSON block `specviz export` wrote.
 "use strict";
 
 // ---------------------------------------------------------------- data
@@ -40,7 +40,7 @@ function el(tag, props = {}, ...children) {
 const fixed = (x, digits) => (x === undefined || x === null ? "—" : x.toFixed(digits));
 const VISIBLE = { " ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍" };
 const visible = (text) => (text ? text.replace(/[ \n\t\r]/g, (c) => VISIBLE[c]) : "∅");
-// Where a copied token came from, as widgets/describe.py span_text says it.
+// Where a copied token came from, as the window's words say it (span_text).
 const spanText = (s) => (s.run !== undefined
   ? `remembered from an earlier run (${s.run}), its token ${s.tok_start}` +
     (s.excerpt ? `: ${s.excerpt}` : "")
@@ -59,7 +59,7 @@ function buildHeader() {
 }
 
 function laneTitle(lane) {
-  return lane.title;  // app/state/lane_title.py: the oracle once, with its K or auto K
+  return lane.title;  // the export's title: the oracle once, with its K or auto K
 }
 
 function legend(kinds) {
@@ -224,7 +224,8 @@ const racePoints = (lane, n) => [[0, 0], ...lane.steps.slice(0, n)
   .map((s, i) => [lane.due[i] / 1000, s.totals.tokens])];
 
 // The baseline's tokens/s at a compute time, interpolated between its steps and held at its
-// ends (widgets/graphs.py speedup_curve): a lane past the baseline's end meets its final rate.
+// ends, as the window's speedup graph takes it: a lane past the baseline's end meets its final
+// rate.
 const BASE_RATES = BASE === null ? [] : racePoints(BASE, BASE.steps.length).slice(1)
   .filter(([t]) => t > 0).map(([t, n]) => [t, n / t]);
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..loop.session import Session
-from .speedup import Speedup, from_ratios, from_steps, step_ratio
-from .stalls import StepTime, of_events
+from ..speedup import Speedup, from_ratios, step_ratio, stretch_speedup
+from ..stalls import StepTime, of_events
 
 OnEvent = Callable[[ev.Event], None]
 
@@ -76,12 +76,6 @@ class Rounds:
             return from_ratios(self.ratios(),
                                stalls=sum(step_ratio(a, b)[1] for a, b in self.times))
         return stretch_speedup(self.lane_steps, self.plain_steps)
-
-
-def stretch_speedup(lane: list[ev.StepEvent], plain: list[ev.StepEvent]) -> Speedup:
-    """One run of each, stepped by turns: the speedup over stretches of the text, each
-    side's stalled steps set aside."""
-    return from_steps(of_events(lane), of_events(plain))
 
 
 def one_round(lane: Iterator[ev.Event], plain: Iterator[ev.Event], lane_first: bool,

@@ -30,10 +30,10 @@ from ..host.run_spec import LaneSpec
 from ..loop.session import RunSettings, Session, starting_k, warm_up
 from ..oracles.registry import PLAIN, is_plain
 from ..sampling import GREEDY, SamplingParams
+from ..speedup import Speedup, from_ratios, round_ratio
+from ..stalls import of_events, unstalled
 from ..text_file import read_text
 from .compare import check_against_plain
-from .speedup import Speedup, from_ratios, round_ratio
-from .stalls import of_events, unstalled
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
             "humanities")

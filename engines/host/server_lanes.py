@@ -7,16 +7,15 @@ import os
 
 from ..errors import SpecvizError
 from ..loop.session import RunSettings
-from ..oracles.registry import SPAWNED
+from ..oracles.registry import SERVED, SPAWNED
 from ..servers import connect
 from ..servers.server_session import ServerSession
 from ..servers.sse import Endpoint
-from ..sources import SERVED
 from .run_spec import LaneSpec, ModelChoice, RunRequest
 
 ORACLE = "server"
 KEY_VARIABLES = ("SPECVIZ_API_KEY", "OPENAI_API_KEY")  # read when no variable is named
-SOURCES = SERVED  # the sources a serving engine drafts with (engines/sources.py)
+SOURCES = SERVED  # the sources a serving engine drafts with (the registry's)
 KEY_PREFIX = "SPECVIZ_KEY_"  # variables the window may set in its engine (a stored key)
 
 

@@ -40,6 +40,7 @@ class InputKind:
 
     name: str
     file: bool  # a file or folder the engine opens (a model is read as a model only)
+    folder: bool = False  # a folder, not a file (the window's picker browses for one)
     hub: bool = False  # a Hub repository name is taken too (read from the Hub cache)
     off: str | None = None  # a word that names no file at all
     metavar: str | None = None  # on the command line
@@ -50,7 +51,8 @@ class InputKind:
 # A model (registry name, Hub name or path), loaded like the target: `build` gets a Backend.
 MODEL = InputKind("model", file=False, fetched=True)
 # A folder of trained heads, or a Hub repository in the Hub cache: `build` gets its Path.
-HEADS = InputKind("heads folder", file=True, hub=True, metavar="DIR|HUB", fetched=True)
+HEADS = InputKind("heads folder", file=True, folder=True, hub=True, metavar="DIR|HUB",
+                  fetched=True)
 # A text file: `build` gets its tokens (the target's tokenizer).
 CORPUS = InputKind("corpus file", file=True)
 # A file the oracle reads and writes, or "off": `build` gets its Path, or "off".
@@ -248,7 +250,7 @@ class SuffixSettings:
 class OracleInfo:
     name: str
     summary: str
-    sources: tuple[str, ...]  # events.SOURCES its proposals carry (the lane's legend)
+    sources: tuple[str, ...]  # what its proposals name as their source (the lane's legend)
     needs: tuple[str, ...] = ()  # of the backend, and trained heads (its inputs say the rest)
     backends: tuple[str, ...] = BOTH
     settings_type: type = NoSettings
@@ -261,6 +263,9 @@ class OracleInfo:
     # Auto K may start from `specviz pair`'s acceptance of the lane's draft for its target
     # (measured token by token: a draft of the target's own vocabulary, chain or tree).
     pair_acceptance: bool = False
+    # Its proposals name, in their detail, the head that guessed them: one head a position of
+    # a chain or a depth of a tree (Medusa's), which the anatomy view names.
+    head_per_depth: bool = False
 
     @property
     def plain(self) -> bool:
@@ -272,6 +277,12 @@ class OracleInfo:
 
     def input(self, name: str) -> Input | None:
         return next((i for i in self.inputs if i.name == name), None)
+
+    @property
+    def chain_settings(self) -> dict:
+        """Its settings, over the defaults, that a replay of its proposals uses (suffix
+        decoding's chains instead of trees): its `Replayed` advice's."""
+        return dict(self.advise.settings) if isinstance(self.advise, Replayed) else {}
 
     def missing(self, given: Mapping[str, object]) -> Input | None:
         """The first input it requires that `given` (by input name) leaves out or empty."""
@@ -362,7 +373,8 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
                # Each head's top-1 on held-out answers, whatever the heads before it guessed:
                # taken as its odds given theirs held (the heads' errors are not independent).
                advise=HeldOut("medusa heads", "medusa", "medusa.json", ("accuracy", "top1"),
-                              format="specviz-medusa-1", int8_speedup=4.0)),
+                              format="specviz-medusa-1", int8_speedup=4.0),
+               head_per_depth=True),
     OracleInfo("eagle", "an EAGLE head on the target's features, its tree grown where it is "
                "confident (specviz train-heads --kind eagle, or a published EAGLE-3 head)",
                ("eagle",), (NEEDS_HIDDEN, NEEDS_HEADS), ("transformers",),
@@ -389,6 +401,11 @@ ORACLE_INFO: dict[str, OracleInfo] = {info.name: info for info in (
 
 ORACLES = tuple(ORACLE_INFO)
 DRAFT_ORACLES = tuple(name for name, info in ORACLE_INFO.items() if info.needs_draft)
+
+
+def head_sources() -> tuple[str, ...]:
+    """The sources whose proposals name the head that guessed them, one head a depth."""
+    return tuple(s for d in ORACLE_INFO.values() if d.head_per_depth for s in d.sources)
 
 
 def fetched_flags() -> tuple[str, ...]:
@@ -426,6 +443,10 @@ class ServerKind:
     def input(self, name: str) -> Input | None:
         return next((i for i in self.inputs if i.name == name), None)
 
+
+# The sources a serving engine drafts with: how a server lane may colour its accepted drafts
+# (`--server-drafts`; llama-server's draft types name theirs, engines/servers/llama_server.py).
+SERVED = ("draft", "prompt", "ngram", "medusa", "eagle")
 
 SERVER_KINDS: dict[str, ServerKind] = {kind.name: kind for kind in (
     ServerKind(SERVER, "a serving engine at a URL", "an OpenAI-compatible server (llama-server, "

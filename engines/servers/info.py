@@ -11,7 +11,7 @@ class ServerInfo:
     model: str
     build: str  # the engine's own version line, for the trace and a failure's message
     speculation: str | None  # the speculative method it runs, None: none (or not said)
-    source: str = "draft"  # events.SOURCES: how its accepted drafts are coloured
+    source: str = "draft"  # a source (registry.SERVED): how its accepted drafts are coloured
     k: int | None = None  # its draft length, where it says
     k_per_request: bool = False  # a request may set the draft length
     off_per_request: bool = False  # a request may turn speculation off

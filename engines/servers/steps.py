@@ -33,7 +33,7 @@ class StepBuilder:
     def __init__(self, oracle: str, source: str, engine: str, k: int | None,
                  speculates: bool) -> None:
         self.oracle = oracle
-        self.source = source  # events.SOURCES: how accepted drafts are coloured
+        self.source = source  # a source (registry.SERVED): how accepted drafts are coloured
         self.engine = engine  # who verified them, for the inspector
         self.k = k  # the draft length the server was asked for, where known
         self.longest_draft = 0  # else a step's K: the most it has drafted in one step so far

@@ -1,13 +1,12 @@
 """The token kinds a lane's legend names, from what its oracle proposes (the registry's
-sources, each with its kind in engines/sources.py): the window's lanes and the exported page
+sources, each painted by its kind's row in kinds.py): the window's lanes and the exported page
 show the same words."""
 
 from __future__ import annotations
 
-from ..engines.oracles import ORACLES, is_plain
-from ..engines.oracles import info as oracle_info
+from ..engines.oracles import ORACLE_INFO, is_plain
 from ..engines.oracles.registry import SERVER_KINDS
-from ..engines.sources import KIND_REJECTED, KIND_TARGET, kind_of
+from .kinds import KIND_REJECTED, KIND_TARGET, kind_of
 
 # A server (given by URL or started for the lane) names no sources: its tokens are coloured
 # as a draft model's unless it says.
@@ -20,5 +19,6 @@ def legend_kinds(oracle: str) -> tuple[str, ...]:
     if oracle in SERVER_KINDS:
         known: tuple[str, ...] = SERVER_SOURCES
     else:  # a trace may name an oracle this version does not know: target and rejected only
-        known = oracle_info(oracle).sources if oracle in ORACLES else ()
+        described = ORACLE_INFO.get(oracle)
+        known = described.sources if described else ()
     return (*dict.fromkeys(kind_of(s) for s in known), KIND_TARGET, KIND_REJECTED)

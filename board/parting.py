@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...engines import events as ev
-from ...engines.bench.compare import NEAR_TIE, emitted
+from ..engines import events as ev
+from ..engines.bench.compare import NEAR_TIE, emitted
 
 if TYPE_CHECKING:
     from .lanes_model import BoardModel, LaneState

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..engines import events as ev
-from ..engines.oracles.registry import SERVER_KINDS, is_plain
-from ..engines.sources import KIND_TARGET, KIND_WORDS, kind_of
+from ..engines.oracles.registry import SERVER_KINDS, head_sources, is_plain
 from .describe import node_why, prob, shown, why
+from .kinds import KIND_TARGET, kind_of, words
 
 # What each stage shows; the view draws by these names.
 CONTEXT = "context"  # the text so far
@@ -32,8 +32,6 @@ REFUSED = "refused"
 DROPPED = "dropped"  # after a refusal (or below a refused tree node): never judged
 
 FADED_WORDS = "faded: a branch not taken"  # a tree's legend once a branch has faded
-
-HEADS_SOURCE = "medusa"  # guesses by heads on the target's own hidden state, one a position
 
 CONTEXT_PIECES = 10  # the context's last tokens shown
 PROMPT_TAIL_CHARS = 48  # the prompt's end, where the run has fewer tokens than that
@@ -154,7 +152,8 @@ class Anatomy:
         """Medusa's heads, one a level (a tree's depth, a chain's position): the head that
         guessed that level's tokens, as the event names it; () where it names none."""
         raw = self.event.tree or self.event.proposed
-        if not raw or any(t.source != HEADS_SOURCE or not t.detail for t in raw):
+        by_heads = head_sources()
+        if not raw or any(t.source not in by_heads or not t.detail for t in raw):
             return ()
         levels: dict[int, set[str]] = {}
         for piece, t in zip(self.pieces, raw):
@@ -319,7 +318,7 @@ def _judged_fields(event: ev.StepEvent):
 
 
 def _source_words(source: str) -> str:
-    return KIND_WORDS.get(kind_of(source), source)
+    return words(kind_of(source))
 
 
 def _detail(detail: str | None, span: ev.Span | None) -> str | None:

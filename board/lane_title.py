@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...engines.oracles import is_plain
+from ..engines.oracles import is_plain
 
 PLAIN_WORDS = "plain decoding"
 

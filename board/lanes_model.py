@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from psygnal import Signal
 
-from ...engines import events as ev
-from ...engines.bench.rounds import stretch_speedup
-from ...engines.bench.speedup import Speedup, from_ratios, round_ratio, step_ratio
-from ...engines.bench.stalls import of_events
-from ...engines.host.run_spec import LaneSpec
-from ...engines.oracles import is_plain
+from ..engines import events as ev
+from ..engines.host.run_spec import LaneSpec
+from ..engines.oracles import is_plain
+from ..engines.speedup import Speedup, from_ratios, round_ratio, step_ratio, stretch_speedup
+from ..engines.stalls import of_events
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from ...engines.errors import SpecvizError
+from ..engines.errors import SpecvizError
 
 
 class HasHeader(Protocol):

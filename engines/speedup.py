@@ -16,7 +16,8 @@ repeats of the comparison:
 - several rounds: each round's ratio of speeds, the interval Student's t on their logarithms
   (ratios multiply: a 2x and a 0.5x round average to 1x).
 The verdict calls a difference only where the interval excludes 1x and the difference is at
-least RESOLUTION.
+least RESOLUTION. The benchmark, `specviz run --baseline` and the window's lanes model all
+judge a speedup here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .stalls import StepTime, unstalled
+from . import events as ev
+from .stalls import StepTime, of_events, unstalled
 
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 # The smallest difference called at all: plain decoding against itself, interleaved step by
@@ -109,6 +111,12 @@ def from_steps(lane: Sequence[StepTime], plain: Sequence[StepTime],
     found = from_stretches([(s.tokens, ms) for s, ms in zip(lane, lane_ms)],
                            _per_token(plain, plain_ms), resolution)
     return replace(found, stalls=lane_stalls + plain_stalls)
+
+
+def stretch_speedup(lane: list[ev.StepEvent], plain: list[ev.StepEvent]) -> Speedup:
+    """One run of each, stepped by turns: the speedup over stretches of the text, each
+    side's stalled steps set aside."""
+    return from_steps(of_events(lane), of_events(plain))
 
 
 def step_ratio(lane: Sequence[StepTime], plain: Sequence[StepTime]) -> tuple[float, int]:
