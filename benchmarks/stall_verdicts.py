@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def one_run(condition: str, oracle: str, max_tokens: int, expect_s: float) -> di
         busy.kill()
     if out.returncode:
         return {"condition": condition, "error": out.stderr.strip().splitlines()[-1:]}
-    return {"condition": condition, "seconds": round(took, 1),
+    return {"condition": condition, "seconds": round(took, 1), "load": os.getloadavg()[0],
             **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
@@ -102,8 +103,11 @@ def _switch(condition: str, busy, _started: list) -> None:
 
 def score(paths: list[Path]) -> None:
     """Each run's verdict by today's rule, from its kept steps, beside what it printed."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1].parent))
-    from specviz.engines.speedup import step_speedup
+    from specviz.engines.speedup import from_steps, from_stretches
+    from specviz.engines.stalls import StepTime
+
+    def steps(rows: list[list[float]]) -> list[StepTime]:
+        return [StepTime(int(n), int(w), d + v + o, v) for n, w, d, v, o in rows]
 
     tally: Counter = Counter()
     for path in paths:
@@ -111,11 +115,16 @@ def score(paths: list[Path]) -> None:
             run = json.loads(line)
             if "lane" not in run:
                 continue
-            now = step_speedup(run["lane"], run["plain"])
+            now = from_steps(steps(run["lane"]), steps(run["plain"]))
+            # the stretches alone, stalls and all: the rule before stalls were set aside
+            old = from_stretches([(s.tokens, s.ms) for s in steps(run["lane"])],
+                                 [s.ms for s in steps(run["plain"])])
             tally[(run["condition"], now.verdict)] += 1
+            tally[(run["condition"], "old: " + old.verdict)] += 1
             print(f"{run['condition']:7} printed {run['speedup']:.3f} {run.get('verdict'):13} "
                   f"now {now.ratio:.3f} ({now.low:.3f}-{now.high:.3f}) {now.verdict:13} "
-                  f"stalls {now.stalls}")
+                  f"stalls {now.stalls}; stalls kept {old.ratio:.3f} ({old.low:.3f}-"
+                  f"{old.high:.3f}) {old.verdict}")
     for (condition, verdict), n in sorted(tally.items()):
         print(f"{condition:7} {verdict:13} {n}")
 
