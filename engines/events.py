@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .event_types import wrong_field
+
 SCHEMA_VERSION = 1
 
 # Why the target's own token was produced.
@@ -325,16 +327,25 @@ def to_json(event: Event) -> str:
 
 
 def from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild an event from `to_dict` output. Raises ValueError on a malformed record."""
+    """Rebuild an event from `to_dict` output. Raises ValueError on a malformed record: one
+    that lacks a field, or holds one of another type than the event declares."""
+    kind = data.get("kind")
+    builders = {"step": _step_from_dict, "summary": _summary_from_dict}
+    if not isinstance(kind, str) or kind not in builders:
+        raise ValueError(f"unknown event kind {_shown(kind)}")
     try:
-        kind = data["kind"]
-        if kind == "step":
-            return _step_from_dict(data)
-        if kind == "summary":
-            return _summary_from_dict(data)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"malformed {data.get('kind', 'event')!s} record: {exc!r}") from None
-    raise ValueError(f"unknown event kind {kind!r}")
+        event = builders[kind](data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed {kind} record: {_shown(exc)}") from None
+    wrong = wrong_field(event)
+    if wrong:
+        raise ValueError(f"malformed {kind} record: {wrong}")
+    return event
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _step_from_dict(d: dict[str, Any]) -> StepEvent:

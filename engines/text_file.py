@@ -29,7 +29,7 @@ def read_text(path: str | Path, what: str, allow_empty: bool = False,
     a regular file, is larger than `limit` bytes, is not UTF-8 text (a binary file, a model,
     an archive) or holds nothing but white space."""
     path = Path(path)
-    data = _bounded_bytes(path, what, limit)
+    data = read_bytes(path, what, limit)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -42,7 +42,7 @@ def read_text(path: str | Path, what: str, allow_empty: bool = False,
     return text
 
 
-def _bounded_bytes(path: Path, what: str, limit: int) -> bytes:
+def read_bytes(path: Path, what: str, limit: int) -> bytes:
     """At most `limit` bytes of a regular file: its kind is asked before it is opened (a
     FIFO's open waits for a writer), and at most one byte past the limit is read (a file
     may grow after its size was asked)."""

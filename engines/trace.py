@@ -21,9 +21,11 @@ from typing import Any, BinaryIO
 
 from . import events as ev
 from .atomic import cannot_write
+from .bounded_json import JSONProblem, loads
 from .errors import SpecvizError, TraceError
 
 FORMAT = "specviz-trace"
+MAX_LINE = 64 << 20  # bytes: a step whose token is megabytes long fits many times over
 
 
 class TraceWriter:
@@ -106,20 +108,23 @@ def iter_trace(path: str | Path) -> Iterator[dict[str, Any] | ev.Event]:
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO's open waits, /dev/zero never ends
             raise TraceError(f"{path} is not a regular file, not a specviz trace")
-        f = path.open(encoding="utf-8")
+        f = path.open("rb")
     except OSError as exc:
         raise TraceError(f"cannot open trace {path}: {exc.strerror}") from None
-    empty, number = True, 0
     with f:
-        try:
-            for number, line in enumerate(f, start=1):
-                empty = False
-                yield _parse(path, number, line)
-        except UnicodeDecodeError:
-            raise TraceError(f"{path}, line {number + 1}: not UTF-8 text"
-                             + (", not a specviz trace" if number == 0 else "")) from None
-    if empty:
-        raise TraceError(f"{path}: empty file, not a specviz trace")
+        for number, line in enumerate(_lines(f), start=1):
+            yield _parse(path, number, line)
+        if f.tell() == 0:
+            raise TraceError(f"{path}: empty file, not a specviz trace")
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, each of at most MAX_LINE bytes and one past it (said by _parse):
+    a line is never read whole into memory when it is longer."""
+    while line := f.readline(MAX_LINE + 1):
+        yield line
+        if len(line) > MAX_LINE:
+            return
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -135,14 +140,17 @@ def read_trace(path: str | Path) -> Trace:
     return trace
 
 
-def _parse(path: Path, number: int, line: str) -> dict[str, Any] | ev.Event:
+def _parse(path: Path, number: int, line: bytes) -> dict[str, Any] | ev.Event:
     where = f"{path}, line {number}"
-    if not line.endswith("\n"):
+    if len(line) > MAX_LINE:
+        raise TraceError(f"{where}: longer than {MAX_LINE:,} bytes, not a line of a trace")
+    if not line.endswith(b"\n"):
         raise TraceError(f"{where}: truncated (the run was cut off while writing)")
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = loads(line)
+    except JSONProblem as exc:
+        raise TraceError(f"{where}: {exc}" + (", not a specviz trace" if number == 1 else "")
+                         ) from None
     if not isinstance(record, dict):
         raise TraceError(f"{where}: expected a JSON object")
     if number == 1:

@@ -42,8 +42,8 @@ BAD = {  # what is stored -> a word the line must hold
     "string timing": (changed(ms=[["1.0", 1.5], [1.2, 1.8]]), "'1.0'"),
     "null timing": (changed(ms=[[None, 1.5], [1.2, 1.8]]), "None"),
     "boolean timing": (changed(ms=[[True, 1.5], [1.2, 1.8]]), "True"),
-    "NaN timing": (changed(ms=[[math.nan, 1.5], [1.2, 1.8]]), "nan"),
-    "infinite timing": (changed(ms=[[math.inf, 1.5], [1.2, 1.8]]), "inf"),
+    "NaN timing": (changed(ms=[[math.nan, 1.5], [1.2, 1.8]]), "NaN"),
+    "infinite timing": (changed(ms=[[math.inf, 1.5], [1.2, 1.8]]), "Infinity"),
     "negative timing": (changed(ms=[[-1.0, 1.5], [1.2, 1.8]]), "-1.0"),
     "zero timing": (changed(ms=[[0, 1.5], [1.2, 1.8]]), "0"),
     "empty axes": (changed(contexts=[], batches=[], ms=[]), "contexts"),
@@ -56,8 +56,10 @@ BAD = {  # what is stored -> a word the line must hold
     "threads text": (changed(threads="4"), "threads"),
     "model null": (changed(model=None), "model"),
     "a list": ([GOOD], "list"),
-    "not JSON": ('{"version": 3, "ms": [[1', "not JSON"),
-    "not UTF-8": (b"\xff\xfe{}", "cannot be read"),
+    "not JSON": ('{"version": 3, "ms": [[1', "not valid JSON"),
+    "not UTF-8": (b"\xff\xfe{}", "not UTF-8"),
+    "nested deep": ("[" * 2000 + "]" * 2000, "nested more than 64 levels"),
+    "a number past a double": ('{"version": 1e999999}', "out of range"),
 }
 
 

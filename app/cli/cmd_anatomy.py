@@ -7,7 +7,6 @@ With OUT (.mp4, .webm, .gif or .html) the stages are written for slides
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
@@ -85,13 +84,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(path: Path):
+    from ...engines.bounded_json import SMALL_FILE, read_json
     from ...engines.cost.profile import Profile
 
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecvizError(f"cannot read the cost profile {path}: "
-                           f"{getattr(exc, 'strerror', None) or exc}") from None
+    data = read_json(path, "the cost profile", SMALL_FILE)
     try:
         return Profile.from_dict(data)
     except (TypeError, KeyError) as exc:  # a shape an older profile_shape does not catch

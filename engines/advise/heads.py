@@ -11,13 +11,14 @@ target never needs).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import Backend
+from ..bounded_json import SMALL_FILE, read_json
 from ..cost.step_cost import best_k, expected_tokens
+from ..errors import SpecvizError
 from ..models import side_folder
 from ..oracles import ORACLE_INFO
 from ..oracles.registry import HeldOut
@@ -60,9 +61,9 @@ def find(model_path: str | Path) -> dict[str, Heads | None]:
 
 def _read(path: Path) -> dict | str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return f"cannot read {path} ({exc})"
+        data = read_json(path, "the heads' config", SMALL_FILE)
+    except SpecvizError as exc:
+        return str(exc)
     return data if isinstance(data, dict) else f"{path} is not a heads config"
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..atomic import cannot_write, write_text
+from ..bounded_json import SMALL_FILE, read_json
 from ..errors import SpecvizError
 from ..machine.hardware import compute_threads
 from ..models import home_dir
@@ -19,6 +20,7 @@ from .profile_data import PROFILE_VERSION, Profile, dtype_key
 from .profile_noise import cheapest, smoothed, uneven
 
 Say = Callable[[str], None]
+WHAT = "the stored cost profile"
 
 
 def profiles_dir() -> Path:
@@ -95,8 +97,8 @@ def store(profile: Profile) -> tuple[Path, Profile]:
 def _earlier_busy(profile: Profile, path: Path) -> list[list[float]] | None:
     """The table as timed of a stored busy profile of the same sizes, or None."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # none, or torn: nothing to go by
+        data = read_json(path, WHAT, SMALL_FILE)
+    except SpecvizError:  # none, or torn: nothing to go by
         return None
     if profile_shape.problem(data, PROFILE_VERSION) or not _alike(data, profile):
         return None
@@ -147,25 +149,22 @@ def _take(profile: Profile, ms: list[list[float]], busy: str) -> None:
 def read(model: str, backend: str, device: str, threads: int | None,
          dtype: str | None = None, variant: str = "") -> tuple[Profile | None, str]:
     """The stored profile and "", (None, "") where there is none, or (None, why) where
-    the file there is not a usable profile (unreadable, corrupt, of the wrong shape)."""
+    the file there is not a usable profile (unreadable, corrupt, of the wrong shape): a line
+    naming the file."""
     path = profile_path(model, backend, device, threads, dtype, variant)
     if not path.exists() and threads_run(threads) == compute_threads():
         older = _before_threads_were_counted(path)
         path = older if older.exists() else path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return None, ""
-    except (OSError, ValueError) as exc:  # a folder, no permission, not UTF-8
-        return None, f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     try:
-        data = json.loads(text)
-    except ValueError as exc:  # json's errors are ValueErrors
-        return None, f"{path}: not JSON ({exc})"
+        data = read_json(path, WHAT, SMALL_FILE)
+    except SpecvizError as exc:  # a folder, no permission, not UTF-8, not JSON
+        return None, str(exc)
     wrong = profile_shape.problem(data, PROFILE_VERSION) or uneven(
         data["contexts"], data["batches"], data["ms"]) or _stale(data)
     if wrong:
-        return None, f"{path}: {wrong}"
+        return None, f"{WHAT} {path}: {wrong}"
     return Profile.from_dict(data), ""
 
 
@@ -187,8 +186,8 @@ def refine(profile: Profile, ms: list[list[float]]) -> bool:
     path = profile_path(profile.model, profile.backend, profile.device, profile.threads,
                         profile.dtype, profile.variant)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = read_json(path, WHAT, SMALL_FILE)
+    except SpecvizError:
         return False
     if not isinstance(data, dict) or data.get("created") != profile.created:
         return False
@@ -207,5 +206,5 @@ def load(model: str, backend: str, device: str, threads: int | None,
     where given, gets one line of why it is not used)."""
     profile, problem = read(model, backend, device, threads, dtype, variant)
     if problem and say:
-        say(f"not using the stored cost profile {problem}")
+        say(f"{problem}; not using it")
     return profile

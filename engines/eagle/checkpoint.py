@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from ..atomic import committed, replace_together
+from ..bounded_json import SMALL_FILE, read_json
 from ..errors import SpecvizError
 from ..medusa.head_floor import refuse_weak_default
 from ..medusa.heads import TargetId, lm_head_of, mismatch_hint, target_id
@@ -87,9 +88,12 @@ def save_head(head: EagleHead, layers: list[int], folder: Path, target: TargetId
 
 def read_config(folder: Path) -> dict:
     try:
-        return json.loads(committed(folder, CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        config = read_json(committed(folder, CONFIG_FILE), "config", SMALL_FILE)
+    except SpecvizError as exc:
         raise SpecvizError(f"cannot read the EAGLE head's config in {folder}: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("specviz", {}), dict):
+        raise SpecvizError(f"the EAGLE head's config in {folder} is not a head's config")
+    return config
 
 
 def load_head(model: nn.Module, model_path: str | Path, folder: Path | None = None

@@ -11,15 +11,18 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..atomic import replacing
+from ..bounded_json import SMALL_FILE, read_json
+from ..errors import SpecvizError
 
 LOCK_WAIT_S = 30  # a writer holds the lock for one small write; longer means it hung
 
 
 def read_dict(path: Path | None) -> dict:
-    """The file's object, or {} when it is missing, unreadable or not an object."""
+    """The file's object, or {} when it is missing, unreadable, too large, nested too deep
+    or not an object (the facts are measured again)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path else {}
-    except (OSError, ValueError):
+        data = read_json(path, "facts", SMALL_FILE) if path else {}
+    except SpecvizError:
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -18,7 +18,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..atomic import committed, replace_together
+from ..bounded_json import SMALL_FILE, loads, read_json
 from ..errors import SpecvizError
+from ..event_types import wrong_field
 from .head_floor import refuse_weak_default
 
 FORMAT = "specviz-medusa-1"
@@ -83,11 +85,25 @@ class HeadsConfig:
 
     @classmethod
     def from_json(cls, text: str) -> HeadsConfig:
-        data = json.loads(text)
-        if data.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} config (format {data.get('format')!r})")
-        return cls(TargetId(**data["target"]), int(data["n_heads"]), int(data["hidden_size"]),
-                   data.get("training", {}), data.get("accuracy", {}))
+        return cls.from_dict(loads(text))
+
+    @classmethod
+    def from_dict(cls, data) -> HeadsConfig:
+        """ValueError naming what is not as `to_json` writes it."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} config")
+        try:
+            config = cls(TargetId(**data["target"]), data["n_heads"], data["hidden_size"],
+                         data.get("training", {}), data.get("accuracy", {}))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a {FORMAT} config ({exc})") from None
+        wrong = wrong_field(config)
+        if wrong:
+            raise ValueError(f"its {wrong}")
+        if not (0 < config.n_heads <= MAX_HEADS and 0 < config.hidden_size <= MAX_HIDDEN):
+            raise ValueError(f"{config.n_heads} heads of width {config.hidden_size} are not "
+                             "heads specviz trains")
+        return config
 
 
 def heads_dir(model_path: str | Path) -> Path:
@@ -150,6 +166,10 @@ def save_heads(heads: MedusaHeads, config: HeadsConfig, folder: Path) -> Path:
         CONFIG_FILE: lambda temp: temp.write_text(config.to_json(), encoding="utf-8")})
 
 
+MAX_HEADS = 64  # Medusa trains up to 5; a config asking for millions would fill memory
+MAX_HIDDEN = 1 << 16  # the widest hidden state of any model (Llama 405B's is 16,384)
+
+
 def load_heads(model: nn.Module, model_path: str | Path,
                folder: Path | None = None) -> tuple[MedusaHeads, HeadsConfig]:
     """The heads trained for this model, on its device and dtype; clear errors otherwise."""
@@ -162,9 +182,9 @@ def load_heads(model: nn.Module, model_path: str | Path,
     if not config_file.exists() or not weights_file.exists():
         raise SpecvizError(f"no Medusa heads in {folder}; {hint}")
     try:
-        config = HeadsConfig.from_json(config_file.read_text(encoding="utf-8"))
+        config = HeadsConfig.from_dict(read_json(config_file, "config", SMALL_FILE))
         state = load_file(str(weights_file))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, SpecvizError) as exc:
         raise SpecvizError(f"cannot read the Medusa heads in {folder}: {exc}; {hint}") from None
     if not given:
         refuse_weak_default(config.accuracy or {}, folder, hint, "--medusa-heads")

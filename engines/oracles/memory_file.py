@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_bytes
+from ..bounded_json import loads
 from ..errors import SpecvizError
 
 MAX_BYTES = 64 << 20  # a memory is bounded to a few MB: a larger file is something else
@@ -36,6 +37,7 @@ class Contents:
     data: bytes
     records: list[Record] = field(default_factory=list)
     unreadable: int = 0  # lines before the last that are not runs
+    first_unreadable: str = ""  # the first of them, "line N: why"
     torn_at: int | None = None  # where a torn last line begins (None: the file ends whole)
     owner: dict | None = None  # whose memory it is (None: a file from before memories said)
 
@@ -100,15 +102,15 @@ def _refused(path: Path, why: str) -> SpecvizError:
 def parse(data: bytes) -> Contents:
     contents = Contents(data)
     *whole, tail = data.split(b"\n")  # `tail`: what follows the last newline
-    offset, last_bad = 0, None
+    offset, last_bad, first, bad = 0, None, 1, []
     if whole and (owner := _owner(whole[0])) is not None:
         contents.owner = owner
-        offset, whole = len(whole[0]) + 1, whole[1:]
-    for line in whole:
+        offset, whole, first = len(whole[0]) + 1, whole[1:], 2
+    for number, line in enumerate(whole, start=first):
         if line.strip():
             record = _record(line)
-            if record is None:
-                contents.unreadable += 1
+            if isinstance(record, str):
+                bad.append(f"line {number}: {record}")
                 last_bad = offset
             else:
                 contents.records.append(record)
@@ -118,21 +120,23 @@ def parse(data: bytes) -> Contents:
         contents.torn_at = offset
     elif last_bad is not None:  # a last line that is not a run is taken for a torn one
         contents.torn_at = last_bad
-        contents.unreadable -= 1
+        bad.pop()
+    contents.unreadable, contents.first_unreadable = len(bad), bad[0] if bad else ""
     return contents
 
 
-def _record(line: bytes) -> Record | None:
+def _record(line: bytes) -> Record | str:
+    """The run a line holds, or why it holds none."""
     try:
-        record = json.loads(line)
-    except ValueError:  # not JSON, or not UTF-8
-        return None
+        record = loads(line)
+    except ValueError as exc:  # not JSON, not UTF-8, nested too deep
+        return str(exc)
     if not isinstance(record, dict):
-        return None
+        return "not a JSON object"
     label, tokens = record.get("run"), record.get("tokens")
     if not isinstance(label, str) or not isinstance(tokens, list) or not all(
             type(t) is int and t >= 0 for t in tokens):
-        return None
+        return "not a run (a label and a list of token ids)"
     return label, tokens
 
 
@@ -140,7 +144,7 @@ def _owner(line: bytes) -> dict | None:
     if not line.startswith(OWNER_START):
         return None
     try:
-        owner = json.loads(line).get("memory")
+        owner = loads(line).get("memory")
     except (ValueError, AttributeError):
         return None
     return owner if isinstance(owner, dict) else None
@@ -193,8 +197,9 @@ def repair(path: Path, contents: Contents) -> str | None:
             kept = set_aside(path, contents.data)  # nothing is dropped that is not kept
             rewrite(path, owner_line(contents.owner)
                     + b"".join(line(*r) for r in contents.records))
-            return (f"the suffix memory {name} had {contents.unreadable} unreadable lines: "
-                    f"{runs}, the file as it was saved as {kept.name}")
+            return (f"the suffix memory {name} had {contents.unreadable} unreadable lines "
+                    f"({contents.first_unreadable}): {runs}, the file as it was saved as "
+                    f"{kept.name}")
         if contents.torn_at is not None:
             os.truncate(path, contents.torn_at)
             return (f"the suffix memory {name} ended in a line cut off while written: "
