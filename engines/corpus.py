@@ -4,11 +4,11 @@ or a "prompt" or "text" field); folders hold either."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from importlib.resources import files
 from pathlib import Path
 
+from .bounded_json import JSONProblem, loads
 from .errors import SpecvizError
 from .text_file import read_text
 
@@ -53,12 +53,13 @@ def _jsonl_prompts(path: Path) -> list[str]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecvizError(f"{path}, line {n}: not JSON ({exc.msg})") from None
-        turns = record.get("turns") if isinstance(record, dict) else None
-        text = turns[0] if turns else (record.get("prompt") or record.get("text")
-                                       if isinstance(record, dict) else None)
+            record = loads(line)
+        except JSONProblem as exc:
+            raise SpecvizError(f"{path}, line {n}: {exc}") from None
+        record = record if isinstance(record, dict) else {}
+        turns = record.get("turns")
+        text = turns[0] if isinstance(turns, list) and turns else (
+            record.get("prompt") or record.get("text"))
         if not isinstance(text, str):
             raise SpecvizError(f"{path}, line {n}: no \"turns\", \"prompt\" or \"text\" field")
         out.append(text)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 
 from PySide6.QtCore import QByteArray, QSettings
 
+from ...engines.bounded_json import loads
 from ...engines.host.run_spec import LaneSpec, ModelChoice, lane_from_dict, lane_to_dict
 from .run_setup import MAX_LANES
 
@@ -34,9 +36,11 @@ class AppSettings:
 
     def model(self, default: ModelChoice) -> ModelChoice:
         data = self._json("model/choice", {})
-        return ModelChoice(data.get("target", default.target),
-                           data.get("backend", default.backend), data.get("device"),
-                           data.get("threads"))
+        texts = {k: v for k, v in data.items() if isinstance(v, str)}
+        threads = data.get("threads")
+        return ModelChoice(texts.get("target", default.target),
+                           texts.get("backend", default.backend), texts.get("device"),
+                           threads if type(threads) is int and threads > 0 else None)
 
     def set_model(self, choice: ModelChoice) -> None:
         self._set_json("model/choice", choice.__dict__)
@@ -132,11 +136,14 @@ class AppSettings:
     # ------------------------------------------------------------ helpers
 
     def _json(self, key: str, default):
-        # Lists and dicts are stored as JSON text: INI files keep their types that way.
+        """The value stored as JSON text (INI files keep their types that way); `default`
+        where it is not JSON, nested too deep, or not of the default's type (a hand-edited
+        file may hold anything)."""
         try:
-            return json.loads(str(self.store.value(key, "")))
+            value = loads(str(self.store.value(key, "")))
         except ValueError:
             return default
+        return value if default is None or type(value) is type(default) else default
 
     def _set_json(self, key: str, value) -> None:
         self.store.setValue(key, json.dumps(value))
@@ -145,6 +152,7 @@ class AppSettings:
 def _number(value, kind, default):
     # INI files give back strings; a hand-edited file may give back anything.
     try:
-        return kind(value)
-    except (TypeError, ValueError):
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
         return default
+    return number if math.isfinite(number) else default

@@ -9,13 +9,14 @@ and math. The person's own files are each a kind of their own, named by the file
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from ..bounded_json import JSONProblem, loads
 from ..corpus import bundled_prompts, read_prompts
 from ..errors import SpecvizError
+from ..text_file import read_text
 
 KINDS = ("code", "prose", "chat")
 PER_KIND = 3
@@ -72,10 +73,14 @@ def spec_bench_prompts(categories: tuple[str, ...], n: int,
     if not path.is_file():
         raise SpecvizError(f"{SPEC_BENCH} is not installed here (give --prompts FILE)")
     by_category: dict[str, list[str]] = {c: [] for c in categories}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line) if line.strip() else {}
-        if record.get("category") in by_category and record.get("turns"):
-            by_category[record["category"]].append(record["turns"][0])
+    for number, line in enumerate(read_text(path, "prompts", allow_empty=True).splitlines(), 1):
+        try:
+            record = loads(line) if line.strip() else {}
+        except JSONProblem as exc:
+            raise SpecvizError(f"{path}, line {number}: {exc}") from None
+        turns = record.get("turns") if isinstance(record, dict) else None
+        if record.get("category") in by_category and isinstance(turns, list) and turns:
+            by_category[record["category"]].append(str(turns[0]))
     chosen: list[str] = []
     for round_ in range(n):
         for category in categories:

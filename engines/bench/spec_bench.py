@@ -16,7 +16,6 @@ repeat from the state it had before the turn, so it never learns a question's te
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from .. import events as ev
 from ..backends.base import Backend
+from ..bounded_json import JSONProblem, loads
 from ..errors import ContextOverflow, SpecvizError
 from ..host.run_builder import LaneParts
 from ..host.run_spec import LaneSpec
@@ -145,8 +145,10 @@ def load_questions(path: str | Path, categories: Sequence[str] | None = None,
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
+            d = loads(line)
             q = Question(int(d["question_id"]), str(d["category"]), tuple(d["turns"]))
+        except JSONProblem as exc:
+            raise SpecvizError(f"{path}, line {number}: {exc}") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise SpecvizError(
                 f"{path}, line {number}: not a Spec-Bench question ({exc})") from None

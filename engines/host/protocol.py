@@ -53,6 +53,7 @@ import json
 from dataclasses import dataclass, field
 
 from .. import events as ev
+from ..bounded_json import loads
 from ..errors import SpecvizError
 
 VERSION = 1
@@ -101,7 +102,7 @@ def encode(kind: str, **fields) -> bytes:
 
 def decode(line: bytes | str) -> Message:
     try:
-        data = json.loads(line)
+        data = loads(line)
     except ValueError as exc:
         raise ProtocolError(f"not a message: {exc}") from None
     if not isinstance(data, dict) or "msg" not in data:

@@ -12,7 +12,11 @@ The client holds the token, not the host: a run's files other than its models mu
 the folders the host allows (engines.host.confine), checked here before the engine sees the
 spec. Before it has given the token a connection is one of at most `MAX_PENDING`, of which at
 most `MAX_PENDING_PER_HOST` come from one client address, its first line at most `AUTH_LINE`
-bytes, given within `AUTH_S` seconds.
+bytes, given within `AUTH_S` seconds. The token decides who is served, not the address: a new
+connection past either cap takes the place of the longest waiting one (of its own address, or
+of all), so connections that never sign in cannot keep a client out, even where every client
+comes through one SSH tunnel's address. Refusals and faults are logged a few a window of time,
+the rest counted (log_limit.py), so a flood of connections cannot flood the log.
 
 The protocol is plain TCP: the server listens on 127.0.0.1 unless told otherwise, and a window
 on another machine reaches it through an SSH tunnel (`ssh -L`), as Jupyter and TensorBoard do.
@@ -28,14 +32,16 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import SpecvizError
+from ..line_splitter import TOO_LONG, LineSplitter
 from ..oracles.registry import SERVER
 from . import protocol
 from . import run_spec as rs
 from .confine import Confinement, OutsideAllowed
 from .exit_line import death_line
+from .log_limit import LimitedLog
 
 DEFAULT_PORT = 7341
 TOKEN_ENV = "SPECVIZ_ENGINE_TOKEN"  # where a window looks for the token
@@ -50,7 +56,16 @@ CLOSE_S = 5.0  # an engine whose client left is given this long to end, then kil
 ENGINE_LINE = 1 << 30  # the engine's own lines are trusted; a long run's summary is large
 STDERR_LINES = 20
 ENGINE_COMMAND = (sys.executable, "-m", "specviz.engines.host.engine_process")
-TOO_LONG = None  # LineSplitter's stand-in for a line it dropped
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A connection that has not signed in yet, and its sign-in, cancelled where a newer
+    connection takes its place."""
+
+    host: str
+    sign_in: asyncio.Future = field(repr=False)
+    replaced: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,33 +92,6 @@ def parse_address(text: str) -> Address:
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
-
-
-class LineSplitter:
-    """Bytes in, lines out. A line longer than `limit` comes out once as TOO_LONG and its
-    bytes are dropped as they arrive, so a flood never fills memory."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._buffer = bytearray()
-        self._dropping = False  # inside a line already reported as too long
-
-    def feed(self, data: bytes) -> list[bytes | None]:
-        self._buffer += data
-        lines: list[bytes | None] = []
-        while (end := self._buffer.find(b"\n")) >= 0:
-            line = bytes(self._buffer[:end])
-            del self._buffer[:end + 1]
-            if self._dropping:
-                self._dropping = False
-                continue
-            lines.append(TOO_LONG if len(line) > self.limit else line)
-        if len(self._buffer) > self.limit:
-            self._buffer.clear()
-            if not self._dropping:
-                lines.append(TOO_LONG)
-                self._dropping = True
-        return lines
 
 
 class ClientLines:
@@ -301,8 +289,16 @@ class EngineServer:
         self.log = log or (lambda text: print(f"specviz serve: {text}", file=sys.stderr))
         self.confine = confine or Confinement.for_host()
         self.relays: set[Relay] = set()
-        self.pending: Counter[str] = Counter()  # connections not signed in yet, by address
+        self.waiting: list[Waiting] = []  # connections not signed in yet, oldest first
         self._server: asyncio.AbstractServer | None = None
+        self._refusals = LimitedLog(self.log, "refused", schedule=_later)
+        self._faults = LimitedLog(self.log, "faults", schedule=_later)
+        self._traced = False  # a fault's traceback is logged once, the rest in a line each
+
+    @property
+    def pending(self) -> Counter[str]:
+        """The connections not signed in yet, by client address."""
+        return Counter(w.host for w in self.waiting)
 
     async def start(self, host: str, port: int) -> Address:
         self._server = await asyncio.start_server(self._client, host, port)
@@ -312,23 +308,17 @@ class EngineServer:
         await self._server.serve_forever()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer, host = _peer(writer), _host(writer)
+        peer, host, relay = _peer(writer), _host(writer), None
         try:
-            busy = self._busy(host)
-            if busy:
-                await self._refuse(writer, peer, busy, "auth")
+            if len(self.relays) >= self.max_clients:
+                await self._refuse(writer, peer, f"busy: {self.max_clients} clients are "
+                                   "connected, the most this server takes", "auth")
                 return
             lines = ClientLines(reader, self.max_line)
-            self.pending[host] += 1
-            try:
-                problem = await self._sign_in(lines)
-                if problem:
-                    await self._refuse(writer, peer, problem, "auth")
-                    return
-            finally:
-                self.pending[host] -= 1
-                if not self.pending[host]:
-                    del self.pending[host]
+            problem = await self._signed_in(lines, host)
+            if problem:
+                await self._refuse(writer, peer, problem, "auth")
+                return
             relay = Relay(lines, writer, self.command, self.max_line, self.confine)
             self.relays.add(relay)
             self.log(f"{peer} connected; an engine process of its own starts")
@@ -336,25 +326,56 @@ class EngineServer:
                 await relay.run()
             finally:
                 self.relays.discard(relay)
-        except Exception:  # a fault of the server's own: this client's connection ends
-            traceback.print_exc(file=sys.stderr)
+        except Exception as exc:  # a fault of the server's own: this client's connection ends
+            self._fault(peer, exc)
         finally:
             writer.close()
             with suppress(ConnectionError):
                 await writer.wait_closed()
-            self.log(f"{peer} disconnected")
+            if relay is not None:  # one that never signed in was said in its refusal
+                self.log(f"{peer} disconnected")
 
-    def _busy(self, host: str) -> str | None:
-        """Why a new connection from `host` is refused before it signs in (None: it may)."""
-        if len(self.relays) >= self.max_clients:
-            return f"busy: {self.max_clients} clients are connected, the most this server takes"
-        if sum(self.pending.values()) >= MAX_PENDING:
-            return (f"busy: {MAX_PENDING} connections are signing in, the most this server "
-                    "waits for")
-        if self.pending[host] >= MAX_PENDING_PER_HOST:
-            return (f"busy: {MAX_PENDING_PER_HOST} connections from {host} are signing in, "
-                    "the most from one address")
-        return None
+    async def _signed_in(self, lines: ClientLines, host: str) -> str | None:
+        """None once the connection has signed in; else why it is refused. It waits as one
+        of the connections signing in, its place given to a newer one where the caps are
+        reached (`_make_room`)."""
+        self._make_room(host)
+        me = Waiting(host, asyncio.ensure_future(self._sign_in(lines)))
+        self.waiting.append(me)
+        try:
+            return await me.sign_in
+        except asyncio.CancelledError:
+            if not me.replaced:  # the server is ending
+                raise
+            return ("a newer connection took this one's place before it gave the token "
+                    f"(at most {MAX_PENDING} wait, {MAX_PENDING_PER_HOST} from one address)")
+        finally:
+            me.sign_in.cancel()
+            if me in self.waiting:
+                self.waiting.remove(me)
+
+    def _make_room(self, host: str) -> None:
+        """Where `host` has its most connections waiting, or the server its most, the one
+        waiting longest of them is closed: a client that signs in at once is never kept out
+        by connections that do not."""
+        mine = [w for w in self.waiting if w.host == host]
+        if len(mine) >= MAX_PENDING_PER_HOST:
+            self._replace(mine[0])
+        elif len(self.waiting) >= MAX_PENDING:
+            self._replace(self.waiting[0])
+
+    def _replace(self, waiting: Waiting) -> None:
+        waiting.replaced = True
+        self.waiting.remove(waiting)
+        waiting.sign_in.cancel()
+
+    def _fault(self, peer: str, exc: Exception) -> None:
+        """A fault of the server's own, logged in a line (the first with its traceback)."""
+        if not self._traced:
+            self._traced = True
+            traceback.print_exception(exc, file=sys.stderr)
+        self._faults(f"a fault serving {peer} ended its connection: "
+                     f"{type(exc).__name__}: {str(exc)[:200]}")
 
     async def _sign_in(self, lines: ClientLines) -> str | None:
         """None when the first line holds the token; else why the client is refused."""
@@ -380,10 +401,14 @@ class EngineServer:
 
     async def _refuse(self, writer: asyncio.StreamWriter, peer: str, problem: str,
                       request: str | None) -> None:
-        self.log(f"refused {peer}: {problem}")
+        self._refusals(f"refused {peer}: {problem}")
         writer.write(error_line(problem, request))
         with suppress(ConnectionError):
             await writer.drain()
+
+
+def _later(delay: float, then: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_later(max(delay, 0.0), then)
 
 
 def _host(writer: asyncio.StreamWriter) -> str:

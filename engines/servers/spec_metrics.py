@@ -20,9 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-import httpx
-
-from .sse import Endpoint
+from .sse import MAX_BODY, Endpoint, ServerError, get_body
 
 PER_POSITION = "spec_decode_num_accepted_tokens_per_pos"
 COUNTERS = {"spec_decode_num_drafts": "drafts",
@@ -91,12 +89,17 @@ def parse(text: str) -> SpecCounts | None:
     for sample in samples:
         prefix, _, base = sample.name.partition(":")
         base = base.removesuffix("_total")
+        value = _count(sample.value)
+        if value is None:
+            continue
         if base == PER_POSITION and "position" in sample.labels:
-            position = int(sample.labels["position"])
-            positions[position] = positions.get(position, 0) + int(sample.value)
+            position = _count(sample.labels["position"])
+            if position is None or position >= MAX_POSITIONS:
+                continue
+            positions[position] = positions.get(position, 0) + value
         elif base in COUNTERS:
             field = COUNTERS[base]
-            totals[field] = totals.get(field, 0) + int(sample.value)  # summed over labels
+            totals[field] = totals.get(field, 0) + value  # summed over labels
         else:
             continue
         engine = engine or prefix
@@ -106,18 +109,31 @@ def parse(text: str) -> SpecCounts | None:
     return SpecCounts(engine or "?", accepted_by_position=by_position, **totals)
 
 
+MAX_POSITIONS = 256  # draft positions counted; a server's drafts are 64 long at most
+MAX_COUNT = 1 << 62  # a counter past this is not one a server kept
+
+
+def _count(value) -> int | None:
+    """A counter's value as a whole number; None for one that is not a count (negative,
+    not finite, not a number, absurdly large)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if 0 <= number <= MAX_COUNT else None
+
+
 def read(endpoint: Endpoint) -> SpecCounts | None:
     """The server's counters now; None where it has no /metrics (llama-server without
     `--metrics`), cannot be reached, or counts no speculation. Never fails a run: the
     counters are an addition to what the stream says."""
     try:
-        response = httpx.get(endpoint.join("/metrics"), headers=endpoint.headers(),
-                             timeout=endpoint.timeout())
-    except httpx.HTTPError:
+        status, body = get_body(endpoint, "/metrics")
+    except ServerError:
         return None
-    if response.status_code in NOT_ENABLED or response.status_code >= 400:
+    if status in NOT_ENABLED or status >= 400 or len(body) > MAX_BODY:
         return None
-    return parse(response.text)
+    return parse(body.decode("utf-8", "replace"))
 
 
 def read_after(endpoint: Endpoint, before: SpecCounts | None, tokens: int,

@@ -9,16 +9,18 @@ request header only: it is never part of a message, a trace or a log line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 
+from ..bounded_json import loads
 from ..errors import SpecvizError
+from ..line_splitter import TOO_LONG, LineSplitter
 
 DONE = "[DONE]"
 MAX_LINE = 1 << 20  # a data line longer than this is not a completion chunk
+MAX_BODY = 4 << 20  # a whole answer (properties, metrics, an error): read no further
 
 
 class ServerError(SpecvizError):
@@ -46,21 +48,42 @@ class Endpoint:
 
 
 def get_json(endpoint: Endpoint, path: str) -> dict | list | None:
-    """A small GET (the server's properties); None where the server has no such path."""
-    try:
-        response = httpx.get(endpoint.join(path), headers=endpoint.headers(),
-                             timeout=endpoint.timeout())
-    except httpx.HTTPError as exc:
-        raise ServerError(_transport_line(endpoint, exc)) from None
-    if response.status_code in (404, 405):
+    """A small GET (the server's properties); None where the server has no such path, or
+    answers with no JSON (too large, nested too deep, not JSON at all)."""
+    status, body = get_body(endpoint, path)
+    if status in (404, 405):
         return None
-    if response.status_code >= 400:
-        raise ServerError(_status_line(endpoint, response.status_code, response.text))
+    if status >= 400:
+        raise ServerError(_status_line(endpoint, status, _text(body)))
     try:
-        data = response.json()
+        data = loads(body)
     except ValueError:
         return None
     return data if isinstance(data, dict | list) else None
+
+
+def get_body(endpoint: Endpoint, path: str, limit: int = MAX_BODY) -> tuple[int, bytes]:
+    """A GET's status and body, the body cut at `limit` bytes (a server that sends more is
+    not answering what was asked: the cut body reads as no JSON)."""
+    try:
+        with httpx.stream("GET", endpoint.join(path), headers=endpoint.headers(),
+                          timeout=endpoint.timeout()) as response:
+            return response.status_code, _read_some(response, limit)
+    except httpx.HTTPError as exc:
+        raise ServerError(_transport_line(endpoint, exc)) from None
+
+
+def _read_some(response: httpx.Response, limit: int) -> bytes:
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            break
+    return bytes(body[:limit + 1])
+
+
+def _text(body: bytes) -> str:
+    return body[:MAX_LINE].decode("utf-8", "replace")
 
 
 class EventStream:
@@ -85,9 +108,9 @@ class EventStream:
     def _events(self) -> Iterator[dict]:
         self._response = self._client.send(self._request, stream=True)
         if self._response.status_code >= 400:
-            body = self._response.read().decode("utf-8", "replace")
+            body = _text(_read_some(self._response, MAX_LINE))
             raise ServerError(_status_line(self.endpoint, self._response.status_code, body))
-        for line in self._response.iter_lines():
+        for line in self._lines():
             data = _data(line)
             if data is None:
                 continue
@@ -97,6 +120,19 @@ class EventStream:
             yield _parse(data, self.endpoint)
         raise ServerError(f"{self.endpoint.url} ended the stream midway (no [DONE]); the "
                           "tokens so far are kept")
+
+    def _lines(self) -> Iterator[str]:
+        """The stream's lines, each of at most MAX_LINE bytes: a longer one is refused as
+        it arrives, never held whole."""
+        splitter = LineSplitter(MAX_LINE)
+        for chunk in self._response.iter_bytes():
+            for line in splitter.feed(chunk):
+                if line is TOO_LONG:
+                    raise ServerError(f"{self.endpoint.url} sent a line of more than "
+                                      f"{MAX_LINE} bytes, not a completion chunk")
+                yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if splitter.rest():
+            yield splitter.rest().rstrip(b"\r").decode("utf-8", "replace")
 
     def close(self) -> None:
         if self._response is not None:
@@ -116,10 +152,10 @@ def _parse(data: str, endpoint: Endpoint) -> dict:
         raise ServerError(f"{endpoint.url} sent a line of {len(data)} characters, not a "
                           "completion chunk")
     try:
-        chunk = json.loads(data)
-    except ValueError:
+        chunk = loads(data)
+    except ValueError as exc:
         raise ServerError(f"{endpoint.url} sent something that is not JSON: "
-                          f"{data[:80]!r}") from None
+                          f"{data[:80]!r} ({exc})") from None
     if not isinstance(chunk, dict):
         raise ServerError(f"{endpoint.url} sent JSON that is not an object: {data[:80]!r}")
     if "error" in chunk:  # some servers report a failure inside the stream
@@ -145,7 +181,7 @@ def _transport_line(endpoint: Endpoint, exc: httpx.HTTPError) -> str:
 def _status_line(endpoint: Endpoint, status: int, body: str) -> str:
     message = body.strip()
     try:
-        data = json.loads(message)
+        data = loads(message)
         if isinstance(data, dict) and "error" in data:
             message = _error_text(data["error"])
     except ValueError:
