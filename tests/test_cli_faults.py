@@ -160,3 +160,16 @@ def test_a_reader_that_stops_early_ends_the_run_without_a_traceback(tiny_model_d
     _, err = child.communicate(timeout=120)
     assert child.returncode == 141, err
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
+def test_threads_past_the_usable_cores_are_capped_with_one_line(monkeypatch, capsys):
+    """`--threads 1000` on 2 cores was taken: 8 tokens in 54.7 s, with no word."""
+    from specviz.app.cli.main import main
+    from specviz.engines.machine import hardware
+
+    monkeypatch.setattr(hardware.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    assert hardware.capped_threads(2) == (2, "") and hardware.capped_threads(None) == (None, "")
+    code = main(["run", "--target", "/nowhere/m.gguf", "--prompt", "x", "--threads", "1000"])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2 and lines[0] == ("specviz: --threads 1000 is more than the 2 cores this "
+                                      "process may use: 2 threads are used"), lines

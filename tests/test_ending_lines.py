@@ -33,7 +33,13 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_sigterm_ends_a_run_with_one_line_and_its_trace_whole(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize(("signum", "word"), [(signal.SIGTERM, "terminated"),
+                                              (signal.SIGHUP, "hung up"),
+                                              (signal.SIGQUIT, "quit")])
+def test_an_ending_signal_ends_a_run_with_one_line_and_its_trace_whole(
+        tiny_model_dir, tmp_path, signum, word):
+    """SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\\) as SIGTERM: they ended the run with
+    status 129 and 131 and no word."""
     trace = tmp_path / "run.jsonl"
     child = subprocess.Popen(
         [sys.executable, "-c", PACED_RUN, "run", "--target", str(tiny_model_dir), "--backend",
@@ -42,13 +48,13 @@ def test_sigterm_ends_a_run_with_one_line_and_its_trace_whole(tiny_model_dir, tm
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_steps(trace, child)
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(signum)
         _, err = child.communicate(timeout=60)
     finally:
         child.kill()
         child.wait()
-    assert child.returncode == 143, err
-    assert one_line(err) == "specviz: terminated"
+    assert child.returncode == 128 + signum, err
+    assert one_line(err) == f"specviz: {word}"
     read = read_trace(trace)
     assert read.problem is None and len(read.steps) >= 3
 
@@ -67,7 +73,8 @@ def test_sigterm_left_as_it_was_once_main_returns():
     code = ("import signal\nfrom specviz.app.cli.main import main\n"
             "main(['run', '--target', '/nowhere/m.gguf', '--prompt', 'x'])\n"
             "main(['models', 'list'])\n"
-            "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n")
+            "assert all(signal.getsignal(s) is signal.SIG_DFL\n"
+            "           for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT))\n")
     done = python("-c", code, timeout=120)
     assert done.returncode == 0, done.stderr
 

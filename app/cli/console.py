@@ -3,11 +3,12 @@
 Each kind's terminal colour is declared in its row (board/kinds.py): accepted tokens of a
 draft model in green, copied from the prompt in cyan, from an n-gram cache in yellow, other
 oracles' and earlier runs' in magenta, the target's own tokens plain; rejected drafts struck
-through and dim.
+through and dim. Colour follows the terminal's conventions (`wants_colour`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -20,13 +21,29 @@ REJECTED = kinds.TERMINAL_REJECTED
 LEGEND = (kinds.KIND_DRAFT, kinds.KIND_PROMPT, kinds.KIND_NGRAM)
 
 
+def wants_colour(out: TextIO) -> bool:
+    """Whether to write colour codes to `out`: NO_COLOR set to anything says never
+    (no-color.org, and it wins); FORCE_COLOR set to anything says always, into a pipe too
+    (force-color.org); else on a terminal, unless it says it is a dumb one (TERM=dumb)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):  # no file behind it, or a closed one
+        return False
+
+
 class EventPrinter:
-    """Writes each step's text as it arrives; colours only on a terminal."""
+    """Writes each step's text as it arrives; colours as `wants_colour` says."""
 
     def __init__(self, out: TextIO | None = None, colour: bool | None = None,
                  show_rejected: bool = False) -> None:
         self.out = out or sys.stdout  # looked up now: tests and pagers swap sys.stdout
-        self.colour = self.out.isatty() if colour is None else colour
+        self.colour = wants_colour(self.out) if colour is None else colour
         self.show_rejected = show_rejected
         self.ended_line = False  # the streamed text's line was ended before the footer
 

@@ -67,13 +67,22 @@ def sub_choices(parser: argparse.ArgumentParser) -> set[str]:
 QT_COMMANDS = ("gui", "shot", "export", "anatomy")
 
 
+# The signals that end a headless command as SIGTERM does, and the word each is said with:
+# a closed terminal (SIGHUP) and Ctrl-\\ (SIGQUIT) too, so none ends a run without a line.
+ENDING = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up", signal.SIGQUIT: "quit"}
+
+
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwound as Ctrl-C is (a run stops, its trace is closed whole)."""
+    """An ending signal, unwound as Ctrl-C is (a run stops, its trace is closed whole)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _terminate(_signum: int, _frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
-    raise Terminated
+def _terminate(signum: int, _frame: object) -> None:
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends it at once
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,16 +99,17 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _sigterm_unwinds(wanted: bool) -> Iterator[None]:
-    """Within the block SIGTERM raises Terminated (a caller's handler back after it: tests
-    call `main` in their own process)."""
+    """Within the block each ending signal raises Terminated (the caller's handlers back
+    after it: tests call `main` in their own process)."""
     if not wanted or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {signum: signal.signal(signum, _terminate) for signum in ENDING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -107,21 +117,31 @@ def _run(args: argparse.Namespace) -> int:
         from .cmd_models import fetch_named
         from .options import settle_backend
 
+        _cap_threads(args)
         fetch_named(args)
         settle_backend(args)
         return int(args.func(args) or 0)
     except SpecvizError as exc:
         print(f"specviz: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("specviz: terminated", file=sys.stderr)
-        return 143  # as a shell reports a process ended by SIGTERM
+    except Terminated as exc:
+        print(f"specviz: {ENDING[exc.signum]}", file=sys.stderr)
+        return 128 + exc.signum  # as a shell reports a process ended by the signal
     except KeyboardInterrupt:
         print("specviz: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `specviz run ... | head`: the reader has what it wanted
         _quiet_stdout()
         return 141  # as a shell reports a process ended by SIGPIPE
+
+
+def _cap_threads(args: argparse.Namespace) -> None:
+    from ...engines.machine.hardware import capped_threads
+
+    if getattr(args, "threads", None) is not None:
+        args.threads, said = capped_threads(args.threads)
+        if said:
+            print(f"specviz: {said}", file=sys.stderr)
 
 
 def _quiet_stdout() -> None:

@@ -81,6 +81,25 @@ def compute_threads(beside_a_window: bool | None = None, cores: int | None = Non
     return cores - 1
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (a
+    container or `taskset` given 2 of 64 cores), else every core."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # macOS and Windows have no affinity to ask
+        return os.cpu_count() or 1
+
+
+def capped_threads(asked: int | None) -> tuple[int | None, str]:
+    """`asked` threads, at most one per usable core, and the line that says so where it was
+    more: a thread past the cores only waits for a turn (1,000 on 2 cores: 0.1 tokens/s)."""
+    cores = usable_cores()
+    if asked is None or asked <= cores:
+        return asked, ""
+    return cores, (f"--threads {asked} is more than the {cores} cores this process may use: "
+                   f"{cores} threads are used")
+
+
 @lru_cache(maxsize=1)
 def read_cpu() -> CpuFacts:
     """This machine's facts (read once per process)."""
