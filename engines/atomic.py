@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .bounded_json import loads
 from .errors import SpecvizError
 
 JOURNAL = ".specviz-pending.json"  # in a folder whose files are being replaced together
@@ -174,7 +175,7 @@ def _pending(folder: Path) -> dict[str, Path]:
     """The journal's files: only plain names in `folder` (a hostile journal renames nothing
     elsewhere); {} without a journal."""
     try:
-        data = json.loads((folder / JOURNAL).read_text(encoding="utf-8"))
+        data = loads((folder / JOURNAL).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):

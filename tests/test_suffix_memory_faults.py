@@ -76,8 +76,10 @@ def test_a_path_that_is_not_a_memory_is_refused_untouched(make, capsys, tiny_mod
     (A + "garbage\n" + B + '{"run": 7}\n' + C, ["a", "b", "c"], A + B + C, 1),
     (A + "garbage\n" + B + '{"run":"c"', ["a", "b"], A + B, 1),
     ("garbage\n" + A, ["a"], A, 1),
+    (A + "[" * 100_000 + "]" * 100_000 + "\n" + B, ["a", "b"], A + B, 1),
+    (A + '{"run":"x","tokens":[' + "9" * 5000 + "]}\n" + B, ["a", "b"], A + B, 1),
 ], ids=["empty", "torn", "torn-unparsed", "torn-zeros", "torn-first", "corrupt-middle",
-        "corrupt-and-torn", "corrupt-first"])
+        "corrupt-and-torn", "corrupt-first", "nested-deep", "huge-number"])
 def test_a_torn_or_corrupt_memory_keeps_every_run(content, runs, after, copies, tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_bytes(content.encode())
@@ -101,6 +103,7 @@ def test_each_corruption_is_kept_in_a_copy_of_its_own(tmp_path):
     assert (tmp_path / "m.jsonl.corrupt-1").read_text() == A + "first damage\n" + B
     assert (tmp_path / "m.jsonl.corrupt-2").read_text() == A + B + "second damage\n" + C
     assert "m.jsonl.corrupt-2" in memory.problem
+    assert "(line 3: not valid JSON" in memory.problem  # the first unreadable line, named
 
 
 def test_the_models_own_memory_that_holds_no_run_is_set_aside_not_refused():

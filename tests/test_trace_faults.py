@@ -126,3 +126,35 @@ def test_a_torn_last_line_leaves_every_whole_record_readable(tmp_path):
     trace = read_trace(torn)
     assert trace.events == whole.events[:-1] and trace.header == whole.header
     assert "truncated" in str(trace.problem)
+
+
+def _with_line(number: int, line: bytes) -> bytes:
+    """The small trace with its line `number` (1: the header) replaced by `line`."""
+    lines = SMALL.read_bytes().splitlines(keepends=True)
+    lines[number - 1] = line + b"\n"
+    return b"".join(lines)
+
+
+def _step_of_type(name: str, value) -> bytes:
+    step = json.loads(SMALL.read_bytes().splitlines()[1])
+    return json.dumps({**step, name: value}).encode()
+
+
+@pytest.mark.parametrize("number, line, message", [
+    (1, b"[" * 100_000 + b"]" * 100_000, "line 1: nested more than 64 levels deep"),
+    (2, b"[" * 1000 + b"]" * 1000, "line 2: nested more than 64 levels deep"),
+    (2, b'{"kind": "step", "step": 1e999999}', "line 2: a number out of range (1e999999)"),
+    (2, _step_of_type("step", "one"), "line 2: malformed step record: step is 'one', not int"),
+    (2, _step_of_type("timing", [1, 2]), "line 2: malformed step record: "),
+], ids=["deep header", "deep step", "huge number", "string step", "list timing"])
+def test_a_hostile_line_is_one_line_naming_it(number, line, message, tmp_path, capsys):
+    """Nested JSON raised RecursionError out of every reader: `replay --print` printed a
+    34-line traceback, `export` 43."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(_with_line(number, line))
+    for argv in (["replay", "--print", bad], ["export", bad, tmp_path / "out.html"],
+                 ["anatomy", bad, tmp_path / "out.html", "--step", "0"]):
+        code = main(list(map(str, argv)))
+        err = capsys.readouterr().err
+        assert code in (0, 2) and err.count("\n") == 1 and message in err, (argv, err)
+    assert not (tmp_path / "out.html").exists()

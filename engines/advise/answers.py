@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..atomic import write_text
 from ..backends.base import Backend
+from ..bounded_json import loads
 from ..errors import SpecvizError
 from ..models import home_dir
 from ..pair.acceptance import Answer, target_answers
@@ -75,7 +76,7 @@ def read(path: Path, say: Callable[[str], None] = lambda _: None) -> list[Answer
     """The answers kept in `path`; None where there are none or they cannot be read (then
     `say` is told why they are written again)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
         return [_from_dict(a) for a in data["answers"]]
@@ -99,7 +100,7 @@ def agreement_path(draft: Backend, answers: Sequence[Answer], cross: bool) -> Pa
 def kept_agreement(path: Path, answers: Sequence[Answer]) -> list[list[bool]] | None:
     """Per answer, per token: the draft's guess held (None where not kept, or not whole)."""
     try:
-        agree = json.loads(path.read_text(encoding="utf-8"))["agree"]
+        agree = loads(path.read_text(encoding="utf-8"))["agree"]
         rows = [[bool(x) for x in row] for row in agree]
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import cannot_write, committed, written_atomically
+from ..bounded_json import loads
 from ..errors import SpecvizError
 from .checkpoint import (
     CONFIG_FILE,
@@ -52,7 +53,7 @@ class TargetFacts:
 def target_facts(model: Path) -> TargetFacts:
     try:
         return _gguf_facts(model) if model.is_file() else _folder_facts(model)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SpecvizError(f"cannot read the target's shape from {model}: {exc}") from None
 
 
@@ -74,7 +75,7 @@ def _gguf_facts(model: Path) -> TargetFacts:
 
 
 def _folder_facts(model: Path) -> TargetFacts:
-    config = json.loads((model / CONFIG_FILE).read_text(encoding="utf-8"))
+    config = loads((model / CONFIG_FILE).read_text(encoding="utf-8"))
     config = {**config, **config.get("text_config", {})}
     return TargetFacts(model.name, int(config["hidden_size"]), int(config["num_hidden_layers"]),
                        int(config["vocab_size"]), config.get("max_position_embeddings"))

@@ -12,7 +12,6 @@ specviz never reads, prints or records it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -20,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bounded_json import loads
 from ..errors import ModelError
 from . import hub_names
 from .hub_names import HubName
@@ -129,7 +129,7 @@ def _shards_present(snapshot: Path) -> bool:
         index = snapshot / index_name
         if index.exists():
             try:
-                shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+                shards = set(loads(index.read_text(encoding="utf-8"))["weight_map"].values())
             except (OSError, ValueError, KeyError, AttributeError):
                 return False
             return all((snapshot / shard).exists() for shard in shards)

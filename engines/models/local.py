@@ -7,13 +7,13 @@ in a temporary directory; `Places.here()` reads this machine's.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bounded_json import loads
 from ..errors import ModelError
 from . import hub, hub_names
 
@@ -59,7 +59,7 @@ class Places:
 def _lm_studio_setting(settings: Path) -> list[Path]:
     """A downloads folder moved in LM Studio's settings."""
     try:
-        folder = json.loads(settings.read_text(encoding="utf-8")).get("downloadsFolder")
+        folder = loads(settings.read_text(encoding="utf-8")).get("downloadsFolder")
     except (OSError, ValueError, AttributeError):
         return []
     return [Path(folder).expanduser()] if isinstance(folder, str) and folder else []
@@ -158,7 +158,7 @@ def ollama(root: Path) -> Iterator[LocalModel]:
 
 def _ollama_model(root: Path, relative: Path) -> LocalModel | None:
     try:
-        manifest = json.loads((root / "manifests" / relative).read_text(encoding="utf-8"))
+        manifest = loads((root / "manifests" / relative).read_text(encoding="utf-8"))
         layer = next(x for x in manifest["layers"] if x.get("mediaType") == OLLAMA_MODEL_LAYER)
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return None
@@ -176,7 +176,7 @@ def _ollama_quant(root: Path, manifest: dict) -> str | None:
     """The config blob says the file type (`Q4_K_M`)."""
     digest = str((manifest.get("config") or {}).get("digest", ""))
     try:
-        config = json.loads((root / "blobs" / digest.replace(":", "-")).read_text("utf-8"))
+        config = loads((root / "blobs" / digest.replace(":", "-")).read_text("utf-8"))
     except (OSError, ValueError):
         return None
     quant = config.get("file_type") if isinstance(config, dict) else None
@@ -203,7 +203,7 @@ def _is_heads(config: Path) -> bool:
     if config.parent.suffix in (".eagle", ".medusa"):
         return True
     try:
-        return "specviz" in json.loads(config.read_text(encoding="utf-8"))
+        return "specviz" in loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import platformdirs
 
 from ..atomic import write_text
+from ..bounded_json import loads
 from ..errors import ModelError
 from . import hub, hub_names, registry
 from .registry import ModelSpec
@@ -57,7 +58,7 @@ def write_sidecar(path: Path, sha256: str, source: str | None = None) -> None:
 
 def _read_sidecar(path: Path) -> dict:
     try:
-        record = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+        record = loads(_sidecar(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}

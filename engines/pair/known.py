@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from ..atomic import write_text
+from ..bounded_json import loads
 from ..errors import SpecvizError
 from ..models import home_dir
 
@@ -46,7 +47,7 @@ def remember(target: str, draft: str, by_position: list[float | None],
 def acceptance(target: str, draft: str) -> list[float] | None:
     """Each draft position's measured acceptance, from the first; None where not measured."""
     try:
-        data = json.loads(path_for(target, draft).read_text(encoding="utf-8"))
+        data = loads(path_for(target, draft).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     odds = data.get("by_position") if isinstance(data, dict) else None
