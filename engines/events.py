@@ -335,8 +335,10 @@ def from_dict(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event kind {_shown(kind)}")
     try:
         event = builders[kind](data)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"malformed {kind} record: {_shown(exc)}") from None
+    except KeyError as exc:
+        raise ValueError(f"malformed {kind} record: no {_shown(exc.args[0])} field") from None
+    except (TypeError, AttributeError) as exc:  # a field of another shape
+        raise ValueError(f"malformed {kind} record: {_cut(str(exc))}") from None
     wrong = wrong_field(event)
     if wrong:
         raise ValueError(f"malformed {kind} record: {wrong}")
@@ -344,7 +346,10 @@ def from_dict(data: dict[str, Any]) -> Event:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    return _cut(repr(value))
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 

@@ -145,8 +145,10 @@ def _step_of_type(name: str, value) -> bytes:
     (2, b"[" * 1000 + b"]" * 1000, "line 2: nested more than 64 levels deep"),
     (2, b'{"kind": "step", "step": 1e999999}', "line 2: a number out of range (1e999999)"),
     (2, _step_of_type("step", "one"), "line 2: malformed step record: step is 'one', not int"),
-    (2, _step_of_type("timing", [1, 2]), "line 2: malformed step record: "),
-], ids=["deep header", "deep step", "huge number", "string step", "list timing"])
+    (2, _step_of_type("timing", [1, 2]), "line 2: malformed step record: "
+                                         "specviz.engines.events.Timing() argument after ** "),
+    (2, _step_of_type("timing", None), "line 2: malformed step record: "),
+], ids=["deep header", "deep step", "huge number", "string step", "list timing", "no timing"])
 def test_a_hostile_line_is_one_line_naming_it(number, line, message, tmp_path, capsys):
     """Nested JSON raised RecursionError out of every reader: `replay --print` printed a
     34-line traceback, `export` 43."""
@@ -156,5 +158,7 @@ def test_a_hostile_line_is_one_line_naming_it(number, line, message, tmp_path, c
                  ["anatomy", bad, tmp_path / "out.html", "--step", "0"]):
         code = main(list(map(str, argv)))
         err = capsys.readouterr().err
-        assert code in (0, 2) and err.count("\n") == 1 and message in err, (argv, err)
+        said = [line for line in err.splitlines() if line.startswith("specviz:")]
+        assert code in (0, 2) and "Traceback" not in err, (argv, err)
+        assert len(said) == 1 and message in said[0], (argv, err)
     assert not (tmp_path / "out.html").exists()
