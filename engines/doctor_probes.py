@@ -15,13 +15,13 @@ replaced by what this doctor finds.
 
 from __future__ import annotations
 
-import json
 import stat
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from .backends import probe
+from .bounded_json import loads
 from .machine.json_file import write_dict
 
 FILE_NAME = "doctor-probes.json"
@@ -70,8 +70,8 @@ def read(path: Path) -> tuple[dict[str, dict], str | None]:
         return {}, f"{info.st_size} bytes, more than {MAX_BYTES} a probe file holds"
     try:
         with path.open("rb") as f:
-            data = json.loads(f.read(MAX_BYTES + 1).decode("utf-8"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            data = loads(f.read(MAX_BYTES + 1))
+    except (OSError, ValueError) as exc:  # not UTF-8, not JSON, nested too deep
         return {}, f"not JSON ({str(exc).splitlines()[0][:80]})"
     if not isinstance(data, dict):
         return {}, "not a JSON object"

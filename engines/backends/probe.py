@@ -28,6 +28,7 @@ from pathlib import Path
 
 import platformdirs
 
+from ..bounded_json import loads
 from ..errors import BackendCrashed, BackendError, SpecvizError
 from ..machine.hardware import CpuFacts, read_cpu
 from ..machine.json_file import read_dict, update_dict
@@ -221,7 +222,7 @@ def _died_of(code: int, stderr: str) -> str:
 
 def _json(line: str) -> dict:
     try:
-        value = json.loads(line)
+        value = loads(line)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
