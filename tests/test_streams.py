@@ -184,3 +184,34 @@ def test_smollm2_streams_are_lossless_or_report_why(smol_llama):
         result = check_stream_against_plain(smol_llama, plain_session.prompt_ids,
                                             stream_steps(events, i), plain_steps, len(runs))
         assert result.identical or result.near_tie, (i, result.note)
+
+
+# ------------------------------------------------------------------ the crossover
+
+
+def point(n: int, ratio: float, verdict: str):
+    from specviz.engines.bench.concurrency import Point
+    from specviz.engines.bench.speedup import Speedup
+
+    return Point(n, 1.0, 1.0, 1.0, 1.0, Speedup(ratio, None, None, 1, verdict), 2.0, 5.0)
+
+
+def test_the_measured_crossover_is_the_first_count_no_longer_faster():
+    from specviz.engines.bench.concurrency import measured_crossover
+
+    points = [point(4, 0.9, "slower"), point(1, 1.5, "faster"), point(2, 1.1, "within noise")]
+    assert measured_crossover(points) == 2
+    assert measured_crossover([point(1, 1.5, "faster")]) is None
+
+
+def test_the_predicted_crossover_prices_n_times_k_plus_one_against_n():
+    """A pass costs 10 ms plus 1 ms a token: 2 tokens a step for 5 positions pays while
+    2 x (10 + N) / (10 + 5N) > 1, that is up to N = 3; 8 streams need passes of 40 tokens,
+    past a profile measured to 32."""
+    from specviz.engines.bench.concurrency import predict
+
+    found = predict(lambda w: 10.0 + w, 32, 2.0, 5.0, [1, 2, 3, 4, 8])
+    assert found.speedups[1] == pytest.approx(2 * 11 / 15)
+    assert found.speedups[3] > 1.0 >= found.speedups[4]
+    assert found.crossover == 4
+    assert found.extrapolated == (8,)
