@@ -191,7 +191,7 @@ def test_smollm2_streams_are_lossless_or_report_why(smol_llama):
 
 def point(n: int, ratio: float, verdict: str):
     from specviz.engines.bench.concurrency import Point
-    from specviz.engines.bench.speedup import Speedup
+    from specviz.engines.speedup import Speedup
 
     return Point(n, 1.0, 1.0, 1.0, 1.0, Speedup(ratio, None, None, 1, verdict), 2.0, 5.0)
 

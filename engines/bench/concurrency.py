@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..loop.streams import BatchEvent, BatchStep, StreamsSession, StreamsSummary
+from ..speedup import FASTER, Speedup, from_ratios, from_steps, step_ratio
+from ..stalls import StepTime
 from .rounds import by_turns
-from .speedup import FASTER, Speedup, from_ratios, from_steps, step_ratio
-from .stalls import StepTime
 
 MakeRun = Callable[[int], StreamsSession]  # a fresh batched run of n streams
 
