@@ -26,7 +26,7 @@ from ...engines.text_file import limit_for, read_text
 from ...engines.trace import TraceWriter
 from . import options
 from .cmd_streams import add_stream_args, run_streams
-from .console import EventPrinter, summary_line
+from .console import EventPrinter, speedup_words, summary_line
 
 
 def register(sub) -> None:
@@ -332,19 +332,6 @@ def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
         return None
     return {**{name: entry[name] for name in ("dtype", "float32_ms", "bfloat16_ms")},
             "steady": True}  # remembered: a steady race, as one run here would say
-
-
-def speedup_words(result: dict) -> str:
-    """"1.18x (1.09-1.27 over 3 rounds): faster", from the JSON's fields."""
-    if result.get("interval") is None:
-        return f"{result['speedup']:.2f}x (too short for an interval)"
-    low, high = result["interval"]
-    over = (f"{result['rounds']} rounds" if result["rounds"] > 1
-            else f"{result['stretches']} stretches of the text")
-    words = f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {over}): {result['verdict']}"
-    if result.get("drafted") is False:
-        words += ", proposed nothing"
-    return words
 
 
 def _sameness(result: dict) -> str:

@@ -18,6 +18,7 @@ from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN
 from ...engines.trace import machine_info
 from . import options
+from .console import speedup_words
 
 
 def add_stream_args(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -117,8 +118,6 @@ def _streams(summary) -> list[dict]:
 
 
 def _print_run(result: dict) -> None:
-    from .cmd_run import speedup_words  # which imports this module
-
     for s in result["streams_detail"]:
         print(f"--- stream {s['stream']} ({s['reason']}, {s['tokens']} tokens, "
               f"{s['pace']:.1f} tokens/s)")

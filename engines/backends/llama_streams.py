@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .llama import LlamaBackend
 from .stream_cache import StreamCache, batch_rows
 
 
 class LlamaStreams(StreamCache):
-    def __init__(self, target: LlamaBackend, n_streams: int) -> None:
+    def __init__(self, target, n_streams: int) -> None:  # a LlamaBackend
         super().__init__(n_streams, target.n_ctx)
         self._ctx = target.share(n_seq=n_streams)
 
