@@ -20,6 +20,7 @@ from ...engines.oracles.registry import CORPUS, MEMORY, MODEL
 from ...engines.trace import machine_info
 from . import bench_tables, options
 from . import option_values as values
+from .cmd_streams import add_stream_args, bench_streams
 
 
 def register(sub) -> None:
@@ -36,7 +37,8 @@ def register(sub) -> None:
     options.add_input_args(p, defaults={"suffix_memory": "off"}, kinds=(CORPUS, MEMORY))
     options.add_setting_args(p)
     options.add_head_paths(p)
-    p.add_argument("--questions", type=Path, required=True, help="Spec-Bench JSONL file")
+    p.add_argument("--questions", type=Path, default=None,
+                   help="Spec-Bench JSONL file (needed unless --streams is given)")
     p.add_argument("--categories", default=None, help="comma-separated categories or groups")
     p.add_argument("--limit", type=values.positive, default=None,
                    help="questions per category group")
@@ -48,6 +50,7 @@ def register(sub) -> None:
                         "(a noisy machine needs it to tell a few percent apart)")
     p.add_argument("--json", type=Path, dest="json_out", help="write every figure here")
     p.add_argument("--markdown", type=Path, help="write the table here")
+    add_stream_args(p, many=True)
     p.set_defaults(func=run)
 
 
@@ -91,11 +94,16 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
-    questions = bench.load_questions(args.questions, cats, args.limit)
+    if args.questions is None and args.streams is None:
+        raise SpecvizError("give the questions with --questions FILE (a Spec-Bench JSONL)")
+    questions = (bench.load_questions(args.questions, cats, args.limit) if args.questions
+                 else [])
     specs = lane_specs(args)
     for out in (args.markdown, args.json_out):  # said now, not after minutes of measuring
         if out is not None and not out.parent.is_dir():
             raise SpecvizError(f"cannot write {out}: no folder {out.parent}")
+    if args.streams is not None:
+        return bench_streams(args, specs, questions)
     pool = ModelPool()  # one target for every lane; a draft model's weights loaded once
     model = options.model_choice(args)
     target = run_builder.acquire(pool, model, args.target)

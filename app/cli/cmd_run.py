@@ -25,7 +25,8 @@ from ...engines.speedup import NOISE, SLOWER
 from ...engines.text_file import limit_for, read_text
 from ...engines.trace import TraceWriter
 from . import options
-from .console import EventPrinter, summary_line
+from .cmd_streams import add_stream_args, run_streams
+from .console import EventPrinter, speedup_words, summary_line
 
 
 def register(sub) -> None:
@@ -48,6 +49,7 @@ def register(sub) -> None:
                           "from stretches of the text; 3 or more: from the rounds' ratios)")
     out.add_argument("--show-rejected", action="store_true",
                      help="print rejected draft tokens struck through")
+    add_stream_args(p)
     p.set_defaults(func=run)
 
 
@@ -68,6 +70,11 @@ def read_prompt(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     args.began = time.time()  # a dtype raced since then (in the probe's child too) is said
+    if args.streams is not None:
+        if args.server or args.oracle == SPAWNED:
+            raise SpecvizError("--streams decodes with a local model, not on a server")
+        given = None if args.stream_prompts not in (None, "given") else read_prompt(args)
+        return run_streams(args, given)
     request = options.run_request(args, read_prompt(args))
     if args.server or args.oracle == SPAWNED:
         return run_server(args, request)
@@ -327,19 +334,6 @@ def _dtype_trial(args: argparse.Namespace, target) -> dict | None:
             "steady": True}  # remembered: a steady race, as one run here would say
 
 
-def _speedup_words(result: dict) -> str:
-    """"1.18x (1.09-1.27 over 3 rounds): faster", from the JSON's fields."""
-    if result.get("interval") is None:
-        return f"{result['speedup']:.2f}x (too short for an interval)"
-    low, high = result["interval"]
-    over = (f"{result['rounds']} rounds" if result["rounds"] > 1
-            else f"{result['stretches']} stretches of the text")
-    words = f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {over}): {result['verdict']}"
-    if result.get("drafted") is False:
-        words += ", proposed nothing"
-    return words
-
-
 def _sameness(result: dict) -> str:
     """A parting inside the backend's measured batched-vs-single noise is a near-tie, said as
     such; one outside it stays loud."""
@@ -358,7 +352,7 @@ def _print_footer(printer: EventPrinter, summary: ev.SummaryEvent, result: dict)
         line += f"; auto K, {result['mean_k']:.1f} on average"
     if "speedup" in result:
         line += (f"; plain decoding {result['baseline_tok_per_s']:.1f} tokens/s; speedup "
-                 f"{_speedup_words(result)}; output {_sameness(result)}")
+                 f"{speedup_words(result)}; output {_sameness(result)}")
     print(line, file=sys.stderr)
     if result["lossy"]:
         print("note: LOSSY typical acceptance: this text does not follow the target's "

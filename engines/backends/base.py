@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import ContextOverflow
+from ..errors import BackendError, ContextOverflow
 from .chat import render_chat
 
 # What a backend can offer beyond logits, named in Backend.provides and in the oracles'
@@ -294,6 +294,12 @@ class Backend(ABC):
         driven by one thread at a time; the weights are freed when the last one is closed.
         """
         raise NotImplementedError(f"the {self.name} backend cannot share its weights")
+
+    def stream_cache(self, n_streams: int):
+        """A batch of `n_streams` prompts decoded together on this model's weights
+        (stream_cache.StreamCache), with a cache of its own."""
+        raise BackendError(f"the {self.name} backend cannot decode several streams at once "
+                           "yet: use --backend llama")
 
     def close(self) -> None:
         """Free the model (idempotent)."""

@@ -112,6 +112,7 @@ class LlamaBackend(Backend):
         n_gpu_layers: int | None = None,
         *,
         weights: _Weights | None = None,  # another backend's, from share()
+        n_seq: int = 1,  # sequence ids from the start (a batch of streams: one each)
     ) -> None:
         super().__init__()
         lib = self._lib = llama_lib()
@@ -135,7 +136,7 @@ class LlamaBackend(Backend):
         self._vocab = lib.llama_model_get_vocab(self._model)
         self._n_vocab = lib.llama_vocab_n_tokens(self._vocab)
         self._n_batch = n_batch
-        self._n_seq = 1  # sequence ids the context has room for: 1 until a tree needs more
+        self._n_seq = n_seq  # sequence ids the context has room for: 1 until a tree needs more
         self._n_ctx_asked = n_ctx
         try:
             self._ctx = self._new_context(n_ctx)
@@ -153,12 +154,18 @@ class LlamaBackend(Backend):
         self.pad_widths = llama_widths.widths_for()
         self.profile_variant = llama_widths.variant(self.pad_widths)
 
-    def share(self) -> LlamaBackend:
-        """Another backend on this one's loaded weights, with a context (cache) of its own."""
+    def share(self, n_seq: int = 1) -> LlamaBackend:
+        """Another backend on this one's loaded weights, with a context (cache) of its own
+        (with `n_seq` sequence ids in it)."""
         if self._model is None:
             raise BackendError("this backend is closed")
         return LlamaBackend(self.model_path, self._n_ctx_asked, self._threads_asked,
-                            self._n_batch, weights=self._weights.acquire())
+                            self._n_batch, weights=self._weights.acquire(), n_seq=n_seq)
+
+    def stream_cache(self, n_streams: int):
+        from .llama_streams import LlamaStreams
+
+        return LlamaStreams(self, n_streams)
 
     def _new_context(self, n_ctx: int):
         lib = self._lib
@@ -260,7 +267,7 @@ class LlamaBackend(Backend):
             self._decode(chunk, self.n_past + start, want)
             for i, wanted in enumerate(want):
                 if wanted:
-                    out[start + i - first_row] = self._logits_row(i)
+                    out[start + i - first_row] = self.logits_row(i)
         return out
 
     def _forward_padded(self, tokens: list[int], n_rows: int, width: int) -> np.ndarray:
@@ -268,23 +275,34 @@ class LlamaBackend(Backend):
         row's logits asked for, the pad's cells removed."""
         n_past = self.n_past
         self._decode(tokens + [tokens[-1]] * (width - len(tokens)), n_past, [True] * width)
-        out = np.stack([self._logits_row(i) for i in range(len(tokens) - n_rows, len(tokens))])
+        out = np.stack([self.logits_row(i) for i in range(len(tokens) - n_rows, len(tokens))])
         self._truncate(n_past + len(tokens))
         return out
 
     def _decode(self, chunk: list[int], pos0: int, want: list[bool]) -> None:
+        n = len(chunk)
+        self.decode_rows(chunk, range(pos0, pos0 + n), [SEQ] * n, want)
+
+    def decode_rows(self, tokens, positions, seqs, want) -> None:
+        """One llama_decode of token i at positions[i] in sequence seqs[i], its logits kept
+        where want[i] (at most n_batch tokens)."""
         b = self._batch
-        b.n_tokens = len(chunk)
-        for i, tok in enumerate(chunk):
+        b.n_tokens = len(tokens)
+        for i, (tok, pos, seq, wanted) in enumerate(zip(tokens, positions, seqs, want)):
             b.token[i] = tok
-            b.pos[i] = pos0 + i
+            b.pos[i] = pos
             b.n_seq_id[i] = 1
-            b.seq_id[i][0] = SEQ
-            b.logits[i] = want[i]
+            b.seq_id[i][0] = seq
+            b.logits[i] = wanted
         self._follow_free_cores()
         ret = self._lib.llama_decode(self._ctx, b)
         if ret != 0:
-            raise BackendError(f"llama_decode failed (code {ret}) at position {pos0}")
+            raise BackendError(f"llama_decode failed (code {ret}) at position {positions[0]}")
+
+    def remove_cells(self, seq: int, start: int) -> None:
+        """Drop sequence `seq`'s cells from position `start` on."""
+        if not self._lib.llama_memory_seq_rm(self._mem, seq, start, -1):
+            raise BackendError(f"llama.cpp could not roll its cache back to {start} tokens")
 
     def _follow_free_cores(self) -> None:
         if self._gauge is None or self.threads_held:
@@ -312,7 +330,11 @@ class LlamaBackend(Backend):
         """One line when other work took cores during the run and fewer threads were used."""
         return None if self._gauge is None else self._gauge.note("llama.cpp")
 
-    def _logits_row(self, i: int) -> np.ndarray:
+    @property
+    def batch_size(self) -> int:
+        return self._n_batch
+
+    def logits_row(self, i: int) -> np.ndarray:
         ptr = self._lib.llama_get_logits_ith(self._ctx, i)
         return np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
@@ -365,7 +387,7 @@ class LlamaBackend(Backend):
         if ret != 0:
             self._drop_groups()
             raise BackendError(f"llama_decode failed (code {ret}) on a tree of {len(tokens)}")
-        return np.stack([self._logits_row(i) for i in range(len(tokens))])
+        return np.stack([self.logits_row(i) for i in range(len(tokens))])
 
     def _keep_path(self, path: list[int]) -> None:
         n_past = self.n_past
@@ -390,8 +412,7 @@ class LlamaBackend(Backend):
         self._n_groups = 0
 
     def _truncate(self, n: int) -> None:
-        if not self._lib.llama_memory_seq_rm(self._mem, SEQ, n, -1):
-            raise BackendError(f"llama.cpp could not roll its cache back to {n} tokens")
+        self.remove_cells(SEQ, n)
 
     def close(self) -> None:
         lib = self._lib

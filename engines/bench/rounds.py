@@ -43,16 +43,17 @@ def again(session: Session, start: Start) -> Session:
     return Session(session.target, session.oracle, session.settings, session.k_policy)
 
 
-def by_turns(first: Iterator[ev.Event], second: Iterator[ev.Event]
+def by_turns(first: Iterator, second: Iterator,
+             ended: Callable[[object], bool] = lambda e: isinstance(e, ev.SummaryEvent)
              ) -> Iterator[tuple[int, ev.Event]]:
     """Events of two runs, one step of each in turn: (0 for `first`, 1 for `second`, event)
-    until both have sent their summary."""
+    until both have sent their summary (what `ended` says ends a run)."""
     running = {0: first, 1: second}
     while running:
         for who in list(running):
             event = next(running[who])
             yield who, event
-            if isinstance(event, ev.SummaryEvent):
+            if ended(event):
                 del running[who]
 
 

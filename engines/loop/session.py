@@ -209,12 +209,7 @@ class Session(RunControls):
         t0 = time.perf_counter()
         room = min(self.settings.max_tokens - totals.tokens,
                    self.target.n_ctx - len(self.context)) - 1
-        chosen = self.k_policy.choose(self.context, room + 1) if self.k_policy else self.k
-        k = max(0, min(chosen, room))
-        # Oracles may be shared by lanes and runs with and without auto K: priced per step.
-        if isinstance(self.oracle, AutoKHints):
-            self.oracle.price_with(self.k_policy.verify_ms if self.k_policy else None)
-        proposal = self.oracle.propose(self.context, k) if k else Proposal()
+        chosen, k, proposal = propose(self, room)
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step
 
@@ -222,47 +217,21 @@ class Session(RunControls):
             event = tree_step(self, tree, k, totals, stream, rng, t0)
         else:
             event = self._linear_step(proposal, k, totals, stream, rng, t0)
-        if not event.proposed and not event.tree and not is_plain(self.oracle.name):
-            event = event.marked_declined(self._why_declined(chosen, k, proposal))
-        if self.k_policy:
-            explored = self.k_policy.explored and bool(event.proposed or event.tree)
-            event = dataclasses.replace(event, auto_k=True, explored=explored)
-            self.k_policy.observe(event)
-        return event
+        return noted(self, event, chosen, k, proposal)
 
-    def _why_declined(self, chosen: int, k: int, proposal: Proposal | TreeProposal) -> str:
-        if chosen <= 0:
-            if self.k_policy is None:
-                return ev.DECLINE_K_ZERO
-            return self.k_policy.zero_reason
-        if k == 0:
-            return ev.DECLINE_END
-        if len(proposal) == 0:
-            return proposal.declined or ev.DECLINE_NO_MATCH
-        return ev.DECLINE_END_TOKEN  # what was guessed was cut at an end token
+    def rollback(self, n: int) -> None:
+        """The target's cache keeps its first `n` tokens (the context and accepted guesses)."""
+        self.target.truncate(n)
 
     def _linear_step(self, proposal: Proposal, k: int, totals: ev.Totals, stream: TextStream,
                      rng, t0: float) -> ev.StepEvent:
-        s = self.settings
         proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
         sync_device(self.target)
         t2 = time.perf_counter()
-        if s.typical is None:
-            verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
-        else:
-            verdict = verify_typical(proposal.tokens, logits, s.params, rng, s.typical)
-        self.target.truncate(len(self.context) + verdict.n_accepted)
-        position = len(self.context)
-        self.keep([*proposal.tokens[: verdict.n_accepted], verdict.token])
-        proposed, target, text = _event_tokens(proposal, verdict, stream)
-        other_ms = _ms_since(t2)
-        timing = ev.Timing(_ms(t1 - t0), _ms(t2 - t1), other_ms)
-        totals = totals.after_step(len(proposal), verdict.n_accepted, timing)
-        lossy = s.typical is not None and not s.params.greedy
-        return ev.StepEvent(totals.steps - 1, self.oracle.name, k, position, proposed, target,
-                            text, timing, totals, lossy=lossy)
+        return judge_linear(self, proposal, logits, k, totals, stream, rng,
+                            (_ms(t1 - t0), _ms(t2 - t1)), t2)
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx
@@ -275,6 +244,87 @@ class Session(RunControls):
 
 
 # ---------------------------------------------------------------- helpers
+
+
+class Proposing(Protocol):
+    """What choosing K and proposing need of a run (a Session, a batch's stream)."""
+
+    oracle: Oracle
+    k_policy: KPolicy | None
+    context: list[int]
+
+    @property
+    def k(self) -> int: ...
+
+
+def propose(run: Proposing, room: int) -> tuple[int, int, Proposal | TreeProposal]:
+    """K as chosen (the policy's or the run's), K within the `room` left, and the oracle's
+    guesses for it."""
+    chosen = run.k_policy.choose(run.context, room + 1) if run.k_policy else run.k
+    k = max(0, min(chosen, room))
+    # Oracles may be shared by lanes and runs with and without auto K: priced per step.
+    if isinstance(run.oracle, AutoKHints):
+        run.oracle.price_with(run.k_policy.verify_ms if run.k_policy else None)
+    return chosen, k, (run.oracle.propose(run.context, k) if k else Proposal())
+
+
+def noted(run: Proposing, event: ev.StepEvent, chosen: int, k: int,
+          proposal: Proposal | TreeProposal) -> ev.StepEvent:
+    """The step's event with why it guessed nothing, if so, and what auto K made of it."""
+    if not event.proposed and not event.tree and not is_plain(run.oracle.name):
+        event = event.marked_declined(why_declined(run.k_policy, chosen, k, proposal))
+    if run.k_policy:
+        explored = run.k_policy.explored and bool(event.proposed or event.tree)
+        event = dataclasses.replace(event, auto_k=True, explored=explored)
+        run.k_policy.observe(event)
+    return event
+
+
+class Judged(Protocol):
+    """What judging a linear step needs of the run it steps (a Session, a batch's stream)."""
+
+    oracle: Oracle
+    settings: RunSettings
+    context: list[int]
+
+    def rollback(self, n: int) -> None: ...
+
+    def keep(self, tokens: list[int]) -> None: ...
+
+
+def judge_linear(run: Judged, proposal: Proposal, logits: np.ndarray, k: int,
+                 totals: ev.Totals, stream: TextStream, rng, times: tuple[float, float],
+                 t2: float) -> ev.StepEvent:
+    """The step's event from the target's rows for the pending token and `proposal`: the
+    verdict, the cache rolled back to what it kept, the context extended. `times`: the
+    proposal's and the pass's ms; `t2` when the pass ended."""
+    s = run.settings
+    if s.typical is None:
+        verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
+    else:
+        verdict = verify_typical(proposal.tokens, logits, s.params, rng, s.typical)
+    run.rollback(len(run.context) + verdict.n_accepted)
+    position = len(run.context)
+    run.keep([*proposal.tokens[: verdict.n_accepted], verdict.token])
+    proposed, target, text = _event_tokens(proposal, verdict, stream)
+    timing = ev.Timing(*times, _ms_since(t2))
+    totals = totals.after_step(len(proposal), verdict.n_accepted, timing)
+    lossy = s.typical is not None and not s.params.greedy
+    return ev.StepEvent(totals.steps - 1, run.oracle.name, k, position, proposed, target,
+                        text, timing, totals, lossy=lossy)
+
+
+def why_declined(k_policy: KPolicy | None, chosen: int, k: int,
+                 proposal: Proposal | TreeProposal) -> str:
+    """Why a step verified no guess: K 0 (asked, or auto K's reason), no room, nothing
+    found, or what was guessed cut at an end token."""
+    if chosen <= 0:
+        return ev.DECLINE_K_ZERO if k_policy is None else k_policy.zero_reason
+    if k == 0:
+        return ev.DECLINE_END
+    if len(proposal) == 0:
+        return proposal.declined or ev.DECLINE_NO_MATCH
+    return ev.DECLINE_END_TOKEN  # what was guessed was cut at an end token
 
 
 def _event_tokens(proposal: Proposal, verdict: Verdict, stream: TextStream):

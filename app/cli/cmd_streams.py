@@ -1,0 +1,235 @@
+"""Several prompts at once from the command line: `specviz run --streams N` and
+`specviz bench --streams 1,2,4,8` (engines/loop/streams.py, engines/bench/concurrency.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from functools import partial
+
+from ...engines import atomic
+from ...engines.backends.stream_cache import MAX_STREAMS
+from ...engines.bench import concurrency as conc
+from ...engines.errors import SpecvizError
+from ...engines.host.model_pool import ModelPool
+from ...engines.host.stream_builder import PROMPT_SETS, StreamsBuilder, prompt_set
+from ...engines.oracles import is_plain
+from ...engines.oracles.registry import PLAIN
+from ...engines.trace import machine_info
+from . import options
+from .console import speedup_words
+
+
+def add_stream_args(p: argparse.ArgumentParser, many: bool = False) -> None:
+    g = p.add_argument_group("streams (several prompts decoded at once, batched)")
+    if many:
+        g.add_argument("--streams", type=stream_list, default=None,
+                       help=f"stream counts to measure, comma-separated, each 1..{MAX_STREAMS} "
+                            "(e.g. 1,2,4,8): speculation against plain decoding of as many "
+                            "streams batched alike, and where it stops paying")
+    else:
+        g.add_argument("--streams", type=stream_count, default=None,
+                       help=f"decode N prompts at once (1..{MAX_STREAMS}), one batched pass "
+                            "per step over every stream")
+    g.add_argument("--stream-prompts", choices=PROMPT_SETS, default=None,
+                   help="what the streams decode, in turn: the prompt given (the default for "
+                        "run), the quick start's prompt files, or Spec-Bench's first turns "
+                        "(the default for bench without --questions)")
+
+
+def stream_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"streams must be a whole number, got {text!r}") \
+            from None
+    if not 1 <= n <= MAX_STREAMS:
+        raise argparse.ArgumentTypeError(f"streams must be between 1 and {MAX_STREAMS}, "
+                                         f"got {n}")
+    return n
+
+
+def stream_list(text: str) -> list[int]:
+    return sorted({stream_count(t.strip()) for t in text.split(",") if t.strip()})
+
+
+def _say(text: str) -> None:
+    print(f"specviz: {text}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ specviz run --streams N
+
+
+def run_streams(args: argparse.Namespace, prompt: str | None) -> int:
+    if args.trace:
+        raise SpecvizError("--trace records one stream's steps: leave it out with --streams")
+    prompts = prompt_set(args.stream_prompts or "given", prompt)
+    request = options.run_request(args, prompts[0])
+    pool = ModelPool()
+    lane = StreamsBuilder(options.lane_spec(args, args.oracle), request, pool, _say)
+    plain = (StreamsBuilder(options.lane_spec(args, PLAIN), request, pool, _say)
+             if args.baseline else None)
+    try:
+        result = _measured(args, lane, plain, prompts)
+    finally:
+        for builder in (lane, plain):
+            if builder:
+                builder.close()
+        pool.close()
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_run(result)
+    return 0
+
+
+def _measured(args, lane: StreamsBuilder, plain: StreamsBuilder | None,
+              prompts: list[str]) -> dict:
+    n = args.streams
+    if plain is None:
+        session = lane.session(prompts, n)
+        summary = session.run_to_end()
+        return {**_run_figures(args, summary), "streams_detail": _streams(summary)}
+    kept: list = []
+
+    def lane_run(k: int):
+        kept.append(lane.session(prompts, k))
+        return kept[-1]
+
+    point = conc.measure(n, lane_run, partial(plain.session, prompts), args.rounds)
+    summary = kept[0].summary
+    return {**_run_figures(args, summary), **point.to_dict(),
+            "streams_detail": _streams(summary)}
+
+
+def _run_figures(args, summary) -> dict:
+    return {"oracle": args.oracle, "k": 0 if is_plain(args.oracle) else args.k,
+            "streams": len(summary.summaries), "tokens": summary.tokens,
+            "tok_per_s": round(summary.tok_per_s, 3), "steps": summary.steps,
+            "failures": [line for _, line in summary.failures]}
+
+
+def _streams(summary) -> list[dict]:
+    return [{"stream": i, "tokens": s.totals.tokens, "pace": round(pace, 3),
+             "reason": s.reason, "accepted": s.totals.accepted, "proposed": s.totals.proposed,
+             "text": s.text, **({"error": s.error} if s.error else {})}
+            for i, (s, pace) in enumerate(zip(summary.summaries, summary.paces))]
+
+
+def _print_run(result: dict) -> None:
+    for s in result["streams_detail"]:
+        print(f"--- stream {s['stream']} ({s['reason']}, {s['tokens']} tokens, "
+              f"{s['pace']:.1f} tokens/s)")
+        print(s["text"])
+    line = (f"{result['streams']} streams: {result['tokens']} tokens, "
+            f"{result['tok_per_s']:.1f} tokens/s in all")
+    if "speedup" in result:
+        line += (f"; plain decoding of as many streams {result['plain_tok_per_s']:.1f} "
+                 f"tokens/s; speedup {speedup_words(result)}")
+    print(line, file=sys.stderr)
+    for failure in result["failures"]:
+        print(f"note: {failure}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ specviz bench --streams
+
+
+def bench_streams(args: argparse.Namespace, lanes, questions) -> int:
+    """Every speculating lane against plain decoding at each stream count, by turns."""
+    prompts = ([q.turns[0] for q in questions] if questions
+               else prompt_set(args.stream_prompts or "spec-bench", None))
+    request = options.run_request(args, prompts[0])
+    pool = ModelPool()
+    builders: list[StreamsBuilder] = []
+    try:
+        plain = StreamsBuilder(options.lane_spec(args, PLAIN), request, pool, _say)
+        builders.append(plain)
+        results = []
+        for spec in lanes:
+            if is_plain(spec.oracle):
+                continue
+            lane = StreamsBuilder(spec, request, pool, _say)
+            builders.append(lane)
+            lane.session(prompts, max(args.streams))  # the widest must fit: said before any
+            points = [conc.measure(n, partial(lane.session, prompts),
+                                   partial(plain.session, prompts), args.repeat)
+                      for n in args.streams]
+            results.append(_lane_result(args, spec, plain.target, points))
+    finally:
+        for builder in builders:
+            builder.close()
+        pool.close()
+    table = streams_table(results)
+    print(table)
+    meta = {"target": args.target, "max_tokens": args.max_tokens, "rounds": args.repeat,
+            "prompts": len(prompts), "machine": machine_info()}
+    if args.markdown:
+        atomic.write_text(args.markdown, table + "\n")
+    if args.json_out:
+        atomic.write_text(args.json_out, json.dumps({"meta": meta, "lanes": results},
+                                                    indent=1))
+    return 0
+
+
+def _lane_result(args, spec, target, points: list[conc.Point]) -> dict:
+    out = {"oracle": spec.oracle, "k": spec.k, "points": [p.to_dict() for p in points],
+           "crossover": conc.measured_crossover(points)}
+    prediction = _prediction(args, target, points)
+    if prediction is not None:
+        out["predicted"] = prediction.to_dict()
+    return out
+
+
+def _prediction(args, target, points: list[conc.Point]) -> conc.Prediction | None:
+    """From the fewest streams' acceptance and this machine's cost profile (stored only: a
+    bench does not stop to measure one; `specviz profile` does)."""
+    from ...engines.cost import profile as prof
+
+    stored = prof.load(args.target, target.name, target.device, args.threads, target.dtype,
+                       say=_say, variant=target.profile_variant)
+    if stored is None:
+        _say("no cost profile of this model here: the crossover is measured only "
+             "(`specviz profile` stores one for the predicted crossover)")
+        return None
+    first = points[0]
+    return conc.predict(lambda w: stored.cost_ms(w, PREDICT_CONTEXT), max(stored.batches),
+                        first.tokens_per_step, first.width_per_step, [p.n for p in points])
+
+
+PREDICT_CONTEXT = 512  # a prompt and a few hundred tokens of answer
+
+
+def streams_table(results: list[dict]) -> str:
+    head = ("| oracle | K | streams | tokens/s | plain tokens/s | a stream's pace | plain pace "
+            "| speedup | verdict |\n|---|---|---|---|---|---|---|---|---|")
+    rows, notes = [], []
+    for r in results:
+        for p in r["points"]:
+            interval = (f"{p['speedup']:.2f}x" if p["interval"] is None else
+                        f"{p['speedup']:.2f}x ({p['interval'][0]:.2f}-{p['interval'][1]:.2f})")
+            rows.append(f"| {r['oracle']} | {r['k']} | {p['streams']} | {p['tok_per_s']:.1f} | "
+                        f"{p['plain_tok_per_s']:.1f} | {p['pace']:.1f} | {p['plain_pace']:.1f}"
+                        f" | {interval} | {p['verdict']} |")
+        notes.append(_crossover_words(r))
+    return "\n".join([head, *rows, "", *notes])
+
+
+def _crossover_words(r: dict) -> str:
+    measured = r["crossover"]
+    words = f"{r['oracle']} K={r['k']}: " + (f"stops paying at {_streams_words(measured)} "
+                                              "(measured)" if measured
+                                              else "pays at every stream count measured")
+    predicted = r.get("predicted")
+    if predicted:
+        at = predicted["crossover"]
+        words += ("; predicted from the cost profile: "
+                  + (f"stops paying at {_streams_words(at)}" if at else "pays at every count"))
+        if predicted["extrapolated"]:
+            words += (f" (passes wider than the profile's {predicted['widest_measured_pass']} "
+                      f"tokens extrapolated, at {predicted['extrapolated']} streams)")
+    return words
+
+
+def _streams_words(n: int) -> str:
+    return f"{n} stream{'s' if n > 1 else ''}"

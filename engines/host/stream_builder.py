@@ -1,0 +1,83 @@
+"""A lane spec and N prompts become a batch of streams (engines/loop/streams.py).
+
+Every stream gets an oracle of its own, built as a lane's is (run_builder.build_oracle), and
+its own sampling seed (the run's plus its number, so copies of one prompt sample apart); an
+oracle with a draft model gets a draft backend of its own on the shared weights (a draft's
+cache follows one context). The prompt set: the prompts given, or the quick start's prompt
+files, or Spec-Bench's first turns, handed to the streams in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..backends.base import Backend
+from ..errors import SpecvizError
+from ..loop.streams import StreamsSession, check_streams
+from .model_pool import ModelPool
+from .run_builder import acquire, build_oracle, settings
+from .run_spec import LaneSpec, RunRequest
+
+Say = Callable[[str], None]
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT_SETS = ("given", "quickstart", "spec-bench")
+
+
+def prompt_set(name: str, given: str | None) -> list[str]:
+    """The prompts the streams take in turn."""
+    if name == "quickstart":
+        return [p.read_text(encoding="utf-8") for p in sorted((ROOT / "assets" / "prompts")
+                                                              .glob("*.txt"))]
+    if name == "spec-bench":
+        from ..bench.spec_bench import load_questions
+
+        path = ROOT / "benchmarks" / "prompts" / "spec_bench_dev.jsonl"
+        return [q.turns[0] for q in load_questions(path)]
+    if given is None:
+        raise SpecvizError("give a prompt with --prompt TEXT or --prompt-file FILE, or a "
+                           f"prompt set with --stream-prompts {'|'.join(PROMPT_SETS[1:])}")
+    return [given]
+
+
+@dataclass
+class StreamsBuilder:
+    """What a batch of streams of one lane needs, loaded once: the target and the lane's
+    models (the first stream's; the others' drafts share their weights)."""
+
+    lane: LaneSpec
+    request: RunRequest
+    pool: ModelPool
+    say: Say = lambda _: None
+    target: Backend | None = None
+    models: list[dict[str, Backend]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.lane.auto_k:
+            raise SpecvizError("--k auto does not choose K for a batch of streams yet: give "
+                               "a number with --k")
+        self.target = acquire(self.pool, self.request.model, self.request.model.target)
+        self.models = [{name: acquire(self.pool, self.request.model, model)
+                        for name, model in self.lane.models.items()}]
+
+    def session(self, prompts: Sequence[str], n: int) -> StreamsSession:
+        """A fresh batched run of `n` streams, stream i on prompts[i % len(prompts)]."""
+        n = check_streams(n)
+        base = settings(self.lane, self.request)
+        runs = [replace(base, prompt=prompts[i % len(prompts)],
+                        params=replace(base.params, seed=base.params.seed + i))
+                for i in range(n)]
+        while len(self.models) < n:
+            self.models.append({k: m.share() for k, m in self.models[0].items()})
+        oracles = [build_oracle(self.lane, self.target, self.models[i], self.say)
+                   for i in range(n)]
+        return StreamsSession(self.target, oracles, runs)
+
+    def close(self) -> None:
+        for extra in self.models[1:]:
+            for backend in extra.values():
+                backend.close()
+        for backend in [*self.models[0].values(), self.target]:
+            if backend is not None:
+                self.pool.release(backend, reusable=True)

@@ -1,0 +1,96 @@
+"""`specviz run --streams N` and `specviz bench --streams 1,2,...` on a tiny llama.cpp model:
+the per-stream and total figures, the speedup over batched plain decoding with its interval,
+the crossover, and one line for each bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.app.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    from tiny_gguf import write_tiny_gguf
+
+    return write_tiny_gguf(tmp_path_factory.mktemp("streams-cli") / "tiny.gguf")
+
+
+def run_args(gguf, *more: str) -> list[str]:
+    return ["run", "--target", str(gguf), "--backend", "llama", "--threads", "1", "--no-chat",
+            "--prompt", "the x the y the x the", "--oracle", "prompt-lookup", "--k", "3",
+            "--max-tokens", "12", *more]
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_run_streams_prints_every_streams_pace_and_the_total(gguf, capsys):
+    assert main(run_args(gguf, "--streams", "3", "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["streams"] == 3 and result["tokens"] == 36
+    assert [s["stream"] for s in result["streams_detail"]] == [0, 1, 2]
+    assert all(s["pace"] > 0 and s["tokens"] == 12 for s in result["streams_detail"])
+    assert result["tok_per_s"] > 0 and result["failures"] == []
+
+
+def test_run_streams_baseline_is_batched_plain_decoding_with_an_interval(gguf, capsys):
+    assert main(run_args(gguf, "--streams", "2", "--baseline", "--max-tokens", "40",
+                         "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["plain_tok_per_s"] > 0 and result["plain_pace"] > 0
+    assert result["speedup"] > 0 and result["stretches"] >= 4
+    assert result["interval"][0] <= result["speedup"] <= result["interval"][1]
+    assert result["verdict"] in ("faster", "slower", "within noise")
+
+
+def test_run_streams_text_names_each_stream(gguf, capsys):
+    assert main(run_args(gguf, "--streams", "2")) == 0
+    captured = capsys.readouterr()
+    assert "--- stream 0" in captured.out and "--- stream 1" in captured.out
+    assert "2 streams: 24 tokens" in captured.err
+
+
+@pytest.mark.parametrize("n", ["0", "17", "two"])
+def test_streams_out_of_range_is_one_line(gguf, n, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(run_args(gguf, "--streams", n))
+    assert stop.value.code == 2
+    assert "streams must be" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_more_streams_than_the_context_holds_is_one_line_before_the_run(gguf, capsys):
+    assert main(run_args(gguf, "--streams", "8", "--max-tokens", "100")) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert "8 streams need" in line and "at most 3 of these fit" in line
+    assert captured.out == ""  # nothing decoded
+
+
+def test_auto_k_with_streams_is_one_line(gguf, capsys):
+    args = run_args(gguf, "--streams", "2")
+    args[args.index("--k") + 1] = "auto"
+    assert main(args) == 2
+    assert "--k auto does not choose K for a batch" in one_line(capsys.readouterr().err)
+
+
+def test_bench_streams_gives_each_count_and_the_crossover(gguf, tmp_path, capsys):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        '{"question_id": 1, "category": "writing", "turns": ["the x the y the x the"]}\n'
+        '{"question_id": 2, "category": "coding", "turns": ["def add(a, b): a + b def"]}\n')
+    out = tmp_path / "streams.json"
+    assert main(["bench", "--target", str(gguf), "--backend", "llama", "--threads", "1",
+                 "--oracles", "none,prompt-lookup", "--k", "3", "--max-tokens", "12",
+                 "--questions", str(questions), "--streams", "1,2", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| prompt-lookup | 3 | 2 |" in table and "prompt-lookup K=3:" in table
+    (lane,) = json.loads(out.read_text())["lanes"]
+    assert [p["streams"] for p in lane["points"]] == [1, 2]
+    assert all(p["plain_tok_per_s"] > 0 and "verdict" in p for p in lane["points"])
+    assert "crossover" in lane
