@@ -19,47 +19,20 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from .. import events as ev
 from ..backends.base import Backend
-from ..bounded_json import JSONProblem, loads
 from ..errors import ContextOverflow, SpecvizError
 from ..host.run_builder import LaneParts
 from ..host.run_spec import LaneSpec
 from ..loop.session import RunSettings, Session, starting_k, warm_up
 from ..oracles.registry import PLAIN, is_plain
+# The questions live below the engine host, which reads them too; named here as before.
+from ..questions import GROUP_ORDER, GROUPS, MT_BENCH, Question, load_questions  # noqa: F401
 from ..sampling import GREEDY, SamplingParams
 from ..speedup import Speedup, from_ratios, round_ratio
 from ..stalls import of_events, unstalled
-from ..text_file import read_text
 from .compare import check_against_plain
-
-MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
-            "humanities")
-GROUPS = {
-    **{c: "Multi-turn Conversation" for c in MT_BENCH},
-    "translation": "Translation",
-    "summarization": "Summarization",
-    "qa": "Question Answering",
-    "math_reasoning": "Mathematical Reasoning",
-    "rag": "Retrieval-aug. Generation",
-    "code_edit": "Code Edit",
-    "agent_loop": "Agent Loop",  # benchmarks/agent_loop.py: requests that vary earlier ones
-}
-GROUP_ORDER = tuple(dict.fromkeys(GROUPS.values()))
-
-
-@dataclass(frozen=True)
-class Question:
-    question_id: int
-    category: str
-    turns: tuple[str, ...]
-
-    @property
-    def group(self) -> str:
-        return GROUPS.get(self.category, self.category)
-
 
 AUTO_K = -1  # Config.k for the cost-aware K chosen every step (--k auto)
 
@@ -134,33 +107,6 @@ class Row:
         if is_plain(self.config.oracle) or not self.steps:
             return None
         return sum(self.declined.values()) / self.steps
-
-
-def load_questions(path: str | Path, categories: Sequence[str] | None = None,
-                   limit: int | None = None) -> list[Question]:
-    """Questions from a Spec-Bench JSONL file; `limit` applies per category group."""
-    questions, taken = [], {}
-    lines = read_text(path, "questions", allow_empty=True).splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            d = loads(line)
-            q = Question(int(d["question_id"]), str(d["category"]), tuple(d["turns"]))
-        except JSONProblem as exc:
-            raise SpecvizError(f"{path}, line {number}: {exc}") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SpecvizError(
-                f"{path}, line {number}: not a Spec-Bench question ({exc})") from None
-        if categories and q.category not in categories and q.group not in categories:
-            continue
-        if limit is not None and taken.get(q.group, 0) >= limit:
-            continue
-        taken[q.group] = taken.get(q.group, 0) + 1
-        questions.append(q)
-    if not questions:
-        raise SpecvizError(f"no questions selected from {path}")
-    return questions
 
 
 def check_fits(target: Backend, questions: Iterable[Question]) -> None:

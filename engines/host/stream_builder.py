@@ -31,7 +31,7 @@ def prompt_set(name: str, given: str | None) -> list[str]:
         return [p.read_text(encoding="utf-8") for p in sorted((ROOT / "assets" / "prompts")
                                                               .glob("*.txt"))]
     if name == "spec-bench":
-        from ..bench.spec_bench import load_questions
+        from ..questions import load_questions
 
         path = ROOT / "benchmarks" / "prompts" / "spec_bench_dev.jsonl"
         return [q.turns[0] for q in load_questions(path)]
