@@ -27,8 +27,7 @@ from ..host.run_builder import LaneParts
 from ..host.run_spec import LaneSpec
 from ..loop.session import RunSettings, Session, starting_k, warm_up
 from ..oracles.registry import PLAIN, is_plain
-# The questions live below the engine host, which reads them too; named here as before.
-from ..questions import GROUP_ORDER, GROUPS, MT_BENCH, Question, load_questions  # noqa: F401
+from ..questions import GROUP_ORDER, GROUPS, MT_BENCH, Question, load_questions  # noqa: F401 (named here as before)
 from ..sampling import GREEDY, SamplingParams
 from ..speedup import Speedup, from_ratios, round_ratio
 from ..stalls import of_events, unstalled
