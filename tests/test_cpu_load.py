@@ -158,3 +158,22 @@ def test_a_thread_count_asked_for_is_kept(tmp_path):
         assert backend.share()._gauge is None
     finally:
         backend.close()
+
+
+def test_backends_of_one_process_follow_one_gauge(tmp_path, monkeypatch):
+    # Lanes compared by turns must switch thread counts together: each with a gauge of its
+    # own, one ran a quarter second on the other's count when load came or went.
+    from tiny_gguf import write_tiny_gguf
+
+    from specviz.engines.backends.llama import LlamaBackend
+
+    monkeypatch.setattr("specviz.engines.backends.llama.compute_threads", lambda: 2)
+    assert cpu_load.shared_gauge(2) is cpu_load.shared_gauge(2)
+    assert cpu_load.shared_gauge(3) is not cpu_load.shared_gauge(2)
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    a, b = LlamaBackend(path, n_ctx=256), LlamaBackend(path, n_ctx=256)
+    try:
+        assert a._gauge is b._gauge is cpu_load.shared_gauge(2)
+    finally:
+        a.close()
+        b.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendError
-from ..machine.cpu_load import ThreadGauge
+from ..machine.cpu_load import shared_gauge
 from ..machine.device_choice import llama_offload
 from ..machine.hardware import compute_threads, read_cpu
 from . import llama_buffers, llama_widths
@@ -130,7 +130,7 @@ class LlamaBackend(Backend):
         self._threads_asked = threads
         # Threads left to "auto" follow the cores other work leaves free (machine/cpu_load.py);
         # a count asked for is kept. A GPU's layers do not wait on CPU threads.
-        self._gauge = (ThreadGauge(self.threads) if threads is None and self.threads > 1
+        self._gauge = (shared_gauge(self.threads) if threads is None and self.threads > 1
                        and weights.device == "cpu" else None)
         self._threads_now = self.threads
         self._vocab = lib.llama_model_get_vocab(self._model)

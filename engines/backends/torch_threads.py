@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..machine.cpu_load import ThreadGauge
+from ..machine.cpu_load import ThreadGauge, shared_gauge
 
 _default: int | None = None  # torch's own count in this process, before specviz set one
 
@@ -39,11 +39,12 @@ class TorchThreads:
     def __init__(self, torch, asked: int | None, device: str,
                  gauge: ThreadGauge | None = None) -> None:
         self._torch = torch
-        self.nominal = asked or default_threads(torch)
+        default = default_threads(torch)  # read before any backend of this process sets one
+        self.nominal = asked or default
         # A GPU's kernels do not wait on CPU threads: left as they are unless asked for.
         self._managed = asked is not None or device == "cpu"
         follows = asked is None and device == "cpu" and self.nominal > 1
-        self.gauge = (gauge or ThreadGauge(self.nominal)) if follows else None
+        self.gauge = (gauge or shared_gauge(self.nominal)) if follows else None
         self.set_now(held=True)  # loading and the races at init time the nominal count
 
     @property
