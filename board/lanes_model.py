@@ -220,7 +220,7 @@ class BoardModel:
         self._baseline: str | None = None
         # Each lane's rounds against plain decoding, by (lane id, race key): the ratios of its
         # races that joined them, kept across runs (racing again adds a round).
-        self._rounds: dict[tuple[str, str], list[float]] = {}
+        self._rounds: dict[tuple[str, str], list[Round]] = {}
 
     def add(self, config: LaneSpec, lane_id: str | None = None) -> LaneState:
         if lane_id is None:
@@ -307,16 +307,12 @@ class BoardModel:
         """The lane's speedup over plain decoding from its races of its latest race's key (the
         one under way included once it has joined); None before any."""
         lane = self.lanes[lane_id]
-        ratios = self._rounds.get((lane_id, lane.race.key))
-        if not ratios:
+        rounds = self._rounds.get((lane_id, lane.race.key))
+        if not rounds:
             return None
-        baseline = self.baseline()
-        if len(ratios) == 1 and lane.race.joined and baseline is not None:
-            try:  # one race: stretches of its text
-                return stretch_speedup(lane.steps, self.lanes[baseline].steps)
-            except ValueError:
-                pass  # nothing to pair (a server lane's steps without times)
-        return from_ratios(ratios)
+        if len(rounds) == 1 and lane.race.joined and rounds[0].alone is not None:
+            return rounds[0].alone  # one race: stretches of its text
+        return from_ratios([r.ratio for r in rounds], stalls=sum(r.stalls for r in rounds))
 
     def declined(self, lane_id: str) -> dict[str, int] | None:
         """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,
@@ -344,9 +340,10 @@ class BoardModel:
         race.settled = True
         if race.mixed or not (finished(lane.summary) and finished(base.summary)):
             return
-        ratio = race_ratio(lane, base)
+        ratio, stalls = race_ratio(lane, base)
         if ratio > 0:
-            self._rounds.setdefault((lane.lane_id, race.key), []).append(ratio)
+            self._rounds.setdefault((lane.lane_id, race.key), []).append(
+                Round(ratio, stalls, _alone(lane, base)))
             race.joined = True
 
     def _speedup(self, totals: ev.Totals) -> float | None:
@@ -357,14 +354,32 @@ class BoardModel:
         return totals.tok_per_s / base.tok_per_s
 
 
-def race_ratio(lane: LaneState, base: LaneState) -> float:
-    """A race's ratio of speeds, the stalled steps of either lane set aside where their
+@dataclass(frozen=True)
+class Round:
+    """A race settled: its ratio of speeds, the stalled steps it set aside, and its speedup
+    over stretches of its text (None where its steps carry no times), judged once."""
+
+    ratio: float
+    stalls: int
+    alone: Speedup | None
+
+
+def race_ratio(lane: LaneState, base: LaneState) -> tuple[float, int]:
+    """A race's ratio of speeds and the stalled steps of either lane set aside, where their
     steps carry times (a server lane's may not: then its totals')."""
-    ratio = step_ratio(of_events(lane.steps), of_events(base.steps))[0] if lane.steps else 0.0
+    ratio, stalls = (step_ratio(of_events(lane.steps), of_events(base.steps)) if lane.steps
+                     else (0.0, 0))
     if ratio > 0:
-        return ratio
+        return ratio, stalls
     mine, plain = lane.summary.totals, base.summary.totals
-    return round_ratio(mine.tokens, mine.compute_ms, plain.tokens, plain.compute_ms)
+    return round_ratio(mine.tokens, mine.compute_ms, plain.tokens, plain.compute_ms), 0
+
+
+def _alone(lane: LaneState, base: LaneState) -> Speedup | None:
+    try:
+        return stretch_speedup(lane.steps, base.steps)
+    except ValueError:  # nothing to pair (a server lane's steps without times)
+        return None
 
 
 def finished(summary: ev.SummaryEvent) -> bool:

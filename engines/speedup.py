@@ -67,12 +67,19 @@ class Speedup:
 
     def words(self) -> str:
         """"1.18x (1.09-1.27 over 3 rounds): faster"."""
-        if self.low is None:
-            return f"{self.ratio:.2f}x (too short for an interval)"
-        over = (f"{self.rounds} rounds" if self.rounds > 1
-                else f"{self.stretches} stretches of the text")
-        return (f"{self.ratio:.2f}x ({self.low:.2f}-{self.high:.2f} over {over}"
-                f"{stall_words(self.stalls)}): {self.verdict}")
+        return words(self.to_dict())
+
+
+def words(figures: dict) -> str:
+    """A speedup in words from its `to_dict()` figures (a run's JSON holds them too):
+    "1.18x (1.09-1.27 over 3 rounds, 2 stalled steps set aside): faster"."""
+    if figures.get("interval") is None:
+        return f"{figures['speedup']:.2f}x (too short for an interval)"
+    low, high = figures["interval"]
+    over = (f"{figures['rounds']} rounds" if figures["rounds"] > 1
+            else f"{figures['stretches']} stretches of the text")
+    return (f"{figures['speedup']:.2f}x ({low:.2f}-{high:.2f} over {over}"
+            f"{stall_words(figures.get('stalls', 0))}): {figures['verdict']}")
 
 
 def stall_words(stalls: int) -> str:
@@ -108,8 +115,15 @@ def from_steps(lane: Sequence[StepTime], plain: Sequence[StepTime],
     """One round's speedup from both runs' steps, each side's stalls set aside."""
     lane_ms, lane_stalls = unstalled(lane)
     plain_ms, plain_stalls = unstalled(plain)
-    found = from_stretches([(s.tokens, ms) for s, ms in zip(lane, lane_ms)],
-                           _per_token(plain, plain_ms), resolution)
+    try:
+        found = from_stretches([(s.tokens, ms) for s, ms in zip(lane, lane_ms)],
+                               _per_token(plain, plain_ms), resolution)
+    except ValueError:  # shorter than a stretch: the whole runs' ratio, no interval
+        ratio = round_ratio(sum(s.tokens for s in lane), sum(lane_ms),
+                            sum(s.tokens for s in plain), sum(plain_ms))
+        if ratio <= 0:
+            raise
+        found = Speedup(ratio, None, None, 1, NOISE, (ratio,))
     return replace(found, stalls=lane_stalls + plain_stalls)
 
 
@@ -146,11 +160,11 @@ def from_stretches(lane_ms: Sequence[tuple[int, float]], plain_ms: Sequence[floa
     if not lane_t or sum(lane_t) <= 0:
         raise ValueError("no stretch of the text with a time to compare")
     ratio = sum(plain_t) / sum(lane_t)
-    if len(lane_t) < MIN_STRETCHES:
+    logs = [math.log(p / lane) for p, lane in zip(plain_t, lane_t) if p > 0 and lane > 0]
+    if len(lane_t) < MIN_STRETCHES or len(logs) < 2:
         return Speedup(ratio, None, None, 1, NOISE, (ratio,), len(lane_t))
     # Student's t on the stretches' log ratios, about the whole text's ratio: a stretch
     # holding a preempted step is far off, and few stretches with such tails need t's width.
-    logs = [math.log(p / lane) for p, lane in zip(plain_t, lane_t) if p > 0 and lane > 0]
     half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     low, high = ratio * math.exp(-half), ratio * math.exp(half)
     return Speedup(ratio, low, high, 1, verdict(ratio, low, high, resolution), (ratio,),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 # up by load that came or went took 2-10x.
 STALL = 2.0
 NEIGHBOURS = 8  # passes on each side of a pass that set the pace it is read against
-SAME_WIDTH = 3  # passes of a width it takes to price that width (fewer: never a stall)
+SAME_WIDTH = 3  # passes of a width it takes to price that width (others: between them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +42,12 @@ class StepTime:
 
 def unstalled(steps: Sequence[StepTime]) -> tuple[list[float], int]:
     """Each step's ms with a stalled pass taken at its neighbours' pace, and how many were."""
-    price = _prices(steps)
-    pace = [s.pass_ms / price[s.width] if s.width in price else None for s in steps]
+    prices = _prices(steps)
+    price = [_price(prices, s.width) if s.pass_ms > 0 else None for s in steps]
+    pace = [s.pass_ms / p if p else None for s, p in zip(steps, price)]
     out, stalls = [], 0
     for i, step in enumerate(steps):
-        expected = _expected(pace, i, price.get(step.width))
+        expected = _expected(pace, i, price[i])
         if expected is not None and step.pass_ms > STALL * expected:
             out.append(step.ms - step.pass_ms + expected)
             stalls += 1
@@ -62,6 +63,25 @@ def _prices(steps: Sequence[StepTime]) -> dict[int, float]:
         if step.pass_ms > 0:
             by_width.setdefault(step.width, []).append(step.pass_ms)
     return {w: statistics.median(t) for w, t in by_width.items() if len(t) >= SAME_WIDTH}
+
+
+def _price(prices: dict[int, float], width: int) -> float | None:
+    """A pass's price by its width: its width's median, else on the line between the nearest
+    priced widths around it, else above the widest as far again as it is wider (a pass costs
+    less than in proportion to its width on every machine seen, so this prices it dear and
+    calls it a stall only the more surely). A speculating lane's passes spread over many
+    widths; priced only where a width came often, its stalls stayed in while plain
+    decoding's were set aside. None below the narrowest priced width."""
+    if width in prices:
+        return prices[width]
+    below = max((w for w in prices if w < width), default=None)
+    above = min((w for w in prices if w > width), default=None)
+    if below is None:
+        return None
+    if above is None:
+        return prices[below] * width / below
+    share = (width - below) / (above - below)
+    return prices[below] + (prices[above] - prices[below]) * share
 
 
 def _expected(pace: Sequence[float | None], i: int, price: float | None) -> float | None:

@@ -70,7 +70,7 @@ def test_the_time_a_profile_would_take_is_costed_from_two_forwards(tiny_backend,
     monkeypatch.setattr(measuring, "time_forward", fake_forward)
     seconds = prof.estimate_seconds(tiny_backend, batches=[1, 2, 4], contexts=[8, 16],
                                     repeats=2)
-    assert timed == [1, 1, 4]  # two forwards timed after one that sets the shape up
+    assert timed == [1, 4, 1, 4]  # each shape timed after a first call that sets it up
     # Batches 1, 2 and 4, and the one-token steps before each and after each batch, in each
     # repeat; an untimed first pass of every size per context.
     passes = 2 + 3 + 5

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from ...board import kinds
 from ...engines import events as ev
+from ...engines import speedup
 
 RESET = "\x1b[0m"
 REJECTED = kinds.TERMINAL_REJECTED
@@ -88,12 +89,7 @@ def summary_line(summary: ev.SummaryEvent) -> str:
 
 def speedup_words(result: dict) -> str:
     """"1.18x (1.09-1.27 over 3 rounds): faster", from the JSON's fields."""
-    if result.get("interval") is None:
-        return f"{result['speedup']:.2f}x (too short for an interval)"
-    low, high = result["interval"]
-    over = (f"{result['rounds']} rounds" if result["rounds"] > 1
-            else f"{result['stretches']} stretches of the text")
-    words = f"{result['speedup']:.2f}x ({low:.2f}-{high:.2f} over {over}): {result['verdict']}"
+    words = speedup.words(result)
     if result.get("drafted") is False:
         words += ", proposed nothing"
     return words

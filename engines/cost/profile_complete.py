@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..backends.base import Backend
 from .profile_data import CONTEXTS, Profile
 from .profile_measure import Count, filler_tokens, time_row
-from .profile_store import store
+from .profile_store import read, store
 
 ROW_REPEATS = 2  # an idle row is timed twice over and takes each size's median
 
@@ -31,8 +31,11 @@ def missing(profile: Profile, n_ctx: int) -> list[int]:
 def complete_one(backend: Backend, profile: Profile, busy: Callable[[], bool]
                  ) -> Profile | None:
     """Time the next context `profile` lacks on `backend`, add its row and store it; the
-    profile as stored, or None where nothing was missing or `busy()` turned true."""
-    todo = missing(profile, backend.n_ctx)
+    profile as stored, or None where nothing was missing, `busy()` turned true, or the
+    stored file is another measurement by now. The stored one is grown, not `profile`: a
+    run's steps may have refined its table since."""
+    profile = _still_stored(profile)
+    todo = missing(profile, backend.n_ctx) if profile is not None else []
     if not todo:
         return None
     ctx = todo[0]
@@ -43,8 +46,8 @@ def complete_one(backend: Backend, profile: Profile, busy: Callable[[], bool]
 
     filler = filler_tokens(backend, ctx + max(profile.batches))
     count = Count(ROW_REPEATS * len(profile.batches), tick)
-    try:
-        with backend.holding_threads():
+    try:  # at the count its first rows were timed at: one profile, one thread count
+        with backend.holding_threads(profile.timed_threads):
             row = time_row(backend, filler, ctx, list(profile.batches), ROW_REPEATS, count)
     except Interrupted:
         return None
@@ -52,7 +55,20 @@ def complete_one(backend: Backend, profile: Profile, busy: Callable[[], bool]
         backend.reset()
     contexts = sorted([*profile.contexts, ctx])
     at = contexts.index(ctx)
-    ms = [list(r) for r in profile.ms]
-    ms.insert(at, row)
-    grown = replace(profile, contexts=contexts, ms=ms, young=len(todo) > 1)
+    grown = replace(profile, contexts=contexts, ms=_with_row(profile.ms, at, row),
+                    timed=_with_row(profile.timed, at, row) if profile.timed else [],
+                    young=len(todo) > 1)
     return store(grown)[1]
+
+
+def _with_row(table: list[list[float]], at: int, row: list[float]) -> list[list[float]]:
+    out = [list(r) for r in table]
+    out.insert(at, row)
+    return out
+
+
+def _still_stored(profile: Profile) -> Profile | None:
+    """The stored file's profile where it is still this measurement (refined or not)."""
+    stored, _ = read(profile.model, profile.backend, profile.device, profile.threads,
+                     profile.dtype, profile.variant)
+    return stored if stored is not None and stored.created == profile.created else None

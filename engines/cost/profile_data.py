@@ -50,6 +50,8 @@ class Profile:
     # A busy one's table as timed, before smoothing: the next busy measurement takes each
     # cell's cheaper time of the two (other work only adds time), not a smoothed guess's.
     timed: list[list[float]] = field(default_factory=list)
+    # The thread count it was timed at where the free cores allowed fewer than `threads`.
+    timed_threads: int | None = None
 
     def fits(self, backend: Backend) -> bool:
         """Whether it was measured with the products `backend` computes now (in its dtype; on

@@ -66,7 +66,8 @@ def measure(
     return Profile(model, backend.name, backend.device, threads, usable, batches, table,
                    repeats, machine=machine_info(),
                    small_rows=routed_rows(backend), dtype=backend.dtype,
-                   variant=backend.profile_variant, busy=busy, young=young)
+                   variant=backend.profile_variant, busy=busy, young=young,
+                   timed_threads=held)
 
 
 def _free_threads(backend: Backend) -> tuple[int | None, str]:
@@ -102,9 +103,9 @@ def _probe(backend: Backend, largest: int) -> tuple[float, float]:
     filler = filler_tokens(backend, start + largest)
     backend.reset()
     backend.forward(filler[:start])
-    time_forward(backend, filler[start : start + 1], start)  # its first call sets it up
-    one = time_forward(backend, filler[start : start + 1], start)
-    big = time_forward(backend, filler[start:], start)
+    for _ in range(2):  # the first call of each shape sets it up: the second is timed
+        one = time_forward(backend, filler[start : start + 1], start)
+        big = time_forward(backend, filler[start:], start)
     backend.reset()
     return one, big
 

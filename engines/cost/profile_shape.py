@@ -97,6 +97,9 @@ def _extras(data: dict) -> str:
     timed = data.get("timed", [])
     if timed and _table(timed, len(data["contexts"]), len(data["batches"])):
         return "its table as timed does not match its sizes"
+    counted = data.get("timed_threads")
+    if counted is not None and not (_whole(counted) and counted >= 1):
+        return f"its timed_threads are {counted!r}, not a count"
     if not isinstance(data.get("young", False), bool):
         return f"its young mark is {data['young']!r}, not true or false"
     created = data.get("created", 0.0)

@@ -58,8 +58,15 @@ class StreamsBuilder:
             raise SpecvizError("--k auto does not choose K for a batch of streams yet: give "
                                "a number with --k")
         self.target = acquire(self.pool, self.request.model, self.request.model.target)
-        self.models = [{name: acquire(self.pool, self.request.model, model)
-                        for name, model in self.lane.models.items()}]
+        first: dict[str, Backend] = {}
+        try:
+            for name, model in self.lane.models.items():
+                first[name] = acquire(self.pool, self.request.model, model)
+        except SpecvizError:  # a draft that will not load: the target goes back to the pool
+            for backend in [*first.values(), self.target]:
+                self.pool.release(backend)
+            raise
+        self.models = [first]
 
     def session(self, prompts: Sequence[str], n: int) -> StreamsSession:
         """A fresh batched run of `n` streams, stream i on prompts[i % len(prompts)]."""

@@ -49,14 +49,16 @@ class YoungProfiles:
         if backend is None:  # the settings changed and it was let go: nothing to time it on
             self.profiles.pop(0)
             return
+        reusable = True
         try:
             todo = missing(profile, backend.n_ctx)
             grown = complete_one(backend, profile, busy) if todo else None
-        except SpecvizError as exc:  # a folder it cannot write: said, given up
+        except Exception as exc:  # a folder it cannot write, a failed forward: said in one
+            # line and given up; the engine goes on serving the window
             say(f"the cost profile of {name} could not grow: {exc}")
-            grown, todo = None, []
+            grown, todo, reusable = None, [], isinstance(exc, SpecvizError)
         finally:
-            pool.release(backend)
+            pool.release(backend, reusable)
         if grown is not None:
             say(f"cost profile of {name}: timed at {todo[0]} cached tokens while idle")
         if not todo or (grown is not None and not grown.young):
