@@ -4,11 +4,14 @@ engines/host/young_profiles.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from steady_timing import steady_forwards
 
 from specviz.engines.cost import profile as prof
 from specviz.engines.cost import profile_measure as measuring
+from specviz.engines.cost import profile_store
 from specviz.engines.cost.profile_complete import complete_one, missing
 from specviz.engines.cost.profile_plan import FIRST_RUN_S, Plan, fit, seconds
 from specviz.engines.host.model_pool import ModelPool
@@ -158,3 +161,26 @@ def test_a_first_runs_profile_beside_other_work_is_timed_on_the_free_cores(tiny_
     held.clear()
     prof.measure(tiny_backend, "m", None, contexts=[16], repeats=1)  # a whole one: nominal
     assert set(held) == {2}
+
+
+def test_idle_growth_grows_the_stored_profile_and_never_a_newer_one(tiny_backend, monkeypatch,
+                                                                      tmp_path):
+    young = young_profile(tiny_backend, monkeypatch, tmp_path)
+    refined = [round(ms * 0.5, 3) for ms in young.ms[0]]
+    assert profile_store.refine(young, [refined])  # a run's steps refined it meanwhile
+    grown = complete_one(tiny_backend, young, busy=lambda: False)
+    assert grown.ms[0] == refined and grown.contexts == [16, 32]
+    newer = dataclasses.replace(grown, created=grown.created + 60, young=False)
+    prof.save(newer)  # `specviz profile --refresh` meanwhile
+    assert complete_one(tiny_backend, grown, busy=lambda: False) is None
+    assert prof.load("m", tiny_backend.name, tiny_backend.device, 1) == newer
+
+
+def test_a_busy_young_profile_grows_its_table_as_timed_too(tiny_backend, monkeypatch,
+                                                           tmp_path):
+    young = young_profile(tiny_backend, monkeypatch, tmp_path)
+    busy = dataclasses.replace(young, busy="at 16 cached tokens ...", timed=[list(young.ms[0])])
+    prof.save(busy)
+    grown = complete_one(tiny_backend, busy, busy=lambda: False)
+    stored, why = prof.read("m", tiny_backend.name, tiny_backend.device, 1)
+    assert why == "" and len(stored.timed) == len(stored.ms) == 2 == len(grown.timed)
