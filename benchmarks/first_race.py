@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 def quick_start() -> list[str]:
     from first_run import quick_start_command
 
-    return quick_start_command()[1:]  # without "specviz"
+    return quick_start_command()[2:]  # without "specviz run"
 
 
 def model_file(target: str) -> Path:
@@ -55,7 +55,7 @@ def one(args_run: list[str], target: str, busy: bool, fetch: bool) -> dict:
                 shutil.copy2(verified, models / verified.name)
         hog = subprocess.Popen(BUSY) if busy else None
         try:
-            return _timed([sys.executable, "-m", "specviz.app.cli.main", "run", *args_run],
+            return _timed([sys.executable, "-m", "specviz", "run", *args_run],
                           {**os.environ, "SPECVIZ_HOME": home})
         finally:
             if hog:
@@ -83,16 +83,17 @@ def _timed(cmd: list[str], env: dict) -> dict:
     reader.join()
     total = time.monotonic() - began
     return {"seconds": round(total, 1), "first_token_s": round(first_out[0], 1) if first_out
-            else None, **_profile_span(lines), "last": _last(lines, out)}
+            else None, **_profile_span(lines, first_out[:1]), "last": _last(lines, out)}
 
 
-def _profile_span(lines: list[tuple[float, str]]) -> dict:
+def _profile_span(lines: list[tuple[float, str]], first_out: list[float]) -> dict:
+    """From "measuring the cost profile" to the next thing the run said or wrote."""
     start = next((t for t, line in lines if "measuring the cost profile" in line), None)
     if start is None:
         return {"profile_s": 0.0}
     after = [t for t, line in lines if t > start and not re.search(r"cost profile of .*: \d+%",
                                                                    line)]
-    end = after[0] if after else None
+    end = min([*after[:1], *first_out], default=None)
     return {"profile_start_s": round(start, 1),
             "profile_s": round(end - start, 1) if end else None,
             "profile_note": next((line for t, line in lines if t > start

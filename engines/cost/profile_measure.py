@@ -55,7 +55,7 @@ def measure(
     with backend.holding_threads(held):
         if budget_s is not None:
             plan = fit(usable, batches, repeats, *_probe(backend, batches[-1]), budget_s)
-            young = plan.young(usable)
+            young = plan.young(usable, batches)
             usable, batches, repeats = plan.contexts, plan.batches, plan.repeats
         filler = filler_tokens(backend, usable[-1] + batches[-1])
         count = Count(len(usable) * repeats * len(batches), on_progress)
@@ -97,17 +97,25 @@ def _sizes(backend: Backend, batches: Sequence[int], contexts: Sequence[int]
     return sorted({1, *batches}), usable  # a batch's switch back is priced in one-token steps
 
 
+PROBE_ROWS = 9  # the batch the plan is priced from; wider ones on the line through it
+
+
 def _probe(backend: Backend, largest: int) -> tuple[float, float]:
-    """One token's forward and the largest batch's, timed now, as the machine is now."""
-    start = min(64, max(backend.n_ctx - largest, 1))
-    filler = filler_tokens(backend, start + largest)
+    """One token's forward and the largest batch's, priced from one token's and a batch of
+    PROBE_ROWS timed now, as the machine is now (the line through them prices a wider batch
+    dearer than it is: forwards grow slower than their rows, so a plan errs short)."""
+    rows = min(largest, PROBE_ROWS)
+    start = min(64, max(backend.n_ctx - rows, 1))
+    filler = filler_tokens(backend, start + rows)
     backend.reset()
     backend.forward(filler[:start])
     for _ in range(2):  # the first call of each shape sets it up: the second is timed
         one = time_forward(backend, filler[start : start + 1], start)
-        big = time_forward(backend, filler[start:], start)
+        batch = time_forward(backend, filler[start:], start)
     backend.reset()
-    return one, big
+    if rows <= 1:
+        return one, batch
+    return one, one + (batch - one) * (largest - 1) / (rows - 1)
 
 
 def _table(backend: Backend, filler: list[int], usable: list[int], batches: list[int],
