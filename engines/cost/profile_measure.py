@@ -53,13 +53,16 @@ def measure(
     if budget_s is not None:
         held, busy = _free_threads(backend)
     with backend.holding_threads(held):
-        if budget_s is not None:
-            plan = fit(usable, batches, repeats, *_probe(backend, batches[-1]), budget_s)
+        filled = budget_s is not None  # the probe leaves the first context in the cache
+        if filled:
+            one, big = _probe(backend, batches[-1], usable[0])
+            plan = fit(usable, batches, repeats, one, big, budget_s)
             young = plan.young(usable, batches)
             usable, batches, repeats = plan.contexts, plan.batches, plan.repeats
-        filler = filler_tokens(backend, usable[-1] + batches[-1])
+        filler = filler_tokens(backend, usable[-1] + max(batches[-1], PROBE_ROWS))
         count = Count(len(usable) * repeats * len(batches), on_progress)
-        table = _table(backend, filler, usable, batches, repeats, count, again=budget_s is None)
+        table = _table(backend, filler, usable, batches, repeats, count, again=not filled,
+                       filled=filled)
     backend.reset()
     from ..trace import machine_info
 
@@ -100,27 +103,32 @@ def _sizes(backend: Backend, batches: Sequence[int], contexts: Sequence[int]
 PROBE_ROWS = 9  # the batch the plan is priced from; wider ones on the line through it
 
 
-def _probe(backend: Backend, largest: int) -> tuple[float, float]:
+def _probe(backend: Backend, largest: int, start: int | None = None) -> tuple[float, float]:
     """One token's forward and the largest batch's, priced from one token's and a batch of
     PROBE_ROWS timed now, as the machine is now (the line through them prices a wider batch
-    dearer than it is: forwards grow slower than their rows, so a plan errs short)."""
+    dearer than it is: forwards grow slower than their rows, so a plan errs short). At
+    `start` cached tokens, left in the cache for the first row; else at 64, cache emptied."""
     rows = min(largest, PROBE_ROWS)
-    start = min(64, max(backend.n_ctx - rows, 1))
-    filler = filler_tokens(backend, start + rows)
+    ctx = start or min(64, max(backend.n_ctx - rows, 1))
+    filler = filler_tokens(backend, ctx + rows)
     backend.reset()
-    backend.forward(filler[:start])
+    backend.forward(filler[:ctx])
     for _ in range(2):  # the first call of each shape sets it up: the second is timed
-        one = time_forward(backend, filler[start : start + 1], start)
-        batch = time_forward(backend, filler[start:], start)
-    backend.reset()
+        one = time_forward(backend, filler[ctx : ctx + 1], ctx)
+        batch = time_forward(backend, filler[ctx:], ctx)
+    if start is None:
+        backend.reset()
     if rows <= 1:
         return one, batch
     return one, one + (batch - one) * (largest - 1) / (rows - 1)
 
 
 def _table(backend: Backend, filler: list[int], usable: list[int], batches: list[int],
-           repeats: int, count: Count, again: bool = True) -> list[list[float]]:
-    table = [time_row(backend, filler, ctx, batches, repeats, count) for ctx in usable]
+           repeats: int, count: Count, again: bool = True, filled: bool = False
+           ) -> list[list[float]]:
+    """Every context's row; `filled`: the cache holds the first context's tokens already."""
+    table = [time_row(backend, filler, ctx, batches, repeats, count, filled and i == 0)
+             for i, ctx in enumerate(usable)]
     for i, ctx in enumerate(usable):  # a row timed while other work took the cores: once more
         if again and uneven([ctx], batches, [table[i]]):
             count.total += repeats * len(batches)
@@ -141,10 +149,12 @@ class Count:
 
 
 def time_row(backend: Backend, filler: list[int], ctx: int, batches: list[int], repeats: int,
-         count: Count) -> list[float]:
-    """Each batch's cost at `ctx` cached tokens, as a decoding loop meets it."""
-    backend.reset()
-    backend.forward(filler[:ctx])
+             count: Count, filled: bool = False) -> list[float]:
+    """Each batch's cost at `ctx` cached tokens, as a decoding loop meets it (`filled`: the
+    cache holds `filler[:ctx]` already)."""
+    if not filled:
+        backend.reset()
+        backend.forward(filler[:ctx])
     for b in batches:  # untimed: first calls of a batch shape pay for setting it up
         time_forward(backend, filler[ctx : ctx + b], ctx)
     times: dict[int, list[float]] = {b: [] for b in batches}

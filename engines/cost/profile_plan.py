@@ -5,8 +5,9 @@ minutes for the 1.5B and beside other work, and a first run waited for all of it
 first token. What a forward pass costs here, timed once for one token and once for a batch,
 decides how much is timed at first: the plan gives up, in this order, a third repeat, the
 longer contexts, a second repeat, then the batches wider than a chain's (24 and 32, then 12
-and 16: trees' widths, priced along the last segment meanwhile), until it fits the budget.
-The batches up to 9 rows (K up to 8) at the shortest context stay. A profile missing some
+and 16: trees' widths, priced along the last segment meanwhile), then 4, 6, 7 and 8 (priced
+between their neighbours), until it fits the budget. One token's, 2, 3, 5 and 9 rows at the
+shortest context stay. A profile missing some
 is young: the engine's idle moments time them (profile_complete.py), and auto K scales
 whatever it has by the run's own steps.
 """
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 # top): the quick start's first token within 10 s of the model being on disk.
 FIRST_RUN_S = 5.0
 SETTLE = 2  # one-token forwards before every timing and after every batch (profile_measure)
-# Batch sizes given up last, widest first: tree oracles' widths, seldom a chain's.
-WIDE = ((24, 32), (12, 16))
+# Batch sizes given up last, widest first: tree oracles' widths, seldom a chain's; then every
+# other size up to 9 (priced between its neighbours until idle time times it).
+WIDE = ((24, 32), (12, 16), (4, 6, 7, 8))
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def seconds(contexts: Sequence[int], batches: Sequence[int], repeats: int, one_m
 def fit(contexts: Sequence[int], batches: Sequence[int], repeats: int, one_ms: float,
         big_ms: float, budget_s: float) -> Plan:
     """The most of these sizes that times within `budget_s` (the least there is, where
-    nothing fits: the shortest context, batches up to 9, one repeat)."""
+    nothing fits: the shortest context, batches of 1, 2, 3, 5 and 9, one repeat)."""
     plan = Plan(list(contexts), list(batches), repeats)
     for smaller in _smaller(plan):
         if seconds(plan.contexts, plan.batches, plan.repeats, one_ms, big_ms,
