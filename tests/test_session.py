@@ -311,11 +311,18 @@ def test_a_runs_noise_covers_wide_verifications_and_batch_written_context(tiny_b
     from specviz.engines.bench import compare as cmp
 
     ids = [*prompt_ids_of(tiny_backend, PROMPT), *range(5, 45)]
-    history = cmp._history_noise(tiny_backend, ids, 8)
-    assert tiny_backend.n_past == 0 and 0.0 <= history < 1e-3  # float32: last bits only
+    noise = cmp.run_noise(tiny_backend, ids)
+    assert tiny_backend.n_past == 0 and 0.0 <= noise < 1e-3  # float32: last bits only
+    read: list[int] = []
+    forward = tiny_backend.forward
+    monkeypatch.setattr(tiny_backend, "forward",
+                        lambda tokens, *a: read.append(len(tokens)) or forward(tokens, *a))
+    cmp.run_noise(tiny_backend, ids)
+    assert read[0] == len(ids) - 33 and max(read[1:]) <= 33  # the context read once
+    monkeypatch.setattr(tiny_backend, "forward", forward)
     asked: list[int] = []
-    monkeypatch.setattr(cmp, "batch_noise", lambda b, i, width: asked.append(width) or width)
-    monkeypatch.setattr(cmp, "_history_noise", lambda b, i, width: 50.0)
+    monkeypatch.setattr(cmp, "_batch_noise_at", lambda b, i, width: asked.append(width) or width)
+    monkeypatch.setattr(cmp, "_history_noise_at", lambda b, i, head, width: 50.0)
     assert cmp.run_noise(tiny_backend, ids) == 50.0 and asked == [9, 33]
-    monkeypatch.setattr(cmp, "_history_noise", lambda b, i, width: 0.0)
-    assert cmp.run_noise(tiny_backend, ids) == 33
+    monkeypatch.setattr(cmp, "_history_noise_at", lambda b, i, head, width: 0.0)
+    assert cmp.run_noise(tiny_backend, ids) == 33 and tiny_backend.n_past == 0
