@@ -81,7 +81,7 @@ ARGPARSE = {
     "missing value": (["run", "--prompt"], "specviz run --help"),
     "bad choice": ([*RUN, "--oracle", "bogus"], "specviz run --help"),
     "both prompts": ([*RUN, "--prompt-file", "p.txt"], "specviz run --help"),
-    "required option": (["bench"], "specviz bench --help"),
+    "required option": (["pair"], "specviz pair --help"),
     "nested command missing": (["models"], "specviz models --help"),
     "nested unknown option": (["models", "pull", "x", "--bogus"], "specviz models pull --help"),
 }

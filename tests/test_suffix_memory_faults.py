@@ -27,9 +27,11 @@ A, B, C = line("a", [1, 2]), line("b", [3, 4]), line("c", [5, 6])
 
 
 def run_args(target: Path, *extra: object) -> list[str]:
+    # A thread count given: stderr holds only what the memory says, never a note that other
+    # work (the suite's other worker) took a core while the run decoded.
     return ["run", "--target", str(target), "--backend", "transformers", "--dtype", "float32",
-            "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "8", "--k", "4",
-            "--oracle", "suffix", "--json", *map(str, extra)]
+            "--threads", "1", "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "8",
+            "--k", "4", "--oracle", "suffix", "--json", *map(str, extra)]
 
 
 # ---------------------------------------------------------------- not a memory: refused
