@@ -72,11 +72,17 @@ def test_more_streams_than_the_context_holds_is_one_line_before_the_run(gguf, ca
     assert captured.out == ""  # nothing decoded
 
 
-def test_auto_k_with_streams_is_one_line(gguf, capsys):
-    args = run_args(gguf, "--streams", "2")
+def test_auto_k_chooses_for_the_batch(gguf, capsys):
+    """`--k auto` with streams: K chosen for the batch each step, the mean said, every
+    stream decoded to its budget."""
+    args = run_args(gguf, "--streams", "2", "--json")
     args[args.index("--k") + 1] = "auto"
-    assert main(args) == 2
-    assert "--k auto does not choose K for a batch" in one_line(capsys.readouterr().err)
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["k"] == "auto" and result["tokens"] == 24
+    detail = result["streams_detail"]
+    assert result["mean_k"] == round(sum(s["proposed"] for s in detail)
+                                     / sum(s["steps"] for s in detail), 3)
 
 
 def test_bench_streams_gives_each_count_and_the_crossover(gguf, tmp_path, capsys):

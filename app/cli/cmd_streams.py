@@ -13,6 +13,7 @@ from ...engines.backends.stream_cache import MAX_STREAMS
 from ...engines.bench import concurrency as conc
 from ...engines.errors import SpecvizError
 from ...engines.host.model_pool import ModelPool
+from ...engines.host.run_spec import AUTO
 from ...engines.host.stream_builder import PROMPT_SETS, StreamsBuilder, prompt_set
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN
@@ -104,14 +105,18 @@ def _measured(args, lane: StreamsBuilder, plain: StreamsBuilder | None,
 
 
 def _run_figures(args, summary) -> dict:
+    totals = [s.totals for s in summary.summaries]
+    steps = sum(t.steps for t in totals)
     return {"oracle": args.oracle, "k": 0 if is_plain(args.oracle) else args.k,
             "streams": len(summary.summaries), "tokens": summary.tokens,
             "tok_per_s": round(summary.tok_per_s, 3), "steps": summary.steps,
+            "mean_k": round(sum(t.proposed for t in totals) / steps, 3) if steps else 0.0,
             "failures": [line for _, line in summary.failures]}
 
 
 def _streams(summary) -> list[dict]:
-    return [{"stream": i, "tokens": s.totals.tokens, "pace": round(pace, 3),
+    return [{"stream": i, "tokens": s.totals.tokens, "steps": s.totals.steps,
+             "pace": round(pace, 3),
              "reason": s.reason, "accepted": s.totals.accepted, "proposed": s.totals.proposed,
              "text": s.text, **({"error": s.error} if s.error else {})}
             for i, (s, pace) in enumerate(zip(summary.summaries, summary.paces))]
@@ -127,6 +132,8 @@ def _print_run(result: dict) -> None:
     if "speedup" in result:
         line += (f"; plain decoding of as many streams {result['plain_tok_per_s']:.1f} "
                  f"tokens/s; speedup {speedup_words(result)}")
+    if result["k"] == AUTO:
+        line += f"; auto K for the batch, {result['mean_k']:.1f} a stream's step on average"
     print(line, file=sys.stderr)
     for failure in result["failures"]:
         print(f"note: {failure}", file=sys.stderr)

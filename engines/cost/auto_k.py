@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
@@ -83,6 +84,16 @@ def match_bucket(length: int) -> int:
     return best
 
 
+@dataclass(frozen=True)
+class Odds:
+    """What a stream's next guesses would hold at: each draft position's acceptance given the
+    ones before it held (as many as are worth pricing; none: nothing to guess), or, while the
+    oracle's odds are still being learnt (`exploring`), the odds good guesses would hold at."""
+
+    accept: tuple[float, ...]
+    exploring: bool = False
+
+
 class AutoK:
     """A K policy for `Session(k_policy=...)`: `choose` before a step, `observe` after it."""
 
@@ -136,6 +147,25 @@ class AutoK:
         """K for the next step at `context`; `left`: the tokens the run may still write
         (None: not known)."""
         n_ctx = len(context)
+        odds = self.odds(context)
+        if odds.exploring:
+            explore = min(self._still_worth_exploring(n_ctx, left), len(odds.accept))
+            self.last_choice, self.explored = (explore, 0.0), explore > 0
+            return explore
+        if not odds.accept:
+            self.last_choice = (0, 0.0)
+            return 0
+        k, rate = best_k(odds.accept, lambda k: self.step_ms(k, n_ctx), len(odds.accept))
+        plain = 1.0 / self.step_ms(0, n_ctx)
+        if k and rate < plain * (1 + self.hints.min_gain):
+            k, rate = 0, plain
+        self.chosen(k, rate, context, odds)
+        return k
+
+    def odds(self, context: Sequence[int]) -> Odds:
+        """What the next step's guesses at `context` would hold at, as learnt so far (before
+        a step, in place of `choose` where K is chosen for a batch: batch_k.py)."""
+        n_ctx = len(context)
         new_run = not self._context_len < n_ctx <= self._context_len + RUN_STEP_MAX
         if new_run:
             self._idle = 0  # its first steps look: a prompt is often copied
@@ -144,33 +174,32 @@ class AutoK:
         self.explored = False
         self._looked = self._worth_looking(n_ctx)
         if not self._looked:
-            self.last_choice = (0, 0.0)
-            return 0
+            return Odds(())
         started = self.clock()
         self._match = self.hints.match_length(context)
         if not new_run:  # a run's first lookup reads its prompt, more than a step's work
             self._learn_lookup((self.clock() - started) * 1000.0)
         if self._match == 0:
-            self.last_choice = (0, 0.0)
-            return 0  # nothing to copy: a plain step
+            return Odds(())  # nothing to copy: a plain step
         limit = self._limit()
         if self._match is None and self.acceptance.judged < EXPLORE_JUDGED:
-            explore = min(self._still_worth_exploring(n_ctx, left), limit)
-            self.last_choice, self.explored = (explore, 0.0), explore > 0
-            return explore
+            return Odds(tuple(OPTIMISTIC_ACCEPT if self._known(i) is None else self._known(i)
+                              for i in range(1, limit + 1)), exploring=True)
         if self._match is None:
-            accept = [self.acceptance.estimate(self._key(i), self._prior(i))
-                      for i in range(1, limit + 1)]
-        else:  # a copy's proposals are all judged on its match: one estimate for all
-            accept = [self.acceptance.estimate(self._key(1), self._prior(1))] * limit
-        k, rate = best_k(accept, lambda k: self.step_ms(k, n_ctx), limit)
-        plain = 1.0 / self.step_ms(0, n_ctx)
-        if k and rate < plain * (1 + self.hints.min_gain):
-            k, rate = 0, plain
-        if k == 0 and self._match and accept and accept[0] < self._prior(1):
-            self._shadow(context, limit)
+            return Odds(tuple(self.acceptance.estimate(self._key(i), self._prior(i))
+                              for i in range(1, limit + 1)))
+        # a copy's proposals are all judged on its match: one estimate for all
+        return Odds((self.acceptance.estimate(self._key(1), self._prior(1)),) * limit)
+
+    def chosen(self, k: int, rate: float, context: Sequence[int], odds: Odds) -> None:
+        """Note the K chosen at `odds` (the rate it was expected to write at, tokens per ms):
+        a copy not sent at odds the evidence has put below the prior is judged as the run
+        goes on (`_shadow`)."""
+        if odds.exploring:
+            self.explored = k > 0
+        elif k == 0 and self._match and odds.accept and odds.accept[0] < self._prior(1):
+            self._shadow(context, len(odds.accept))
         self.last_choice = (k, rate * 1000.0)
-        return k
 
     def _worth_looking(self, n_ctx: int) -> bool:
         """Whether to ask the oracle this step: always, but in a stretch of plain steps where
@@ -291,7 +320,7 @@ class AutoK:
 
     def step_ms(self, k: int, n_ctx: int) -> float:
         """Expected milliseconds of a step with draft length k at context length n_ctx."""
-        return self.verify_ms(self.rows(k), n_ctx) + self._draft_ms(k, n_ctx)
+        return self.verify_ms(self.rows(k), n_ctx) + self.draft_ms(k, n_ctx)
 
     def verify_ms(self, rows: float, n_ctx: int) -> float:
         """Expected milliseconds of verifying `rows` rows, with the step's overhead."""
@@ -311,7 +340,8 @@ class AutoK:
         ratio, seen = self.scale_at.get(cost_regime(n), (self.scale, 0))
         return ratio if seen >= MIN_SEEN else self.scale
 
-    def _draft_ms(self, k: int, n_ctx: int) -> float:
+    def draft_ms(self, k: int, n_ctx: int) -> float:
+        """Expected milliseconds of drafting k guesses at context length n_ctx."""
         if k == 0:
             return 0.0
         if self.draft_ms_per_token is not None:

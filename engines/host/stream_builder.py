@@ -14,8 +14,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..backends.base import Backend
+from ..cost.auto_k import AutoK
+from ..cost.batch_k import BatchK
+from ..cost.profile_data import BATCHES
+from ..cost.profile_widths import widen
 from ..errors import SpecvizError
 from ..loop.streams import StreamsSession, check_streams
+from ..oracles import Oracle, is_plain
+from .k_policy import k_policy
 from .model_pool import ModelPool
 from .run_builder import acquire, build_oracle, settings
 from .run_spec import LaneSpec, RunRequest
@@ -52,11 +58,9 @@ class StreamsBuilder:
     say: Say = lambda _: None
     target: Backend | None = None
     models: list[dict[str, Backend]] = field(default_factory=list)
+    first_policy: AutoK | None = None  # the first stream's, holding the cost profiles
 
     def __post_init__(self) -> None:
-        if self.lane.auto_k:
-            raise SpecvizError("--k auto does not choose K for a batch of streams yet: give "
-                               "a number with --k")
         self.target = acquire(self.pool, self.request.model, self.request.model.target)
         first: dict[str, Backend] = {}
         try:
@@ -79,7 +83,23 @@ class StreamsBuilder:
             self.models.append({k: m.share() for k, m in self.models[0].items()})
         oracles = [build_oracle(self.lane, self.target, self.models[i], self.say)
                    for i in range(n)]
-        return StreamsSession(self.target, oracles, runs)
+        policies, batch = self._batch_k(oracles)
+        return StreamsSession(self.target, oracles, runs, policies, batch)
+
+    def _batch_k(self, oracles: Sequence[Oracle]) -> tuple[list[AutoK] | None, BatchK | None]:
+        """With `--k auto`, a policy per stream (learning its odds) and the batch's chooser,
+        priced with the target's cost profile, which times the widths the batch needs once."""
+        if not self.lane.auto_k or is_plain(self.lane.oracle):
+            return None, None
+        if self.first_policy is None:
+            draft = next(iter(self.models[0].values()), None)
+            self.first_policy = k_policy(self.lane, self.request.model, oracles[0],
+                                         self.target, draft, self.say)
+        first = self.first_policy
+        first.profile = widen(self.target, first.profile, len(oracles), self.say)
+        policies = [AutoK(o, first.profile, first.draft_profile, k_max=BATCHES[-1] - 1,
+                          known_accept=first.known_accept) for o in oracles]
+        return policies, BatchK(policies, first.profile)
 
     def close(self) -> None:
         for extra in self.models[1:]:

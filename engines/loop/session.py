@@ -257,10 +257,12 @@ class Proposing(Protocol):
     def k(self) -> int: ...
 
 
-def propose(run: Proposing, room: int) -> tuple[int, int, Proposal | TreeProposal]:
-    """K as chosen (the policy's or the run's), K within the `room` left, and the oracle's
-    guesses for it."""
-    chosen = run.k_policy.choose(run.context, room + 1) if run.k_policy else run.k
+def propose(run: Proposing, room: int, chosen: int | None = None
+            ) -> tuple[int, int, Proposal | TreeProposal]:
+    """K as chosen (`chosen` where a batch chose it, else the policy's or the run's), K within
+    the `room` left, and the oracle's guesses for it."""
+    if chosen is None:
+        chosen = run.k_policy.choose(run.context, room + 1) if run.k_policy else run.k
     k = max(0, min(chosen, room))
     # Oracles may be shared by lanes and runs with and without auto K: priced per step.
     if isinstance(run.oracle, AutoKHints):

@@ -23,6 +23,7 @@ import numpy as np
 from .. import events as ev
 from ..backends.base import Backend, sync_device
 from ..backends.stream_cache import MAX_STREAMS, StreamCache, streams_that_fit
+from ..cost.batch_k import BatchK, Want
 from ..errors import ContextOverflow, SpecvizError
 from ..oracles.base import Oracle, Proposal, RunContext, TreeProposal
 from .detokenize import TextStream
@@ -136,7 +137,8 @@ class StreamsSession(RunControls):
 
     def __init__(self, target: Backend, oracles: Sequence[Oracle],
                  settings: Sequence[RunSettings],
-                 k_policies: Sequence[KPolicy | None] | None = None) -> None:
+                 k_policies: Sequence[KPolicy | None] | None = None,
+                 batch_k: BatchK | None = None) -> None:
         n = check_streams(len(settings))
         if len(oracles) != n:
             raise ValueError(f"{n} streams need {n} oracles, got {len(oracles)}")
@@ -145,6 +147,8 @@ class StreamsSession(RunControls):
         self.settings = tuple(settings)
         self.oracles = tuple(oracles)
         self.k_policies = tuple(k_policies or [None] * n)
+        # K chosen for the whole batch each step (stream i's odds learnt by k_policies[i]).
+        self.batch_k = batch_k
         texts = [target.format_prompt(s.prompt, s.chat, s.system, s.history) for s in settings]
         self.prompt_texts = texts
         self.prompt_ids = [target.encode_prompt(t, s.chat) for t, s in zip(texts, settings)]
@@ -236,9 +240,11 @@ class StreamsSession(RunControls):
     def _batch_step(self, index: int, texts: list[TextStream]) -> BatchStep:
         t0 = time.perf_counter()
         guesses: dict[int, tuple[int, int, Proposal | TreeProposal, Proposal, float]] = {}
+        ks = self._batch_ks()
+        n_ctx = self._mean_context()
         for s in self._live():
             t = time.perf_counter()
-            found = self._guarded(s, propose, s, s.room)
+            found = self._guarded(s, propose, s, s.room, ks.get(s.index) if ks else None)
             if found is not None:
                 chosen, k, proposal = found
                 linear = _before_eos(first_chain(proposal).cut(k), self.target.eos_ids)
@@ -259,7 +265,23 @@ class StreamsSession(RunControls):
         timing = ev.Timing(_ms(t1 - t0), pass_ms, _ms_since(t2))
         left = self._leavers(steps, texts, timing.total_ms)
         width = sum(len(g[3]) + 1 for g in guesses.values())
+        if self.batch_k is not None and width:
+            self.batch_k.observe_pass(width, n_ctx, pass_ms, timing.other_ms)
         return BatchStep(index, tuple(steps), width, timing, left)
+
+    def _batch_ks(self) -> dict[int, int] | None:
+        """Each live stream's K where it is chosen for the batch (None where it is not): from
+        the odds each stream's policy has learnt; a stream whose oracle fails to say leaves."""
+        if self.batch_k is None:
+            return None
+        odds = {s.index: found for s in self._live()
+                if (found := self._guarded(s, s.k_policy.odds, s.context)) is not None}
+        wants = [Want(s.index, s.context, s.room) for s in self._live() if s.index in odds]
+        return self.batch_k.choose(wants, odds).ks
+
+    def _mean_context(self) -> int:
+        live = self._live()
+        return round(sum(len(s.context) for s in live) / len(live)) if live else 0
 
     def _judge(self, s: Stream, linear: Proposal, logits: np.ndarray, k: int,
                text: TextStream, times: tuple[float, float], chosen: int,

@@ -1,0 +1,136 @@
+"""`--k auto` for a batch of streams: every stream's K chosen together before each batch step.
+
+One pass verifies every stream's pending token and guesses (loop/streams.py), so a guess
+costs what it adds to the batch's width, priced at that width (the cost profile, scaled by
+the passes seen), and is worth its stream's odds (each stream's AutoK learns them from its
+own steps): the chance that it and every guess before it in its stream hold. Positions go
+out in order of worth across streams, and the batch takes the count with the most expected
+tokens per millisecond. A stream whose guesses hold gets positions and one whose guesses fail
+gets none, as vLLM's adaptive verification chooses per step how much to verify; where no
+count beats the plain batch by the oracle's margin, no stream guesses and the steps say why.
+
+With one stream this is single-stream auto K priced at its own width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .auto_k import EXPLORE_K, STALL, AutoK, Odds, settle
+from .profile import Profile
+
+
+@dataclass(frozen=True)
+class Want:
+    """A stream before a batch step: its number, its context and the most guesses it may
+    verify (its token budget and cells)."""
+
+    index: int
+    context: Sequence[int]
+    room: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The positions a batch step gives: K per stream, the pass's expected width and the
+    expected tokens per second of the batch (speculating, and plain)."""
+
+    ks: dict[int, int]
+    width: int
+    tok_per_s: float
+    plain_tok_per_s: float
+
+
+class BatchK:
+    """K for every stream of a batch (policies[i] learns stream i's odds): `choose` before
+    a batch step, `observe_pass` after its pass, each stream's policy `observe` after its
+    step (loop/session.noted)."""
+
+    def __init__(self, policies: Sequence[AutoK], profile: Profile,
+                 widest: int | None = None) -> None:
+        self.policies = list(policies)
+        self.profile = profile
+        # Never wider than the profile measured: what a wider pass costs is not known here.
+        self.widest = min(widest or max(profile.batches), max(profile.batches))
+        self.min_gain = max((p.hints.min_gain for p in self.policies), default=0.0)
+        self.scale = 1.0  # live pass ms / profiled ms
+        self.seen = 0
+        self.overhead_ms = 0.0  # a batch step's bookkeeping beside its pass and guessing
+        self.last: Choice | None = None
+
+    def pass_ms(self, width: int, n_ctx: int) -> float:
+        """Expected ms of a pass of `width` tokens at a context of `n_ctx`, with a step's
+        overhead."""
+        return self.scale * self.profile.cost_ms(width, n_ctx) + self.overhead_ms
+
+    def choose(self, wants: Sequence[Want], odds: dict[int, Odds] | None = None) -> Choice:
+        """K for each stream of `wants`, from `odds` (each stream's policy's `odds` at its
+        context, asked here where not given)."""
+        if odds is None:
+            odds = {w.index: self.policies[w.index].odds(w.context) for w in wants}
+        n_ctx = round(sum(len(w.context) for w in wants) / max(len(wants), 1))
+        order = positions_by_worth(wants, odds, self._draft_ms)
+        count, rate, plain = self._best_count(order, len(wants), n_ctx)
+        ks = {w.index: 0 for w in wants}
+        for _, index, _ in order[:count]:
+            ks[index] += 1
+        for w in wants:
+            self.policies[w.index].chosen(ks[w.index], rate, w.context, odds[w.index])
+        self.last = Choice(ks, len(wants) + count, rate * 1000.0, plain * 1000.0)
+        return self.last
+
+    def _best_count(self, order: list[tuple[float, int, float]], n: int, n_ctx: int
+                    ) -> tuple[int, float, float]:
+        """(positions to send, expected tokens per ms, a plain batch's): the first `count`
+        of `order` that write the most per ms, none where that is not the oracle's margin
+        over plain decoding."""
+        plain = n / self.pass_ms(n, n_ctx)
+        best, best_rate = 0, plain
+        tokens, drafting = float(n), 0.0
+        for count, (worth, _, draft_ms) in enumerate(order, start=1):
+            if n + count > self.widest:
+                break
+            tokens += worth
+            drafting += draft_ms
+            rate = tokens / (self.pass_ms(n + count, n_ctx) + drafting)
+            if rate > best_rate * (1 + 1e-9):
+                best, best_rate = count, rate
+        if best and best_rate < plain * (1 + self.min_gain):
+            return 0, plain, plain
+        return best, best_rate, plain
+
+    def _draft_ms(self, want: Want) -> float:
+        """A guess's drafting ms for this stream: each stream drafts on its own, in turn."""
+        return self.policies[want.index].draft_ms(1, len(want.context))
+
+    def observe_pass(self, width: int, n_ctx: int, pass_ms: float, other_ms: float) -> None:
+        """Scale the profile by a batch pass as it took (a stall, over STALL times its price,
+        is not what a pass costs), and learn the step's overhead."""
+        predicted = self.profile.cost_ms(width, n_ctx)
+        if predicted > 0 and 0 < pass_ms < STALL * predicted:
+            self.scale = settle(self.scale, pass_ms / predicted, self.seen)
+            self.overhead_ms = settle(self.overhead_ms, other_ms, self.seen)
+            self.seen += 1
+
+
+def positions_by_worth(wants: Sequence[Want], odds: dict[int, Odds],
+                       draft_ms: Callable[[Want], float]) -> list[tuple[float, int, float]]:
+    """Every position a stream could guess, as (worth, stream, its drafting ms), the worthiest
+    first: its worth is the chance it and the guesses before it hold, which falls along a
+    stream, so each stream's positions stay in order; `draft_ms(want)` what guessing one
+    more token costs that stream. A stream still learning its odds is
+    priced at good odds for EXPLORE_K positions at most: enough to learn from."""
+    found = []
+    for w in wants:
+        chance = odds[w.index]
+        limit = min(len(chance.accept), max(w.room, 0))
+        if chance.exploring:
+            limit = min(limit, EXPLORE_K)
+        each_ms = draft_ms(w) if limit else 0.0
+        survive = 1.0
+        for j in range(limit):
+            survive *= min(max(chance.accept[j], 0.0), 1.0)
+            found.append((survive, w.index, each_ms))
+    found.sort(key=lambda f: -f[0])  # stable: equal worth keeps the streams' order
+    return found

@@ -1,0 +1,185 @@
+"""Auto K for a batch of streams (engines/cost/batch_k.py): positions go to the streams whose
+guesses hold, priced at the batch's width; none where nothing pays; one stream chooses as
+single-stream auto K does; the widths a batch needs are timed once (profile_widths.py); and
+a batched run under it stays lossless per stream."""
+
+from __future__ import annotations
+
+import pytest
+from test_cost import FakeLookup
+
+from specviz.engines import events as ev
+from specviz.engines.bench.compare import check_stream_against_plain
+from specviz.engines.cost import profile as prof
+from specviz.engines.cost import profile_widths
+from specviz.engines.cost.auto_k import AutoK, Odds
+from specviz.engines.cost.batch_k import BatchK, Want
+from specviz.engines.cost.profile import Profile
+from specviz.engines.loop.session import RunSettings, Session
+from specviz.engines.loop.streams import BatchStep, StreamsSession
+from specviz.engines.oracles import make_oracle
+
+WIDTHS = [1, 2, 4, 9, 16, 32]
+
+
+def flat(ms_one: float = 10.0, per_row: float = 0.05, widths=WIDTHS) -> Profile:
+    """A GPU's shape: a pass costs about what one token does, whatever its width."""
+    return Profile("m", "llama", "cuda", None, [512], list(widths),
+                   [[ms_one + per_row * (w - 1) for w in widths]])
+
+
+def linear(ms_row: float = 10.0) -> Profile:
+    """A busy CPU's shape: every row costs as much as the first."""
+    return Profile("m", "llama", "cpu", 2, [512], WIDTHS, [[ms_row * w for w in WIDTHS]])
+
+
+def batch_of(n: int, profile: Profile) -> BatchK:
+    return BatchK([AutoK(FakeLookup(), profile) for _ in range(n)], profile)
+
+
+def wants(n: int, context_len: int = 512, room: int = 64) -> list[Want]:
+    return [Want(i, [7] * context_len, room) for i in range(n)]
+
+
+def test_positions_go_to_the_stream_whose_guesses_hold():
+    batch = batch_of(2, flat(per_row=0.8))
+    choice = batch.choose(wants(2), {0: Odds((0.9,) * 8), 1: Odds((0.05,) * 8)})
+    assert choice.ks[0] >= 4 and choice.ks[1] == 0
+    assert choice.width == 2 + choice.ks[0]
+    assert choice.tok_per_s > choice.plain_tok_per_s
+
+
+def test_where_every_row_costs_a_token_nobody_guesses():
+    """Each guess is worth at most one token and costs one token's pass: none pays, and
+    each stream's policy says why (auto K priced its guesses out)."""
+    batch = batch_of(3, linear())
+    choice = batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
+    assert choice.ks == {0: 0, 1: 0, 2: 0} and choice.width == 3
+    assert all(p.zero_reason == ev.DECLINE_AUTO_K for p in batch.policies)
+
+
+def test_a_wider_batch_gives_each_stream_fewer_positions():
+    """On a profile whose rows grow dear past a few, the same odds earn a stream fewer
+    positions the more streams share the pass, and none once the batch is wide enough."""
+    widths = [1, 2, 4, 8, 16, 32]
+    knee = Profile("m", "llama", "cpu", 2, [512], widths,
+                   [[10.0, 10.5, 11.0, 14.0, 28.0, 56.0]])
+    per_stream = []
+    for n in (1, 2, 4, 8, 16):
+        choice = batch_of(n, knee).choose(wants(n), {i: Odds((0.8,) * 8) for i in range(n)})
+        per_stream.append(sum(choice.ks.values()) / n)
+    assert per_stream[0] > per_stream[2] > 0
+    assert per_stream[-1] == 0
+    assert per_stream == sorted(per_stream, reverse=True)
+
+
+def test_one_stream_chooses_as_single_stream_auto_k():
+    """The same learnt odds and profile: a batch of one picks the K a single run's policy
+    picks (its own width priced the same way)."""
+    for profile in (flat(), flat(per_row=0.8), linear(), flat(per_row=3.0)):
+        for accept in (0.3, 0.6, 0.9):
+            alone, batched = AutoK(FakeLookup(), profile), AutoK(FakeLookup(), profile)
+            for policy in (alone, batched):
+                policy.oracle.match = 5
+                for _ in range(20):
+                    policy.acceptance.add(policy._key(1), True)
+                    policy.acceptance.add(policy._key(1), accept > 0.5)
+            context = [1] * 512
+            k = alone.choose(context)
+            choice = BatchK([batched], profile).choose([Want(0, context, 64)])
+            assert choice.ks[0] == k, (profile.ms, accept)
+
+
+def test_the_batch_is_never_wider_than_the_profile_measured():
+    batch = batch_of(16, flat())
+    choice = batch.choose(wants(16), {i: Odds((0.99,) * 31) for i in range(16)})
+    assert choice.width <= max(flat().batches) == 32
+    assert sum(choice.ks.values()) == 32 - 16
+
+
+def test_a_stream_still_learning_its_odds_is_tried_briefly():
+    """A draft whose odds are not known yet is priced at good odds for a couple of
+    positions, enough to learn from, never a long draft on hope."""
+    batch = batch_of(2, flat())
+    choice = batch.choose(wants(2), {0: Odds((0.9,) * 8, exploring=True), 1: Odds(())})
+    assert choice.ks == {0: 2, 1: 0}
+    assert batch.policies[0].explored
+
+
+def test_the_room_a_stream_has_left_bounds_its_positions():
+    batch = batch_of(2, flat())
+    choice = batch.choose([Want(0, [1] * 100, 2), Want(1, [1] * 100, 0)],
+                          {0: Odds((0.99,) * 8), 1: Odds((0.99,) * 8)})
+    assert choice.ks == {0: 2, 1: 0}
+
+
+def test_passes_as_they_took_scale_the_profile_and_a_stall_does_not():
+    batch = batch_of(2, flat())
+    predicted = batch.profile.cost_ms(6, 512)
+    for _ in range(12):
+        batch.observe_pass(6, 512, 2 * predicted, 0.5)
+    assert batch.scale == pytest.approx(2.0)
+    batch.observe_pass(6, 512, 50 * predicted, 0.5)  # the process swapped out
+    assert batch.scale == pytest.approx(2.0)
+    assert batch.pass_ms(6, 512) == pytest.approx(2 * predicted + 0.5)
+
+
+def test_the_widths_a_batch_needs():
+    profile = flat(widths=[1, 2, 4, 9, 16, 32])
+    assert profile_widths.needed(profile, 4) == []  # 20 positions: measured
+    assert profile_widths.needed(profile, 8) == [48]
+    assert profile_widths.needed(profile, 16) == [48, 64, 96]
+    wide = flat(widths=[1, 9, 32, 48, 64, 96])
+    assert profile_widths.needed(wide, 16) == []
+
+
+# ------------------------------------------------------------------ on a real model
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    from tiny_gguf import write_tiny_gguf
+
+    from specviz.engines.backends.llama import LlamaBackend
+
+    path = write_tiny_gguf(tmp_path_factory.mktemp("batch-k") / "tiny.gguf")
+    backend = LlamaBackend(path, n_ctx=1024, threads=1)
+    yield backend
+    backend.close()
+
+
+def test_widening_times_the_batch_widths_once_and_stores_them(tiny_llama):
+    measured = prof.measure(tiny_llama, "tiny-batch-k", 1, batches=[1, 2, 9, 32], repeats=1,
+                            contexts=[128])
+    wide = profile_widths.widen(tiny_llama, measured, 8)
+    assert wide.batches[-1] == 48 and len(wide.ms[0]) == len(wide.batches)
+    assert wide.cost_ms(48, 128) > wide.cost_ms(9, 128)
+    stored, _ = prof.read("tiny-batch-k", "llama", tiny_llama.device, 1, tiny_llama.dtype,
+                          tiny_llama.profile_variant)
+    assert stored.batches == wide.batches
+    assert profile_widths.widen(tiny_llama, stored, 8) is stored  # nothing left to time
+
+
+PROMPTS = ["the x the y the x the y the x the", "def add(a, b): return a + b def add(",
+           "(x) (y) (x) (y) (x) (y) (", "a b c a b c a b c a b"]
+
+
+def test_a_batch_under_auto_k_writes_each_streams_plain_decoding(tiny_llama):
+    """Prompt lookup on four repeating prompts, K chosen for the batch on a GPU-shaped
+    profile (so guesses pay and are sent): each stream's greedy text is its plain decoding
+    alone (or parts at a measured near-tie), and its steps say auto K chose them."""
+    runs = [RunSettings(p, chat=False, k=32, max_tokens=24) for p in PROMPTS]
+    oracles = [make_oracle("prompt-lookup") for _ in runs]
+    profile = flat()
+    policies = [AutoK(o, profile) for o in oracles]
+    session = StreamsSession(tiny_llama, oracles, runs, policies, BatchK(policies, profile))
+    events = list(session)
+    steps = [b for b in events if isinstance(b, BatchStep)]
+    assert any(b.width > len(b.steps) for b in steps)  # some stream was given positions
+    for i, run in enumerate(runs):
+        mine = [e for b in steps for j, e in b.steps if j == i]
+        assert all(e.auto_k for e in mine)
+        plain = Session(tiny_llama, make_oracle("none"), run)
+        plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
+        result = check_stream_against_plain(tiny_llama, plain.prompt_ids, mine, plain_steps, 3)
+        assert result.identical or result.near_tie, (i, result.note)
