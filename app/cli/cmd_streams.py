@@ -134,6 +134,9 @@ def _print_run(result: dict) -> None:
                  f"tokens/s; speedup {speedup_words(result)}")
     if result["k"] == AUTO:
         line += f"; auto K for the batch, {result['mean_k']:.1f} a stream's step on average"
+        if not result["mean_k"]:
+            line += (f" (no guess paid for its rows at {result['streams']} streams' width "
+                     "on this machine: speculation was off)")
     print(line, file=sys.stderr)
     for failure in result["failures"]:
         print(f"note: {failure}", file=sys.stderr)

@@ -22,9 +22,10 @@ from ..errors import SpecvizError
 from ..models import side_folder
 from ..oracles import ORACLE_INFO
 from ..oracles.registry import HeldOut
+from .concurrency import speedups, stops_paying_at
 from .pricing import Costs
 from .replay import K_MAX
-from .report import ALL, Candidate, Cell
+from .report import ALL, PAYS, Candidate, Cell
 
 # What training costs, relative to a run's own steps: the target writes this many tokens,
 # `prompt_batch` prompts at a time, and reads about as many (train-heads' defaults), and fitting
@@ -138,7 +139,10 @@ def _cell(heads: Heads, share: float, costs: Costs, context: int) -> Cell:
     speedup = round(rate * costs.plain_ms(context), 4)
     kept = expected_tokens(heads.accept[:k]) - 1
     return Cell(speedup, "auto", k, speedup, speedup, round(kept / k, 4) if k else None,
-                round(kept + 1, 4), costs.break_even(k, context, draft_ms(k)) if k else None, 0)
+                round(kept + 1, 4), costs.break_even(k, context, draft_ms(k)) if k else None, 0,
+                rows_per_step=k + 1,
+                stops_paying_at=stops_paying_at(speedups(costs, context, speedup, kept + 1,
+                                                         k + 1), PAYS))
 
 
 def candidate(target: Backend, heads: Heads | None, kind: str, costs: Costs,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from .concurrency import speedups, stops_paying_at
 from .pricing import Costs
 from .replay import K_MAX, Drafter, Record, Tally, replay
-from .report import ALL, Cell
+from .report import ALL, PAYS, Cell
 
 FIXED_KS = (1, 2, 3, 4, 6, 8, 12, 16)
 Progress = Callable[[str], None]
@@ -48,13 +49,16 @@ def cell(tallies: Mapping[int | None, Tally], costs: Costs,
     else:  # auto K not replayed, and no fixed K drafted anything: plain decoding's figures
         chosen, policy = next(iter(tallies.values())), "K=0"
     context = chosen.mean_context
+    rows = 1 + (chosen.drafted / chosen.steps if chosen.steps else 0.0)
     return Cell(speedup=round(chosen.speedup, 4), policy=policy, best_k=best_k,
                 auto_speedup=None if auto is None else round(auto.speedup, 4),
                 fixed_speedup=round(best.speedup, 4) if best else 1.0,
                 acceptance=None if chosen.acceptance is None else round(chosen.acceptance, 4),
                 tokens_per_step=round(chosen.tokens_per_step, 4),
                 break_even=costs.break_even(best_k, context, draft_ms(best_k)) if best_k else None,
-                tokens=chosen.tokens)
+                tokens=chosen.tokens, rows_per_step=round(rows, 4),
+                stops_paying_at=stops_paying_at(speedups(costs, context, chosen.speedup,
+                                                         chosen.tokens_per_step, rows), PAYS))
 
 
 def merged(tallies: Sequence[Tally]) -> Tally:

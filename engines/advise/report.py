@@ -27,6 +27,10 @@ class Cell:
     tokens_per_step: float
     break_even: float | None  # the constant acceptance at which best_k just pays (None: never)
     tokens: int  # answer tokens it was predicted on
+    rows_per_step: float = 1.0  # rows a step verifies: its guesses and the target's token
+    # The fewest streams decoded at once at which it is predicted to stop paying (None: it
+    # pays at every count in concurrency.STREAMS; 1: it does not pay alone either).
+    stops_paying_at: int | None = 1
 
 
 @dataclass
@@ -110,13 +114,14 @@ def rank(candidates: list[Candidate]) -> list[Candidate]:
 def render(advice: Advice) -> str:
     """The ranked table, the skipped candidates with their reasons, the verdict and the time
     it took (the problems are the caller's to print, one line each)."""
-    header = ["candidate", *advice.kinds, "accepted", "best K", "to get"]
+    header = ["candidate", *advice.kinds, "accepted", "best K", "pays up to", "to get"]
     rows = [header]
     for c in advice.predicted:
         cells = [f"{c.cells[k].speedup:.2f}x" if k in c.cells else "-" for k in advice.kinds]
         cell = c.cells[ALL]
         accepted = "-" if cell.acceptance is None else f"{cell.acceptance:.0%}"
-        rows.append([c.name, *cells, accepted, cell.policy.removeprefix("K="), c.obtain])
+        rows.append([c.name, *cells, accepted, cell.policy.removeprefix("K="),
+                     _pays_up_to(cell.stops_paying_at), c.obtain])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [f"target {advice.target} ({advice.backend}); {advice.answers}; priced with "
              f"{advice.costs}", ""]
@@ -132,5 +137,16 @@ def render(advice: Advice) -> str:
     notes = [f"  {c.name}: {c.note}" for c in advice.predicted if c.note]
     if notes:
         lines += ["", "notes:", *notes]
-    lines += ["", f"verdict: {advice.verdict}", f"took {advice.seconds:.0f} s"]
+    lines += ["", "pays up to: the most streams decoded at once (of 1, 2, 4, 8, 16) at which "
+              "it is still predicted to pay, a batch's pass priced by the cost profile",
+              "", f"verdict: {advice.verdict}", f"took {advice.seconds:.0f} s"]
     return "\n".join(lines)
+
+
+def _pays_up_to(stops: int | None) -> str:
+    from .concurrency import STREAMS
+
+    if stops is None:
+        return f"{STREAMS[-1]}+ streams"
+    below = [n for n in STREAMS if n < stops]
+    return f"{below[-1]} stream{'s' * (below[-1] > 1)}" if below else "-"
