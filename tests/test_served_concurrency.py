@@ -62,13 +62,14 @@ def test_the_bench_has_the_local_streams_columns_and_json(server_binary, tmp_pat
     assert main(["bench", "--target", "smollm2-135m", "--threads", "1", "--oracles",
                  "llama-server", "--spec-type", "ngram-simple", "--streams", "2",
                  "--stream-prompts", "quickstart", "--max-tokens", "8", "--no-fetch",
-                 "--json", str(out)]) == 0
+                 "--spec-options", "--spec-ngram-simple-size-n 3", "--json", str(out)]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("| oracle | K | streams | tokens/s | plain tokens/s |")
     assert "| llama-server ngram-simple | its own | 2 |" in captured.out
     assert "--repeat 2 or more" in captured.err
     lane = json.loads(out.read_text())["lanes"][0]
     assert lane["oracle"] == "llama-server" and lane["spec_type"] == "ngram-simple"
+    assert lane["spec_options"] == ["--spec-ngram-simple-size-n", "3"]
     point = lane["points"][0]
     local = {"streams", "tok_per_s", "plain_tok_per_s", "pace", "plain_pace", "speedup",
              "interval", "rounds", "stretches", "verdict", "round_ratios", "stalls",
@@ -90,3 +91,13 @@ def test_a_llama_server_bench_lacking_what_it_needs_is_one_line(more, words, cap
     assert main(["bench", "--oracles", "llama-server", "--max-tokens", "8", *more]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and words in err[0], err
+
+
+@pytest.mark.parametrize("options", ["--host 0.0.0.0", "--spec-ngram-simple-size-n 3 -m x",
+                                     "'--spec-type"])
+def test_spec_options_take_only_the_speculations_own(options, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "--oracles", "llama-server", "--streams", "1", "--spec-type",
+              "ngram-simple", "--spec-options", options])
+    assert stop.value.code == 2
+    assert "--spec-options" in capsys.readouterr().err.splitlines()[-1]

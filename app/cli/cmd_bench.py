@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -60,7 +61,26 @@ def register(sub) -> None:
                         "ngram-simple or ngram-mod, on a llama-server with --parallel N slots "
                         "for N clients at once, against a plain one with as many (--draft: a "
                         "draft type's GGUF; --k: the longest draft)")
+    g.add_argument("--spec-options", metavar="OPTIONS", type=spec_options, default=(),
+                   help="further options of llama.cpp's speculation for the speculating "
+                        "llama-server, passed as they are, each a --spec-... one, e.g. "
+                        "\"--spec-ngram-simple-size-n 3\" (ngram-simple looks up 12 tokens "
+                        "by default)")
     p.set_defaults(func=run)
+
+
+def spec_options(text: str) -> tuple[str, ...]:
+    """--spec-options: llama-server's own options of its speculation, nothing else (the
+    server's address, model and slots are the bench's)."""
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {exc}") from None
+    other = next((w for w in words if w.startswith("-") and not w.startswith("--spec-")), None)
+    if other is not None:
+        raise argparse.ArgumentTypeError(f"{other} is not an option of llama.cpp's "
+                                         "speculation (--spec-...)")
+    return words
 
 
 def configs(args: argparse.Namespace) -> list[bench.Config]:

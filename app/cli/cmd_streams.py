@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from functools import partial
 
 from ...engines import atomic
@@ -185,6 +186,7 @@ def _served_result(args, spec, request, prompts) -> dict:
     """A llama-server lane: its speculation on a server of N slots and N clients at once,
     against a plain server of as many, at each N (engines/bench/served.py)."""
     model_path, speculation, threads = spawn_plan(spec, request.model)
+    speculation = replace(speculation, extra=tuple(getattr(args, "spec_options", ())))
     settings = run_settings(spec, request)
     if args.repeat < 2:
         _say("one round at each client count gives no interval: --repeat 2 or more for one")
@@ -194,7 +196,8 @@ def _served_result(args, spec, request, prompts) -> dict:
         points.append(served.measure(n, model_path, speculation, settings, prompts,
                                      rounds=args.repeat, threads=threads, say=_say))
     return {"oracle": SPAWNED, "spec_type": speculation.label, "k": spec.k,
-            "threads": threads, "points": [p.to_dict() for p in points],
+            "spec_options": list(speculation.extra), "threads": threads,
+            "points": [p.to_dict() for p in points],
             "crossover": conc.measured_crossover(points)}
 
 
