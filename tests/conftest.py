@@ -67,8 +67,9 @@ def pytest_collection_modifyitems(items):
 # Tests that need what CI builds (llama-server and llama.cpp's converter, a browser for the
 # page): where it is missing they skip, and under CI=true (set by CI services) they fail
 # instead, so a CI run cannot pass with all of them skipped.
-CI_MUST_RUN = ("test_server_llama", "test_llama_spawn", "test_eagle_gguf",
-               "test_llama_server_lane_window", "test_export_page", "test_export_video")
+CI_MUST_RUN = ("test_server_llama", "test_llama_spawn", "test_served_concurrency",
+               "test_eagle_gguf", "test_llama_server_lane_window", "test_export_page",
+               "test_export_video")
 
 
 @pytest.hookimpl(hookwrapper=True)

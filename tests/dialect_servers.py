@@ -239,6 +239,10 @@ def _completion_logprobs(step: Step, body: dict, offset: int) -> dict | None:
 
 
 def _vllm_metrics(spec: list[Step]) -> dict:
+    """vLLM's per-request metrics (docs/features/speculative_decoding/acceptance_metrics.md):
+    steps that drafted nothing are left out of the steps and the histogram (dense, K + 1
+    buckets)."""
+    spec = [s for s in spec if s.drafted]
     drafted = sum(s.drafted for s in spec)
     accepted = sum(s.accepted for s in spec)
     k = max(s.drafted for s in spec)
@@ -256,7 +260,15 @@ def _sglang_details(spec: list[Step]) -> dict:
             "spec_accept_length": 1 + correct / len(spec), "spec_cap_length": 0.0,
             "spec_block_accept_length": 0.0, "spec_num_correct_drafts": correct,
             "spec_num_proposed_drafts": proposed, "spec_verify_ct": len(spec),
-            "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": []}
+            "spec_correct_drafts_histogram": correct_drafts_histogram(spec),
+            "spec_cap_lens_histogram": []}
+
+
+def correct_drafts_histogram(spec: list[Step]) -> list[int]:
+    """SGLang's (Req.update_spec_correct_drafts_histogram): bucket j counts the verify steps
+    with j correct drafts, grown as far as the most any step had."""
+    most = max(s.accepted for s in spec)
+    return [sum(1 for s in spec if s.accepted == j) for j in range(most + 1)]
 
 
 def p_target(logprob: float) -> float:

@@ -152,6 +152,9 @@ def run_server(args: argparse.Namespace, request) -> int:
     finally:
         lane.close()
     summary = lane.summary
+    notice = lane.notice()
+    if notice:
+        _say(notice)
     result = _server_result(lane, summary, steps)
     if args.server_baseline or (spawned and args.baseline):
         # A spawned lane's baseline: a plain llama-server of the same model, started once the

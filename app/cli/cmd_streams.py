@@ -6,17 +6,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from functools import partial
 
 from ...engines import atomic
 from ...engines.backends.stream_cache import MAX_STREAMS
 from ...engines.bench import concurrency as conc
+from ...engines.bench import served
 from ...engines.errors import SpecvizError
 from ...engines.host.model_pool import ModelPool
+from ...engines.host.run_builder import settings as run_settings
 from ...engines.host.run_spec import AUTO
+from ...engines.host.server_lanes import spawn_plan
 from ...engines.host.stream_builder import PROMPT_SETS, StreamsBuilder, prompt_set
 from ...engines.oracles import is_plain
-from ...engines.oracles.registry import PLAIN
+from ...engines.oracles.registry import PLAIN, SPAWNED
 from ...engines.trace import machine_info
 from . import options
 from .console import speedup_words
@@ -150,15 +154,30 @@ def bench_streams(args: argparse.Namespace, lanes, questions) -> int:
     prompts = ([q.turns[0] for q in questions] if questions
                else prompt_set(args.stream_prompts or "spec-bench", None))
     request = options.run_request(args, prompts[0])
+    local = [spec for spec in lanes if not is_plain(spec.oracle) and spec.oracle != SPAWNED]
+    results = [_served_result(args, spec, request, prompts) for spec in lanes
+               if spec.oracle == SPAWNED]
+    results += _local_results(args, local, request, prompts) if local else []
+    table = streams_table(results)
+    print(table)
+    meta = {"target": args.target, "max_tokens": args.max_tokens, "rounds": args.repeat,
+            "prompts": len(prompts), "machine": machine_info()}
+    if args.markdown:
+        atomic.write_text(args.markdown, table + "\n")
+    if args.json_out:
+        atomic.write_text(args.json_out, json.dumps({"meta": meta, "lanes": results},
+                                                    indent=1))
+    return 0
+
+
+def _local_results(args, lanes, request, prompts) -> list[dict]:
     pool = ModelPool()
     builders: list[StreamsBuilder] = []
+    results = []
     try:
         plain = StreamsBuilder(options.lane_spec(args, PLAIN), request, pool, _say)
         builders.append(plain)
-        results = []
         for spec in lanes:
-            if is_plain(spec.oracle):
-                continue
             lane = StreamsBuilder(spec, request, pool, _say)
             builders.append(lane)
             lane.session(prompts, max(args.streams))  # the widest must fit: said before any
@@ -170,16 +189,26 @@ def bench_streams(args: argparse.Namespace, lanes, questions) -> int:
         for builder in builders:
             builder.close()
         pool.close()
-    table = streams_table(results)
-    print(table)
-    meta = {"target": args.target, "max_tokens": args.max_tokens, "rounds": args.repeat,
-            "prompts": len(prompts), "machine": machine_info()}
-    if args.markdown:
-        atomic.write_text(args.markdown, table + "\n")
-    if args.json_out:
-        atomic.write_text(args.json_out, json.dumps({"meta": meta, "lanes": results},
-                                                    indent=1))
-    return 0
+    return results
+
+
+def _served_result(args, spec, request, prompts) -> dict:
+    """A llama-server lane: its speculation on a server of N slots and N clients at once,
+    against a plain server of as many, at each N (engines/bench/served.py)."""
+    model_path, speculation, threads = spawn_plan(spec, request.model)
+    speculation = replace(speculation, extra=tuple(getattr(args, "spec_options", ())))
+    settings = run_settings(spec, request)
+    if args.repeat < 2:
+        _say("one round at each client count gives no interval: --repeat 2 or more for one")
+    points = []
+    for n in args.streams:
+        _say(f"{SPAWNED} {speculation.label}: {n} client{'s' if n > 1 else ''} at once")
+        points.append(served.measure(n, model_path, speculation, settings, prompts,
+                                     rounds=args.repeat, threads=threads, say=_say))
+    return {"oracle": SPAWNED, "spec_type": speculation.label, "k": spec.k,
+            "spec_options": list(speculation.extra), "threads": threads,
+            "points": [p.to_dict() for p in points],
+            "crossover": conc.measured_crossover(points)}
 
 
 def _lane_result(args, spec, target, points: list[conc.Point]) -> dict:
@@ -218,7 +247,8 @@ def streams_table(results: list[dict]) -> str:
         for p in r["points"]:
             interval = (f"{p['speedup']:.2f}x" if p["interval"] is None else
                         f"{p['speedup']:.2f}x ({p['interval'][0]:.2f}-{p['interval'][1]:.2f})")
-            rows.append(f"| {r['oracle']} | {r['k']} | {p['streams']} | {p['tok_per_s']:.1f} | "
+            rows.append(f"| {_lane_words(r)} | {_k_words(r)} | {p['streams']} | "
+                        f"{p['tok_per_s']:.1f} | "
                         f"{p['plain_tok_per_s']:.1f} | {p['pace']:.1f} | {p['plain_pace']:.1f}"
                         f" | {interval} | {p['verdict']} |")
         notes.append(_crossover_words(r))
@@ -227,7 +257,7 @@ def streams_table(results: list[dict]) -> str:
 
 def _crossover_words(r: dict) -> str:
     measured = r["crossover"]
-    words = f"{r['oracle']} K={r['k']}: " + (f"stops paying at {_streams_words(measured)} "
+    words = f"{_lane_words(r)} K={_k_words(r)}: " + (f"stops paying at {_streams_words(measured)} "
                                               "(measured)" if measured
                                               else "pays at every stream count measured")
     predicted = r.get("predicted")
@@ -239,6 +269,15 @@ def _crossover_words(r: dict) -> str:
             words += (f" (passes wider than the profile's {predicted['widest_measured_pass']} "
                       f"tokens extrapolated, at {predicted['extrapolated']} streams)")
     return words
+
+
+def _lane_words(r: dict) -> str:
+    """The lane's name in the table: the oracle, or a serving engine with its speculation."""
+    return f"{r['oracle']} {r['spec_type']}" if r.get("spec_type") else r["oracle"]
+
+
+def _k_words(r: dict) -> str:
+    return "its own" if r.get("spec_type") and not r["k"] else str(r["k"])
 
 
 def _streams_words(n: int) -> str:

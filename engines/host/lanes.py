@@ -175,7 +175,8 @@ class ServerLane(_Delegated):
         return self.header["server"]["build"]
 
     def notice(self) -> str | None:
-        return None  # the server's speculation learns nothing here
+        """Why the engine's own count of the run's speculation was left out, where it was."""
+        return getattr(self.session, "counts_note", None)
 
     def _take(self, kind: str, fields: dict, say: Say) -> str | None:
         """K where the engine takes it per request; auto K and oracle settings are local."""

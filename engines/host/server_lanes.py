@@ -55,10 +55,18 @@ def build_session(lane: LaneSpec, settings: RunSettings,
 def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) -> ServerSession:
     """A session on a llama-server started for this lane with the run's model and threads
     and the lane's speculation (one line where either is refused); the run's end stops it."""
+    from ..servers.spawn import spawned_session
+
+    target, speculation, threads = spawn_plan(lane, model)
+    return spawned_session(speculation, target, threads, settings, ctx=model.n_ctx)
+
+
+def spawn_plan(lane: LaneSpec, model: ModelChoice | None):
+    """What a llama-server of this lane is started with: the model's GGUF, the lane's
+    speculation (its draft file found) and the thread count; one line where one is refused."""
     from ..machine.cpu_load import start_threads
     from ..machine.hardware import compute_threads
     from ..models.store import resolve
-    from ..servers.spawn import spawned_session
 
     if model is None:
         raise SpecvizError("a llama-server lane needs the run's model")
@@ -70,7 +78,7 @@ def spawned(lane: LaneSpec, settings: RunSettings, model: ModelChoice | None) ->
     # A server's thread count is fixed when it starts: the cores free then (its threads
     # would stall at every barrier beside work that holds one of theirs).
     threads = model.threads or start_threads(compute_threads())
-    return spawned_session(speculation, target, threads, settings, ctx=model.n_ctx)
+    return target, speculation, threads
 
 
 def speculation_of(lane: LaneSpec, draft=None):

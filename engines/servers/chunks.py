@@ -29,6 +29,11 @@ class Chunk:
     logprobs: tuple[float, ...] | None = None  # each token's log-probability under the target
     prompt_tokens: int | None = None
     stop_string: bool = False  # the engine says generation ended at a stop string
+    # The request's own speculation as the engine counted it (spec_metrics.SpecCounts: vLLM's
+    # and SGLang's acceptance histograms), in the chunk that says it; `note`: why a chunk's
+    # counts were left out, in one line.
+    counts: object = None
+    note: str | None = None
 
 
 def first_choice(data: dict) -> dict:

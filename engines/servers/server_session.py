@@ -42,6 +42,7 @@ class ServerSession(RunControls):
         self.summary: ev.SummaryEvent | None = None
         # The run's own speculation as the server counted it (/metrics), where it serves them.
         self.server_counts: spec_metrics.SpecCounts | None = None
+        self.counts_note: str | None = None  # why the engine's own counts were left out
         serves = getattr(engine, "serves_metrics", None)
         self.metrics = metrics if metrics is not None else bool(serves and serves(endpoint))
         self._k = check_k(settings.k) if server.k_per_request else server.k
@@ -101,8 +102,11 @@ class ServerSession(RunControls):
             yield from builder.finish(_ms_since(mark))
             reason = reason or self._ended(stream, builder)
         self.summary = self._summary(builder, reason, first_chunk_ms, t_start)
-        self.server_counts = spec_metrics.read_after(self.endpoint, counted_before,
-                                                     self.summary.totals.tokens)
+        # The engine's own count of this request (vLLM, SGLang) where it said one; else the
+        # server's /metrics, before and after.
+        self.server_counts = builder.run_counts or spec_metrics.read_after(
+            self.endpoint, counted_before, self.summary.totals.tokens)
+        self.counts_note = builder.counts_note
         yield self.summary
 
     def _request(self, builder: StepBuilder) -> tuple[str, dict]:

@@ -1,7 +1,8 @@
 """A llama-server that specviz starts itself, for one lane, and stops with it.
 
 It listens on 127.0.0.1 on a free port, runs the run's model with its threads and a context
-of its own, one slot, `/metrics` on, and the lane's speculation (llama_speculation.py); a
+of its own, one slot (or `parallel` slots, for as many clients at once: llama.cpp splits the
+context between them), `/metrics` on, and the lane's speculation (llama_speculation.py); a
 plain one (no types) is the lane's baseline. Its output goes to a log file, never to a pipe
 (a pipe nobody reads fills up and stalls the server). A server that cannot start is one line
 with the log's reason (llama.cpp says why on its last error lines); one that dies while a
@@ -44,6 +45,7 @@ HOST = "127.0.0.1"
 READY_TIMEOUT_S = 180.0  # loading a large GGUF from a cold disk takes a while
 STOP_GRACE_S = 5.0
 DEFAULT_CTX = 4096
+MAX_PARALLEL = 64  # slots: clients served at once
 PLAIN = Speculation()  # no speculation: a lane's baseline
 # How llama.cpp's log says why it stopped: an argument it refused (printed before its usage
 # text), its error lines (level E, after a timestamp), or, from a crash, a line of its own.
@@ -69,15 +71,21 @@ class SpawnedServer:
 
     def __init__(self, model: Path, speculation: Speculation = PLAIN, threads: int = 2,
                  ctx: int = DEFAULT_CTX, binary: Path | None = None,
-                 ready_timeout_s: float = READY_TIMEOUT_S, metrics: bool = True) -> None:
+                 ready_timeout_s: float = READY_TIMEOUT_S, metrics: bool = True,
+                 parallel: int = 1) -> None:
         self.binary = binary or llama_build.require()
         self.model = Path(model)
         self.speculation = speculation
+        self.parallel = parallel
+        if not 1 <= parallel <= MAX_PARALLEL:
+            raise SpecvizError(f"a llama-server of ours serves 1 to {MAX_PARALLEL} clients at "
+                               f"once, not {parallel}")
         if not self.model.is_file():
             raise SpecvizError(f"no such model file: {self.model}")
         speculation.check(known_types(self.binary) if speculation.types else ())
         self.argv_tail = ["-m", str(self.model), "-t", str(threads), "-c", str(ctx),
-                          "--parallel", "1", "--no-webui", "--offline", "--log-colors", "off",
+                          "--parallel", str(parallel), "--no-webui", "--offline",
+                          "--log-colors", "off",
                           *(["--metrics"] if metrics else []), *speculation.arguments()]
         fd, name = tempfile.mkstemp(prefix="specviz-llama-server-", suffix=".log")
         os.close(fd)

@@ -11,6 +11,16 @@ include the other clients' requests. llama-server adds a request's counts when i
 released, just after the stream ends (or, for a request cut short, once it notices), so the
 reading after a run waits, briefly, until the server has counted the run's tokens.
 
+vLLM (`--per-request-spec-decode-metrics`) and SGLang also say a request's own speculation in
+its response: an acceptance histogram, whose bucket j counts the request's verification steps
+that accepted exactly j drafts (the target's own token not counted): vLLM's
+`metrics.speculative_decoding.acceptance_histogram` (dense, K + 1 buckets, with
+num_spec_steps, num_draft_tokens, num_accepted_draft_tokens and num_spec_tokens = K beside it),
+SGLang's `spec_correct_drafts_histogram` (as long as the most drafts a step accepted, with
+spec_verify_ct and spec_num_correct_drafts). `from_histogram` reads either into the same
+counts: the steps are the drafts, and the drafts whose position i was accepted are the steps
+that accepted more than i. Such counts are the request's own whatever else the server served.
+
 Parsed with prometheus_client's own text parser (the Prometheus project's Python client,
 pure Python): label quoting and escapes, `_total` suffixes and comments are its business.
 """
@@ -52,6 +62,17 @@ class SpecCounts:
                           self.draft_tokens - before.draft_tokens,
                           self.accepted - before.accepted, self.generated - before.generated,
                           tuple(a - b for a, b in zip(now, then, strict=True)))
+
+    def plus(self, other: SpecCounts | None) -> SpecCounts:
+        """These counts and `other`'s together (a run continued in a second request)."""
+        if other is None:
+            return self
+        n = max(len(self.accepted_by_position), len(other.accepted_by_position))
+        a, b = _padded(self.accepted_by_position, n), _padded(other.accepted_by_position, n)
+        return SpecCounts(self.engine, self.drafts + other.drafts,
+                          self.draft_tokens + other.draft_tokens, self.accepted + other.accepted,
+                          self.generated + other.generated,
+                          tuple(x + y for x, y in zip(a, b, strict=True)))
 
     def acceptance_by_position(self) -> list[float]:
         """For each draft position the server counts (llama.cpp: every one up to its longest
@@ -121,6 +142,65 @@ def _count(value) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(number) if 0 <= number <= MAX_COUNT else None
+
+
+class CountsProblem(ValueError):
+    """Why a request's speculation metrics are not counts specviz takes, in a few words."""
+
+
+def from_histogram(engine: str, histogram, *, steps=None, accepted=None, draft_tokens=None,
+                   positions=None, generated=None) -> SpecCounts | None:
+    """A request's counts from its acceptance histogram (bucket j: steps that accepted exactly
+    j drafts) and the totals the engine gives beside it, each checked against the histogram;
+    `positions`: the longest draft (K), so positions no step reached are 0, not left out.
+    None where the histogram is empty or absent (nothing drafted, or not reported);
+    CountsProblem where a value is not a count or the totals disagree with the histogram."""
+    if histogram is None or histogram == []:
+        return None
+    buckets = _histogram(histogram)
+    n_steps = sum(buckets)
+    n_accepted = sum(j * c for j, c in enumerate(buckets))
+    k = _given_count("the longest draft", positions)
+    if k is not None and k > MAX_POSITIONS:
+        raise CountsProblem(f"a longest draft of {k} (more than {MAX_POSITIONS})")
+    for name, said, counted in (("steps", steps, n_steps), ("accepted drafts", accepted,
+                                                            n_accepted)):
+        said = _given_count(name, said)
+        if said is not None and said != counted:
+            raise CountsProblem(f"{said} {name} said beside a histogram of {counted}")
+    drafted = _given_count("draft tokens", draft_tokens)
+    if drafted is not None and drafted < n_accepted:
+        raise CountsProblem(f"{n_accepted} accepted drafts of only {drafted} drafted")
+    if k is not None and len(buckets) > k + 1:
+        raise CountsProblem(f"a step accepting {len(buckets) - 1} drafts of at most {k}")
+    by_position = [sum(buckets[i + 1:]) for i in range(max(len(buckets) - 1, k or 0))]
+    return SpecCounts(engine, n_steps, drafted or 0, n_accepted,
+                      _given_count("tokens generated", generated) or 0, tuple(by_position))
+
+
+def _histogram(value) -> list[int]:
+    if not isinstance(value, list):
+        raise CountsProblem(f"the histogram is {type(value).__name__}, not a list of counts")
+    if len(value) > MAX_POSITIONS + 1:
+        raise CountsProblem(f"a histogram of {len(value)} buckets (at most "
+                            f"{MAX_POSITIONS + 1})")
+    for count in value:
+        if not _whole(count):
+            raise CountsProblem(f"a bucket of the histogram is {str(count)[:20]!r}, not a count")
+    return list(value)
+
+
+def _given_count(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if not _whole(value):
+        raise CountsProblem(f"{name} is {str(value)[:20]!r}, not a count")
+    return value
+
+
+def _whole(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 0 <= value <= MAX_COUNT)
 
 
 def read(endpoint: Endpoint) -> SpecCounts | None:

@@ -46,6 +46,8 @@ class StepBuilder:
         self.drafts_known = False  # the engine gave draft counts at least once
         self.run_drafted: int | None = None  # drafts of the run, said only at its end
         self.stop_string = False  # generation ended at one of the run's stop strings
+        self.run_counts = None  # spec_metrics.SpecCounts: the requests' own, where said
+        self.counts_note: str | None = None  # why the engine's counts were left out
         self._group: list[Chunk] = []
         self._seen = _Running()
 
@@ -56,6 +58,9 @@ class StepBuilder:
         self.prompt_ms = chunk.prompt_ms if chunk.prompt_ms is not None else self.prompt_ms
         self.prompt_tokens = chunk.prompt_tokens or self.prompt_tokens
         self.stop_string = self.stop_string or bool(chunk.stop_string)
+        if chunk.counts is not None:
+            self.run_counts = chunk.counts.plus(self.run_counts)
+        self.counts_note = chunk.note or self.counts_note
         out = []
         if self._group and chunk.step != self._group[-1].step:
             out = self._close(wall_ms)
