@@ -354,6 +354,15 @@ class TransformersBackend(Backend):
         finally:
             kv.set_length(n_past, n_layers)
 
+    def stream_cache(self, n_streams: int):
+        """A batch of streams on these weights: a cache row per stream, one forward a step
+        (hf_streams.py; eager, also where single steps run compiled)."""
+        from .hf_streams import HFStreams
+
+        if self._model is None:
+            raise BackendError("this backend is closed")
+        return HFStreams(self, n_streams)
+
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""
         if self.device.startswith("cuda"):
