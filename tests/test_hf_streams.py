@@ -48,12 +48,12 @@ def passes(target):
 def oracles_for(name: str, target, n: int, drafts: list, draft_model=None) -> list:
     """Stream oracles; a draft (`draft_model`, else the target's weights) shared per stream."""
     out = []
-    for _ in range(n):
+    for i in range(n):
         inputs = {"suffix_memory": "off"}
         if ORACLE_INFO[name].needs_draft:
             drafts.append((draft_model or target).share())  # a cache of each stream's own
             inputs["draft"] = drafts[-1]
-        out.append(make_oracle(name, target=target, **inputs))
+        out.append(make_oracle(name, target=target.stream_view(i), **inputs))
     return out
 
 
@@ -69,7 +69,10 @@ def test_each_stream_writes_its_own_plain_decoding(target, disagreeing_draft_bac
     oracles = oracles_for(name, target, 3, drafts, disagreeing_draft_backend)
     session = StreamsSession(target, oracles, runs)
     events = list(session)
-    assert [s.reason for s in events[-1].summaries] == ["max-tokens"] * 3
+    summaries = events[-1].summaries
+    assert [s.reason for s in summaries] == ["max-tokens"] * 3
+    if name == "early-exit":  # all the tiny model's 2 layers: each stream drafts as it verifies
+        assert all(s.totals.accepted == s.totals.proposed > 0 for s in summaries)
     for i, run in enumerate(runs):
         plain_session, plain_steps, _ = single(target, run)
         result = check_stream_against_plain(target, plain_session.prompt_ids,
@@ -158,12 +161,17 @@ def test_rows_match_single_passes_through_padding_rollback_leaving_and_compactio
     target.reset()
 
 
-def test_run_streams_on_the_transformers_backend(tiny_model_dir, capsys):
+@pytest.mark.parametrize("oracle", ["prompt-lookup", "early-exit"])
+def test_run_streams_on_the_transformers_backend(tiny_model_dir, capsys, oracle):
+    """Through the command line's builder: each stream's early exit drafts on its own
+    context (all the tiny model's layers: every guess accepted)."""
     args = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--threads",
-            "1", "--no-chat", "--prompt", PROMPTS[0], "--oracle", "prompt-lookup", "--k", "3",
+            "1", "--no-chat", "--prompt", PROMPTS[0], "--oracle", oracle, "--k", "3",
             "--max-tokens", "12", "--streams", "2", "--json"]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["streams"] == 2 and result["tokens"] == 24 and result["failures"] == []
     assert all(s["tokens"] == 12 and s["pace"] > 0 for s in result["streams_detail"])
+    if oracle == "early-exit":
+        assert all(s["accepted"] == s["proposed"] > 0 for s in result["streams_detail"])
 

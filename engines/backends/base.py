@@ -301,6 +301,11 @@ class Backend(ABC):
         raise BackendError(f"the {self.name} backend cannot decode several streams at once "
                            "yet: use --backend llama")
 
+    def stream_view(self, stream: int):
+        """The target as stream `stream` of a batch (stream_cache) sees it, for that
+        stream's oracle: the backend itself where nothing an oracle reads differs."""
+        return self
+
     def close(self) -> None:
         """Free the model (idempotent)."""
 

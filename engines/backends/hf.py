@@ -57,6 +57,7 @@ class TransformersBackend(Backend):
                                                                 threads)
         self.small_rows = hf_setup.route_small_rows(self._model, self.device)
         self._cache = None
+        self._open_streams = None  # the batch of streams on these weights now (hf_streams)
         self._cache_kw = cache_keyword(self._model)
         self._pieces = hf_tokens.piece_table(self._tok)
         self._special = hf_tokens.special_ids(self._tok)
@@ -361,7 +362,15 @@ class TransformersBackend(Backend):
 
         if self._model is None:
             raise BackendError("this backend is closed")
-        return HFStreams(self, n_streams)
+        self._open_streams = HFStreams(self, n_streams)
+        return self._open_streams
+
+    def stream_view(self, stream: int):
+        """Stream `stream`'s view of this target (hf_streams.StreamTarget): its early-exit
+        drafting runs on that stream's cells of the batch open now."""
+        from .hf_streams import StreamTarget
+
+        return StreamTarget(self, stream)
 
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""
@@ -374,7 +383,7 @@ class TransformersBackend(Backend):
             raise BackendError("this backend is closed")
         other = copy.copy(self)
         Backend.__init__(other)  # an empty token list of its own
-        other._cache = None
+        other._cache = other._open_streams = None
         other._kv = self._static_kv() if self._kv is not None else None
         other._hidden = HiddenRows()  # hidden states are kept per backend, on request
         other._features = LayerFeatures()

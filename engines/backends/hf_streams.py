@@ -21,6 +21,9 @@ sequence's).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from .stream_cache import StreamCache
@@ -187,6 +190,69 @@ class HFStreams(StreamCache):
                 setattr(layer, name, torch.gather(t, 2, at))
         self._valid = torch.gather(self._valid, 1, order)
 
+    # ------------------------------------------------------------ a stream's first layers
+
+    @contextmanager
+    def first_layers(self, stream: int, n_layers: int
+                     ) -> Iterator[Callable[[list[int]], np.ndarray]]:
+        """TransformersBackend.first_layers on stream `stream`'s cells: its early-exit
+        drafting on its own context. Its first layers' cells are copied into a cache of
+        its own for the draft (one copy a proposal, as long as the stream's context), which
+        is dropped after: the batch's cache is as before."""
+        torch, backend = self._torch, self._backend
+        cache = self._new_cache()
+        if stream in self._rows and self._cache is not None:
+            row = self._rows.index(stream)
+            cols = self._valid[row].nonzero()[:, 0]
+            cache = self._new_cache(ddp_cache_data=[
+                (layer.keys[row:row + 1, :, cols], layer.values[row:row + 1, :, cols])
+                for layer in self._cache.layers[:n_layers]])
+        config, start, fed = backend.model.get_decoder().config, self._lengths[stream], 0
+
+        def step(tokens: list[int]) -> np.ndarray:
+            nonlocal fed
+            backend._follow_free_cores()
+            dev = backend.device
+            ids = torch.tensor([tokens], dtype=torch.long, device=dev)
+            positions = torch.arange(start + fed, start + fed + len(tokens), device=dev)
+            full, config.num_hidden_layers = config.num_hidden_layers, n_layers
+            try:
+                with torch.inference_mode():
+                    out = backend.model(input_ids=ids, position_ids=positions[None],
+                                        use_cache=True, logits_to_keep=1,
+                                        **{backend._cache_kw: cache})
+            finally:
+                config.num_hidden_layers = full
+            fed += len(tokens)
+            return out.logits[0, -1].float().cpu().numpy()
+
+        yield step
+
     def close(self) -> None:
+        if self._backend._open_streams is self:
+            self._backend._open_streams = None
         self._cache = self._valid = None
         self._rows = []
+
+
+class StreamTarget:
+    """The target as one stream of a batch sees it, for that stream's oracle: the backend in
+    all but `first_layers` (early exit), which drafts on the stream's own cells in the batch
+    the backend has open (on its own cache where none is open)."""
+
+    def __init__(self, backend, stream: int) -> None:
+        self._backend = backend
+        self.stream = stream
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+    @contextmanager
+    def first_layers(self, n_layers: int) -> Iterator[Callable[[list[int]], np.ndarray]]:
+        streams = self._backend._open_streams
+        if streams is None:
+            with self._backend.first_layers(n_layers) as step:
+                yield step
+            return
+        with streams.first_layers(self.stream, n_layers) as step:
+            yield step

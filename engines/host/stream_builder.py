@@ -81,8 +81,9 @@ class StreamsBuilder:
                 for i in range(n)]
         while len(self.models) < n:
             self.models.append({k: m.share() for k, m in self.models[0].items()})
-        oracles = [build_oracle(self.lane, self.target, self.models[i], self.say)
-                   for i in range(n)]
+        # Each oracle sees the target as its stream does (an early exit drafts on its cells).
+        oracles = [build_oracle(self.lane, self.target.stream_view(i), self.models[i],
+                                self.say) for i in range(n)]
         policies, batch = self._batch_k(oracles)
         return StreamsSession(self.target, oracles, runs, policies, batch)
 
