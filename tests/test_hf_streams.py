@@ -14,7 +14,7 @@ from test_streams import PROMPTS, settings, single, stream_steps
 from specviz.app.cli.main import main
 from specviz.engines.bench.compare import check_stream_against_plain
 from specviz.engines.loop.session import RunSettings
-from specviz.engines.loop.streams import StreamsSession
+from specviz.engines.loop.streams import BatchStep, StreamsSession
 from specviz.engines.oracles import make_oracle
 from specviz.engines.oracles.registry import NEEDS_HEADS, ORACLE_INFO
 from specviz.engines.sampling import SamplingParams
@@ -45,16 +45,18 @@ def passes(target):
     hook.remove()
 
 
-def oracles_for(name: str, target, n: int, drafts: list, draft_model=None) -> list:
-    """Stream oracles; a draft (`draft_model`, else the target's weights) shared per stream."""
+def oracles_for(name: str, target, n: int, drafts: list, draft_model=None):
+    """The batch's target and its streams' oracles, each seeing the target as its stream
+    does; a draft (`draft_model`, else the target's weights) shared per stream."""
+    batch, views = target.stream_targets(n)
     out = []
     for i in range(n):
         inputs = {"suffix_memory": "off"}
         if ORACLE_INFO[name].needs_draft:
             drafts.append((draft_model or target).share())  # a cache of each stream's own
             inputs["draft"] = drafts[-1]
-        out.append(make_oracle(name, target=target.stream_view(i), **inputs))
-    return out
+        out.append(make_oracle(name, target=views[i], **inputs))
+    return batch, out
 
 
 @pytest.mark.parametrize("name", HF_ORACLES)
@@ -66,8 +68,8 @@ def test_each_stream_writes_its_own_plain_decoding(target, disagreeing_draft_bac
     streams accept and roll back different amounts in the same steps."""
     drafts: list = []
     runs = settings(3)
-    oracles = oracles_for(name, target, 3, drafts, disagreeing_draft_backend)
-    session = StreamsSession(target, oracles, runs)
+    batch, oracles = oracles_for(name, target, 3, drafts, disagreeing_draft_backend)
+    session = StreamsSession(batch, oracles, runs)
     events = list(session)
     summaries = events[-1].summaries
     assert [s.reason for s in summaries] == ["max-tokens"] * 3
@@ -111,8 +113,7 @@ def test_sampled_streams_draw_as_each_would_alone(target):
     runs = [RunSettings(p, chat=False, k=4, max_tokens=20, params=q)
             for p, q in zip(PROMPTS, params)]
     drafts: list = []
-    summary = StreamsSession(target, oracles_for("draft", target, 3, drafts),
-                             runs).run_to_end()
+    summary = StreamsSession(*oracles_for("draft", target, 3, drafts), runs).run_to_end()
     for run, got in zip(runs, summary.summaries):
         draft = target.share()
         alone = single(target, run, make_oracle("draft", target=target, draft=draft))
@@ -121,6 +122,22 @@ def test_sampled_streams_draw_as_each_would_alone(target):
     assert sum(s.totals.accepted for s in summary.summaries) > 0
     for d in drafts:
         d.close()
+
+
+def test_two_batches_on_one_backend_stepped_by_turns_keep_their_streams_apart(target):
+    """A run and its baseline stepped by turns on the same weights: each stream's early exit
+    drafts on its own batch's cells (all the tiny model's layers: every guess accepted)."""
+    runs = settings(2, max_tokens=12)
+    lane = iter(StreamsSession(*oracles_for("early-exit", target, 2, []), runs))
+    plain = iter(StreamsSession(*oracles_for("none", target, 2, []), runs))
+    ends: dict[str, object] = {}
+    while len(ends) < 2:
+        for name, run in (("lane", lane), ("plain", plain)):
+            if name not in ends and not isinstance(event := next(run), BatchStep):
+                ends[name] = event
+    assert all(s.totals.accepted == s.totals.proposed > 0 for s in ends["lane"].summaries)
+    assert [s.text for s in ends["lane"].summaries] == [s.text for s in
+                                                        ends["plain"].summaries]
 
 
 def test_rows_match_single_passes_through_padding_rollback_leaving_and_compaction(target):
@@ -164,10 +181,12 @@ def test_rows_match_single_passes_through_padding_rollback_leaving_and_compactio
 @pytest.mark.parametrize("oracle", ["prompt-lookup", "early-exit"])
 def test_run_streams_on_the_transformers_backend(tiny_model_dir, capsys, oracle):
     """Through the command line's builder: each stream's early exit drafts on its own
-    context (all the tiny model's layers: every guess accepted)."""
+    context (all the tiny model's layers: every guess accepted), also while the baseline's
+    batch is stepped by turns with it on the same weights."""
+    baseline = ["--baseline", "--rounds", "1"] if oracle == "early-exit" else []
     args = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--threads",
             "1", "--no-chat", "--prompt", PROMPTS[0], "--oracle", oracle, "--k", "3",
-            "--max-tokens", "12", "--streams", "2", "--json"]
+            "--max-tokens", "12", "--streams", "2", "--json", *baseline]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["streams"] == 2 and result["tokens"] == 24 and result["failures"] == []

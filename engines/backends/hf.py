@@ -57,7 +57,6 @@ class TransformersBackend(Backend):
                                                                 threads)
         self.small_rows = hf_setup.route_small_rows(self._model, self.device)
         self._cache = None
-        self._open_streams = None  # the batch of streams on these weights now (hf_streams)
         self._cache_kw = cache_keyword(self._model)
         self._pieces = hf_tokens.piece_table(self._tok)
         self._special = hf_tokens.special_ids(self._tok)
@@ -362,15 +361,15 @@ class TransformersBackend(Backend):
 
         if self._model is None:
             raise BackendError("this backend is closed")
-        self._open_streams = HFStreams(self, n_streams)
-        return self._open_streams
+        return HFStreams(self, n_streams)
 
-    def stream_view(self, stream: int):
-        """Stream `stream`'s view of this target (hf_streams.StreamTarget): its early-exit
-        drafting runs on that stream's cells of the batch open now."""
-        from .hf_streams import StreamTarget
+    def stream_targets(self, n_streams: int):
+        """A batch's view of this target and each stream's (hf_streams.BatchTarget,
+        StreamTarget): a stream's early exit drafts on its own cells of the batch."""
+        from .hf_streams import BatchTarget, StreamTarget
 
-        return StreamTarget(self, stream)
+        batch = BatchTarget(self)
+        return batch, [StreamTarget(batch, i) for i in range(n_streams)]
 
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""
@@ -383,7 +382,7 @@ class TransformersBackend(Backend):
             raise BackendError("this backend is closed")
         other = copy.copy(self)
         Backend.__init__(other)  # an empty token list of its own
-        other._cache = other._open_streams = None
+        other._cache = None
         other._kv = self._static_kv() if self._kv is not None else None
         other._hidden = HiddenRows()  # hidden states are kept per backend, on request
         other._features = LayerFeatures()

@@ -229,29 +229,44 @@ class HFStreams(StreamCache):
         yield step
 
     def close(self) -> None:
-        if self._backend._open_streams is self:
-            self._backend._open_streams = None
         self._cache = self._valid = None
         self._rows = []
 
 
-class StreamTarget:
-    """The target as one stream of a batch sees it, for that stream's oracle: the backend in
-    all but `first_layers` (early exit), which drafts on the stream's own cells in the batch
-    the backend has open (on its own cache where none is open)."""
+class BatchTarget:
+    """The target as one batched run sees it: the backend, whose `stream_cache` this run's
+    streams' views (StreamTarget) then draft on. A run of its own: two batches stepped by
+    turns on one backend (a run and its baseline) each keep their streams apart."""
 
-    def __init__(self, backend, stream: int) -> None:
+    def __init__(self, backend) -> None:
         self._backend = backend
-        self.stream = stream
+        self.streams: HFStreams | None = None
 
     def __getattr__(self, name: str):
         return getattr(self._backend, name)
 
+    def stream_cache(self, n_streams: int) -> HFStreams:
+        self.streams = self._backend.stream_cache(n_streams)
+        return self.streams
+
+
+class StreamTarget:
+    """The target as one stream of a batch sees it, for that stream's oracle: the backend in
+    all but `first_layers` (early exit), which drafts on the stream's own cells in its
+    batch's cache (on the backend's own cache before the batch has one)."""
+
+    def __init__(self, batch: BatchTarget, stream: int) -> None:
+        self._batch = batch
+        self.stream = stream
+
+    def __getattr__(self, name: str):
+        return getattr(self._batch, name)
+
     @contextmanager
     def first_layers(self, n_layers: int) -> Iterator[Callable[[list[int]], np.ndarray]]:
-        streams = self._backend._open_streams
+        streams = self._batch.streams
         if streams is None:
-            with self._backend.first_layers(n_layers) as step:
+            with self._batch.first_layers(n_layers) as step:
                 yield step
             return
         with streams.first_layers(self.stream, n_layers) as step:

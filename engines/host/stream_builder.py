@@ -90,10 +90,11 @@ class StreamsBuilder:
         while len(self.models) < n:
             self.models.append({k: m.share() for k, m in self.models[0].items()})
         # Each oracle sees the target as its stream does (an early exit drafts on its cells).
-        oracles = [build_oracle(self.lane, self.target.stream_view(i), self.models[i],
-                                self.say) for i in range(n)]
+        batch_target, views = self.target.stream_targets(n)
+        oracles = [build_oracle(self.lane, views[i], self.models[i], self.say)
+                   for i in range(n)]
         policies, batch = self._batch_k(oracles)
-        return StreamsSession(self.target, oracles, runs, policies, batch)
+        return StreamsSession(batch_target, oracles, runs, policies, batch)
 
     def _batch_k(self, oracles: Sequence[Oracle]) -> tuple[list[AutoK] | None, BatchK | None]:
         """With `--k auto`, a policy per stream (learning its odds) and the batch's chooser,
