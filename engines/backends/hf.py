@@ -297,13 +297,7 @@ class TransformersBackend(Backend):
         torch = self._torch
         from transformers import DynamicCache
 
-        decoder = self._model.get_decoder()
-        if "self.layers[: self.config.num_hidden_layers]" not in inspect.getsource(
-            type(decoder).forward
-        ):
-            raise BackendError(
-                f"early exit does not know how to stop {type(decoder).__name__} after a layer"
-            )
+        decoder = self.early_exit_decoder()
         if self._kv is not None:
             with self._static_first_layers(n_layers) as step:
                 yield step
@@ -331,6 +325,18 @@ class TransformersBackend(Backend):
         finally:
             for layer in cache.layers[:n_layers]:
                 layer.crop(-fed)
+
+    def early_exit_decoder(self):
+        """The decoder, whose forward stops after `config.num_hidden_layers` layers (the
+        way early exit cuts it short), or BackendError."""
+        decoder = self._model.get_decoder()
+        if "self.layers[: self.config.num_hidden_layers]" not in inspect.getsource(
+            type(decoder).forward
+        ):
+            raise BackendError(
+                f"early exit does not know how to stop {type(decoder).__name__} after a layer"
+            )
+        return decoder
 
     @contextmanager
     def _static_first_layers(self, n_layers: int):

@@ -17,6 +17,11 @@ paid at most once per as many appended columns as it moves, and the cache stays 
 twice what its fullest stream holds, times the streams in it. A stream that leaves gives its
 row up at once. Streams run on the eager forward (a compiled backend's static cache is one
 sequence's).
+
+A stream's oracle sees the target through a view of its own (StreamTarget, made with the
+batch's, BatchTarget, by TransformersBackend.stream_targets): an early exit drafts on its
+stream's cells of its batch's cache, copied for the first layers, not on the backend's own
+single-sequence cache.
 """
 
 from __future__ import annotations
@@ -43,7 +48,6 @@ class HFStreams(StreamCache):
         self._cache = None
         self._rows: list[int] = []  # the streams holding a row, in the cache's batch order
         self._valid = None  # (rows, columns) bool: which cells each row's stream holds
-        self.passes = 0  # forwards run (each one batched pass)
 
     @property
     def columns(self) -> int:
@@ -89,7 +93,6 @@ class HFStreams(StreamCache):
             out = backend.model(input_ids=ids, position_ids=positions, attention_mask=mask,
                                 use_cache=True, logits_to_keep=keep,
                                 **{backend._cache_kw: cache})
-        self.passes += 1
         if whole:
             self._valid = torch.cat([valid, real], dim=1)
             self._compact_if_holey()
@@ -207,7 +210,7 @@ class HFStreams(StreamCache):
             cache = self._new_cache(ddp_cache_data=[
                 (layer.keys[row:row + 1, :, cols], layer.values[row:row + 1, :, cols])
                 for layer in self._cache.layers[:n_layers]])
-        config, start, fed = backend.model.get_decoder().config, self._lengths[stream], 0
+        config, start, fed = backend.early_exit_decoder().config, self._lengths[stream], 0
 
         def step(tokens: list[int]) -> np.ndarray:
             nonlocal fed
