@@ -301,6 +301,11 @@ class Backend(ABC):
         raise BackendError(f"the {self.name} backend cannot decode several streams at once "
                            "yet: use --backend llama")
 
+    def stream_targets(self, n_streams: int):
+        """The target as a batch of `n_streams` (its session, which calls stream_cache) sees
+        it, and as each stream's oracle does: the backend itself where nothing differs."""
+        return self, [self] * n_streams
+
     def close(self) -> None:
         """Free the model (idempotent)."""
 

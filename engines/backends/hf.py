@@ -297,13 +297,7 @@ class TransformersBackend(Backend):
         torch = self._torch
         from transformers import DynamicCache
 
-        decoder = self._model.get_decoder()
-        if "self.layers[: self.config.num_hidden_layers]" not in inspect.getsource(
-            type(decoder).forward
-        ):
-            raise BackendError(
-                f"early exit does not know how to stop {type(decoder).__name__} after a layer"
-            )
+        decoder = self.early_exit_decoder()
         if self._kv is not None:
             with self._static_first_layers(n_layers) as step:
                 yield step
@@ -332,6 +326,18 @@ class TransformersBackend(Backend):
             for layer in cache.layers[:n_layers]:
                 layer.crop(-fed)
 
+    def early_exit_decoder(self):
+        """The decoder, whose forward stops after `config.num_hidden_layers` layers (the
+        way early exit cuts it short), or BackendError."""
+        decoder = self._model.get_decoder()
+        if "self.layers[: self.config.num_hidden_layers]" not in inspect.getsource(
+            type(decoder).forward
+        ):
+            raise BackendError(
+                f"early exit does not know how to stop {type(decoder).__name__} after a layer"
+            )
+        return decoder
+
     @contextmanager
     def _static_first_layers(self, n_layers: int):
         """`first_layers` on the static cache: the first layers' slots after the context are
@@ -353,6 +359,23 @@ class TransformersBackend(Backend):
             yield step
         finally:
             kv.set_length(n_past, n_layers)
+
+    def stream_cache(self, n_streams: int):
+        """A batch of streams on these weights: a cache row per stream, one forward a step
+        (hf_streams.py; eager, also where single steps run compiled)."""
+        from .hf_streams import HFStreams
+
+        if self._model is None:
+            raise BackendError("this backend is closed")
+        return HFStreams(self, n_streams)
+
+    def stream_targets(self, n_streams: int):
+        """A batch's view of this target and each stream's (hf_streams.BatchTarget,
+        StreamTarget): a stream's early exit drafts on its own cells of the batch."""
+        from .hf_streams import BatchTarget, StreamTarget
+
+        batch = BatchTarget(self)
+        return batch, [StreamTarget(batch, i) for i in range(n_streams)]
 
     def synchronize(self) -> None:
         """Wait for queued GPU work, so timings measure compute and not just launches."""

@@ -2,9 +2,10 @@
 
 A stream is one token sequence with cache cells and positions of its own. One `forward` is
 one batched pass over every stream it names (llama.cpp: a sequence id per stream in one
-batch), so N streams cost one pass of their tokens together, not N passes. Streams that end
-leave the batch and free their cells (continuous batching). The streams share the cache's
-cells: what they hold together must fit `n_ctx`.
+batch; transformers: a cache row per stream, the tokens padded to the widest), so N streams
+cost one pass of their tokens together, not N passes. Streams that end leave the batch and
+free their cells (continuous batching). The streams share the cache's cells: what they hold
+together must fit `n_ctx`.
 """
 
 from __future__ import annotations

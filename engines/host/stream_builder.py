@@ -21,9 +21,10 @@ from ..cost.profile_widths import widen
 from ..errors import SpecvizError
 from ..loop.streams import StreamsSession, check_streams
 from ..oracles import Oracle, is_plain
+from ..oracles.registry import NEEDS_HEADS
 from .k_policy import k_policy
 from .model_pool import ModelPool
-from .run_builder import acquire, build_oracle, settings
+from .run_builder import acquire, build_oracle, described_oracle, settings
 from .run_spec import LaneSpec, RunRequest
 
 Say = Callable[[str], None]
@@ -61,6 +62,13 @@ class StreamsBuilder:
     first_policy: AutoK | None = None  # the first stream's, holding the cost profiles
 
     def __post_init__(self) -> None:
+        if NEEDS_HEADS in described_oracle(self.lane).needs:
+            # Medusa's and EAGLE's heads read the hidden states of the target's own passes,
+            # which a batch of streams does not keep apart per stream: they would draft from
+            # another context (or none), so they are refused before anything loads.
+            raise SpecvizError(f"--streams cannot run the {self.lane.oracle} oracle yet: its "
+                               "heads read the target's hidden states, which a batch of "
+                               "streams does not keep per stream; run it without --streams")
         self.target = acquire(self.pool, self.request.model, self.request.model.target)
         first: dict[str, Backend] = {}
         try:
@@ -81,10 +89,12 @@ class StreamsBuilder:
                 for i in range(n)]
         while len(self.models) < n:
             self.models.append({k: m.share() for k, m in self.models[0].items()})
-        oracles = [build_oracle(self.lane, self.target, self.models[i], self.say)
+        # Each oracle sees the target as its stream does (an early exit drafts on its cells).
+        batch_target, views = self.target.stream_targets(n)
+        oracles = [build_oracle(self.lane, views[i], self.models[i], self.say)
                    for i in range(n)]
         policies, batch = self._batch_k(oracles)
-        return StreamsSession(self.target, oracles, runs, policies, batch)
+        return StreamsSession(batch_target, oracles, runs, policies, batch)
 
     def _batch_k(self, oracles: Sequence[Oracle]) -> tuple[list[AutoK] | None, BatchK | None]:
         """With `--k auto`, a policy per stream (learning its odds) and the batch's chooser,
