@@ -183,3 +183,18 @@ def test_a_batch_under_auto_k_writes_each_streams_plain_decoding(tiny_llama):
         plain_steps = [e for e in plain if isinstance(e, ev.StepEvent)]
         result = check_stream_against_plain(tiny_llama, plain.prompt_ids, mine, plain_steps, 3)
         assert result.identical or result.near_tie, (i, result.note)
+
+
+def test_a_padded_batch_prices_every_stream_at_the_widest():
+    """The transformers backend computes each stream at the widest one's width: a position
+    given to one stream alone costs a row of every stream, so on the same odds a padded
+    batch gives fewer positions, and evenly."""
+    knee = Profile("m", "transformers", "cpu", 2, [512], [1, 2, 4, 8, 16, 32],
+                   [[10.0, 10.5, 11.0, 14.0, 28.0, 56.0]])
+    odds = {0: Odds((0.9,) * 8), 1: Odds((0.9,) * 8), 2: Odds((0.3,) * 8), 3: Odds((0.3,) * 8)}
+    packed = batch_of(4, knee).choose(wants(4), odds)
+    padded = BatchK([AutoK(FakeLookup(), knee) for _ in range(4)], knee, padded=True)
+    choice = padded.choose(wants(4), odds)
+    assert sum(choice.ks.values()) <= sum(packed.ks.values())
+    assert choice.width == 4 * (1 + max(choice.ks.values()))
+    assert padded.computed([1, 3, 2]) == 9 and batch_of(1, knee).computed([1, 3, 2]) == 6

@@ -295,6 +295,10 @@ class Backend(ABC):
         """
         raise NotImplementedError(f"the {self.name} backend cannot share its weights")
 
+    # Whether a batch of streams computes every stream at the widest one's width (a padded
+    # tensor), not the streams' tokens side by side (llama.cpp's batch): what a pass costs.
+    pads_streams = False
+
     def stream_cache(self, n_streams: int):
         """A batch of `n_streams` prompts decoded together on this model's weights
         (stream_cache.StreamCache), with a cache of its own."""

@@ -30,6 +30,7 @@ from .torch_threads import TorchThreads
 class TransformersBackend(Backend):
     name = "transformers"
     provides = frozenset({HIDDEN_STATES})
+    pads_streams = True  # a batch of streams is one padded tensor (hf_streams.py)
 
     def __init__(
         self,

@@ -48,9 +48,12 @@ class BatchK:
     step (loop/session.noted)."""
 
     def __init__(self, policies: Sequence[AutoK], profile: Profile,
-                 widest: int | None = None) -> None:
+                 widest: int | None = None, padded: bool = False) -> None:
         self.policies = list(policies)
         self.profile = profile
+        # A padded batch computes every stream at the widest's width (the transformers
+        # backend): a stream's extra position costs a row of every stream once it is widest.
+        self.padded = padded
         # Never wider than the profile measured: what a wider pass costs is not known here.
         self.widest = min(widest or max(profile.batches), max(profile.batches))
         self.min_gain = max((p.hints.min_gain for p in self.policies), default=0.0)
@@ -77,7 +80,9 @@ class BatchK:
             ks[index] += 1
         for w in wants:
             self.policies[w.index].chosen(ks[w.index], rate, w.context, odds[w.index])
-        self.last = Choice(ks, len(wants) + count, rate * 1000.0, plain * 1000.0)
+        width = (len(wants) * (1 + max(ks.values(), default=0)) if self.padded
+                 else len(wants) + count)
+        self.last = Choice(ks, width, rate * 1000.0, plain * 1000.0)
         return self.last
 
     def _best_count(self, order: list[tuple[float, int, float]], n: int, n_ctx: int
@@ -87,13 +92,17 @@ class BatchK:
         over plain decoding."""
         plain = n / self.pass_ms(n, n_ctx)
         best, best_rate = 0, plain
-        tokens, drafting = float(n), 0.0
-        for count, (worth, _, draft_ms) in enumerate(order, start=1):
-            if n + count > self.widest:
+        tokens, drafting, deepest = float(n), 0.0, 0
+        given: dict[int, int] = {}
+        for count, (worth, index, draft_ms) in enumerate(order, start=1):
+            given[index] = given.get(index, 0) + 1
+            deepest = max(deepest, given[index])
+            width = n * (1 + deepest) if self.padded else n + count
+            if width > self.widest:
                 break
             tokens += worth
             drafting += draft_ms
-            rate = tokens / (self.pass_ms(n + count, n_ctx) + drafting)
+            rate = tokens / (self.pass_ms(width, n_ctx) + drafting)
             if rate > best_rate * (1 + 1e-9):
                 best, best_rate = count, rate
         if best and best_rate < plain * (1 + self.min_gain):
@@ -103,6 +112,10 @@ class BatchK:
     def _draft_ms(self, want: Want) -> float:
         """A guess's drafting ms for this stream: each stream drafts on its own, in turn."""
         return self.policies[want.index].draft_ms(1, len(want.context))
+
+    def computed(self, widths: Sequence[int]) -> int:
+        """The rows a pass computes for streams sending `widths` tokens each."""
+        return len(widths) * max(widths, default=0) if self.padded else sum(widths)
 
     def observe_pass(self, width: int, n_ctx: int, pass_ms: float, other_ms: float) -> None:
         """Scale the profile by a batch pass as it took (a stall, over STALL times its price,

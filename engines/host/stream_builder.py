@@ -109,7 +109,7 @@ class StreamsBuilder:
         first.profile = widen(self.target, first.profile, len(oracles), self.say)
         policies = [AutoK(o, first.profile, first.draft_profile, k_max=BATCHES[-1] - 1,
                           known_accept=first.known_accept) for o in oracles]
-        return policies, BatchK(policies, first.profile)
+        return policies, BatchK(policies, first.profile, padded=self.target.pads_streams)
 
     def close(self) -> None:
         for extra in self.models[1:]:

@@ -264,9 +264,11 @@ class StreamsSession(RunControls):
                 steps.append((i, event))
         timing = ev.Timing(_ms(t1 - t0), pass_ms, _ms_since(t2))
         left = self._leavers(steps, texts, timing.total_ms)
-        width = sum(len(g[3]) + 1 for g in guesses.values())
+        widths = [len(g[3]) + 1 for g in guesses.values()]
+        width = sum(widths)
         if self.batch_k is not None and width:
-            self.batch_k.observe_pass(width, n_ctx, pass_ms, timing.other_ms)
+            self.batch_k.observe_pass(self.batch_k.computed(widths), n_ctx, pass_ms,
+                                      timing.other_ms)
         return BatchStep(index, tuple(steps), width, timing, left)
 
     def _batch_ks(self) -> dict[int, int] | None:
