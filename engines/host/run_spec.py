@@ -123,6 +123,9 @@ class RunRequest:
     system: str | None = None
     stop: tuple[str, ...] = ()
     typical: tuple[float, float] | None = None  # LOSSY typical acceptance: (epsilon, alpha)
+    # Prompts each lane decodes at once, batched (engines/host/stream_lanes.py); 1: one, as
+    # before streams (an older peer ignores the key, a newer one reads its absence as 1).
+    streams: int = 1
 
 
 @dataclass(frozen=True)
