@@ -3,6 +3,8 @@ and its stream picker, fed as the engine process feeds them (started, then batch
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from streams_factory import batch, header, summary
 
@@ -101,5 +103,9 @@ def test_the_anatomy_of_a_batched_step_is_a_row_per_stream(window):
     assert "batch step 4" in text and "stream 3" in text and "kept 2 of 3" in text
     assert "line-through" in text  # the refused guess, struck through
     lookup = lanes(window)[1]
+    alone = batch(4, N, False, 20.0)
+    window.runner._on_batch(lookup, replace(alone, steps=alone.steps[:1]))  # 2 streams left
+    window.board.drain()
+    assert anatomy.rows.index == 3  # still the latest step that held every stream
     window.board.clicked.emit(window.board.lanes[lookup], 1)  # a token of step 2 clicked
     assert anatomy.rows.index == 1 and "batch step 2" in anatomy.text()

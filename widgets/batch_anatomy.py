@@ -25,8 +25,10 @@ def piece_html(piece: Piece, theme: Theme) -> str:
 
 
 def rows_html(rows: BatchRows, theme: Theme, oracle: str) -> str:
-    head = (f"<b>{html.escape(oracle)} · batch step {rows.index + 1}</b>: {len(rows.rows)} "
-            f"streams, {rows.width} positions in one pass of {rows.pass_ms:.1f} ms; "
+    n = len(rows.rows)
+    head = (f"<b>{html.escape(oracle)} · batch step {rows.index + 1}</b>: {n} "
+            f"stream{'s' if n != 1 else ''}, {rows.width} positions in one pass of "
+            f"{rows.pass_ms:.1f} ms; "
             f"{rows.kept} guesses kept, {rows.tokens} tokens written")
     lines = [head]
     for row in rows.rows:

@@ -13,6 +13,12 @@ from ...widgets.batch_anatomy import BatchAnatomy
 from ...widgets.streams_graph import StreamsGraph
 
 
+def latest_full(batches: list, n: int):
+    """The latest step that held every stream (once streams end and leave the batch, its
+    last steps hold few), else the latest."""
+    return next((b for b in reversed(batches) if len(b.steps) == n), batches[-1])
+
+
 class StreamsDock(QDockWidget):
     """Made by the window (an app.main_window.MainWindow, passed in)."""
 
@@ -55,7 +61,7 @@ class StreamsDock(QDockWidget):
         if lane is None or not lane.batches:
             self.anatomy.show_rows(None)
             return
-        batch = lane.batches[-1] if index is None else next(
+        batch = latest_full(lane.batches, lane.n) if index is None else next(
             (b for b in lane.batches for s, e in b.steps
              if s == lane.picked and e.step == index), lane.batches[-1])
         self.anatomy.show_rows(batch_rows(batch), lane.oracle)
