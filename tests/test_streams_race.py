@@ -79,3 +79,14 @@ def test_the_prediction_reads_the_profiles_pass_prices_and_marks_its_crossover()
     assert prediction.crossover is not None and prediction.speedups[prediction.crossover] <= 1
     assert raced(2).prediction("spec") is None  # no profile stored: measured only
     assert race.prediction("plain") is None
+
+
+def test_a_race_of_n_streams_is_rounds_of_its_own():
+    from specviz.board.lanes_model import race_key
+    from specviz.engines.host.run_spec import LaneSpec
+
+    lane = LaneSpec("prompt-lookup", 3)
+    one = {"oracle": "prompt-lookup", "prompt": "p0", "settings": {"k": 3}}
+    assert race_key(header("prompt-lookup", 4), lane) != race_key(one, lane)
+    assert race_key(header("prompt-lookup", 4), lane) != race_key(header("prompt-lookup", 2),
+                                                                 lane)
