@@ -130,9 +130,14 @@ class StreamsRace:
         self.lanes: dict[str, LaneStreams] = {}
         # lane id -> N -> the latest race's speedup at N (kept between races)
         self.measured: dict[str, dict[int, Measured]] = {}
+        # Batches came since the speedups were measured: measured when next asked for (the
+        # graph asks at most every GRAPHS_S; a batch can come every few milliseconds).
+        self._stale = False
 
     def start(self, lane_id: str, header: dict) -> LaneStreams | None:
         """A lane's run began: a batch of streams, or one stream (forgotten here)."""
+        if self._stale:  # the race before, measured to its last batch before it goes
+            self._measure()
         lane = lane_streams(header)
         if lane is None:
             self.lanes.pop(lane_id, None)
@@ -147,7 +152,7 @@ class StreamsRace:
         if lane is None:
             return []
         shown = lane.take(batch)
-        self._measure()
+        self._stale = True
         self.batched.emit(lane_id)
         return shown
 
@@ -173,6 +178,7 @@ class StreamsRace:
     def _measure(self) -> None:
         """The race's speedup at its N for each speculating lane, from both lanes' batch
         steps so far (replacing an earlier race's at the same N)."""
+        self._stale = False
         base = self.baseline()
         if base is None or not self.lanes[base].batches:
             return
@@ -188,6 +194,8 @@ class StreamsRace:
                 lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
 
     def points(self, lane_id: str) -> list[Measured]:
+        if self._stale:
+            self._measure()
         return sorted(self.measured.get(lane_id, {}).values(), key=lambda m: m.n)
 
     def crossover(self, lane_id: str) -> int | None:
