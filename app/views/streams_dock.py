@@ -4,13 +4,15 @@ anatomy of a batched step, beside the Step dock; in front when a race of N strea
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QSplitter
 
 from ...board.batch_anatomy import batch_rows
 from ...board.palette import DARK, THEMES
 from ...board.streams_race import StreamsRace
 from ...widgets.batch_anatomy import BatchAnatomy
 from ...widgets.streams_graph import StreamsGraph
+
+SPLIT_UNIT = 100  # the splitter's shares, in pixels it scales to the dock's height
 
 
 def latest_full(batches: list, n: int):
@@ -30,9 +32,12 @@ class StreamsDock(QDockWidget):
         self.graph = StreamsGraph(race, theme)
         self.anatomy = BatchAnatomy(theme)
         self.shown_step: tuple[str, int] | None = None  # a clicked step; None: the latest
+        rows = QScrollArea(widgetResizable=True)  # 16 streams' rows scroll, the graph stays
+        rows.setWidget(self.anatomy)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.graph)
-        split.addWidget(self.anatomy)
+        split.addWidget(rows)
+        split.setSizes([3 * SPLIT_UNIT, 2 * SPLIT_UNIT])  # the rows get two fifths
         self.setWidget(split)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self)
         window.tabifyDockWidget(window.inspector_dock, self)
