@@ -83,3 +83,18 @@ def test_the_engine_races_two_batched_lanes_by_turns(tiny_gguf, tmp_path):
     assert set(ends) == {"a", "b"} and all(len(s.summaries) == 3 for s in ends.values())
     first = next(b for lane, b in batches if lane == "a" and isinstance(b, BatchStep))
     assert sorted(i for i, _ in first.steps) == [0, 1, 2]
+
+
+def test_a_batch_of_streams_takes_k_for_every_stream_and_refuses_the_rest():
+    from types import SimpleNamespace
+
+    from specviz.engines.host.stream_lanes import StreamsLane
+
+    streams = [SimpleNamespace(k=4), SimpleNamespace(k=4)]
+    lane = StreamsLane("b", SimpleNamespace(streams=streams), {}, builder=None)
+    assert lane.control("set_k", {"lane": "b", "k": 2}) is None
+    assert [s.k for s in streams] == [2, 2]
+    assert "keeps" in lane.control("set_auto", {"lane": "b", "on": True, "k": 2})
+    assert "between 0 and" in lane.control("set_k", {"lane": "b", "k": 99})
+    plain = StreamsLane("a", SimpleNamespace(streams=[SimpleNamespace(k=0)]), {}, builder=None)
+    assert "no K" in plain.control("set_k", {"lane": "a", "k": 3})
