@@ -3,6 +3,8 @@ the real engine process runs every lane of a streams race as a batch, plain deco
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 
@@ -35,12 +37,13 @@ def test_a_malformed_batch_is_refused_in_one_line():
         protocol.decode(line)
 
 
-def test_an_older_spec_without_streams_reads_as_one_stream():
+def test_one_stream_is_the_spec_as_written_before_streams_and_n_travels():
     spec = rs.RunSpec(rs.RunRequest("hi", rs.ModelChoice("tiny")), {"a": rs.LaneSpec("none")})
     data = rs.to_dict(spec)
-    assert data["request"]["streams"] == 1
-    del data["request"]["streams"]
+    assert "streams" not in data["request"]  # an older engine reads it as it always did
     assert rs.from_dict(data).request.streams == 1
+    four = dataclasses.replace(spec, request=dataclasses.replace(spec.request, streams=4))
+    assert rs.from_dict(json.loads(json.dumps(rs.to_dict(four)))) == four
 
 
 @pytest.fixture(scope="module")

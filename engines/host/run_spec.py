@@ -135,7 +135,10 @@ class RunSpec:
 
 
 def to_dict(spec: RunSpec) -> dict:
-    return {"request": asdict(spec.request),
+    request = asdict(spec.request)
+    if request["streams"] == 1:  # one stream: the spec as it was written before streams
+        del request["streams"]
+    return {"request": request,
             "lanes": {lane_id: lane_to_dict(lane) for lane_id, lane in spec.lanes.items()}}
 
 
