@@ -109,3 +109,13 @@ def test_the_anatomy_of_a_batched_step_is_a_row_per_stream(window):
     assert anatomy.rows.index == 3  # still the latest step that held every stream
     window.board.clicked.emit(window.board.lanes[lookup], 1)  # a token of step 2 clicked
     assert anatomy.rows.index == 1 and "batch step 2" in anatomy.text()
+
+
+def test_the_dock_moves_on_when_the_stream_shown_has_left_and_the_others_go_on(window, qtbot):
+    race(window)
+    lookup = lanes(window)[1]
+    redrawn = []
+    window.board.refreshed.connect(lambda: redrawn.append(True))
+    later = batch(4, N, False, 20.0)
+    window.runner._on_batch(lookup, replace(later, steps=later.steps[1:]))  # stream 1 has left
+    qtbot.waitUntil(lambda: bool(redrawn), timeout=3000)  # the graphs and the dock redrawn

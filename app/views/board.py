@@ -147,8 +147,13 @@ class LaneBoard(QWidget):
         self.lanes[lane_id].streams.show_streams(lane)
 
     def push_batch(self, lane_id: str, batch) -> None:
-        """A batch event: the stream the lane follows reaches its view as a lane's steps."""
+        """A batch event: the stream the lane follows reaches its view as a lane's steps. The
+        Streams dock redraws with the graphs even when that stream has left the batch and the
+        others go on."""
         self.push_many(lane_id, self.streams.take(lane_id, batch))
+        self._graphs_stale = True
+        if not self._timer.isActive():
+            self._timer.start()
 
     def pick_stream(self, lane_id: str, stream: int) -> None:
         """The lane's text, figures and graphs follow `stream` from its first step."""
