@@ -72,8 +72,8 @@ def test_a_race_that_ended_then_one_of_one_stream_hides_the_picker_again(window)
 
 
 def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):
-    """Two races, at 3 streams then at 2: a dot at each N (with its interval), the dashed
-    curve from the profile's pass prices, its crossover marked."""
+    """Races at 3, 2 and 8 streams: a dot at each N (with its interval), the dashed curve
+    from the profile's pass prices with its crossover marked, the measured one ringed."""
     pass_ms = [10.0 + 10.0 * max(0, (w - 1) // 8) for w in range(1, 17 * 33)]
     plain, lookup = lanes(window)
     for n in (3, 2):
@@ -90,8 +90,18 @@ def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):
     curve_x, curve_y = items.curve.getData()
     assert list(curve_x) == list(range(1, 17)) and curve_y[0] == 3.0
     assert items.crossover.isVisible() and items.crossover.value() > 1
+    assert list(items.ring.getData()[0]) == []  # faster at every N measured: no ring
     assert plain not in graph._lanes  # plain decoding is what the others divide by
     assert "predicted to stop at" in graph.note.text()
+    window.runner._on_started(plain, header("none", 8))  # a race at 8 streams: 0.6x, slower
+    window.runner._on_started(lookup, header("prompt-lookup", 8, pass_ms))
+    for i in range(40):
+        window.runner._on_batch(plain, batch(i, 8, True, 12.0))
+        window.runner._on_batch(lookup, batch(i, 8, False, 60.0))
+    window.board.drain()
+    assert list(items.dots.getData()[0]) == [2.0, 3.0, 8.0]
+    assert list(items.ring.getData()[0]) == [8.0]  # the measured crossover, ringed
+    assert "stops paying at 8 streams (measured)" in graph.note.text()
 
 
 def test_the_anatomy_of_a_batched_step_is_a_row_per_stream(window):

@@ -1,6 +1,7 @@
 """Speedup against streams: what each speculating lane measured at every N raced in this
 window session (a dot, its interval as an error bar), over what the cost profile predicts at
-each N for the lane's acceptance (a dashed curve), the predicted crossover marked. Observes
+each N for the lane's acceptance (a dashed curve), the predicted crossover a dotted line and
+the measured one (the first N not faster) a ring around its dot. Observes
 the board's StreamsRace; redrawn with the other graphs (at most every GRAPHS_S), one
 setData per item."""
 
@@ -24,15 +25,22 @@ class _LaneItems:
         self.bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), pen=pg.mkPen(colour),
                                     beam=0.25)
         self.dots = pg.ScatterPlotItem(size=9, brush=pg.mkBrush(colour), pen=pg.mkPen(colour))
+        # The measured crossover: a ring around its dot (the first N not faster).
+        self.ring = pg.ScatterPlotItem(size=20, brush=pg.mkBrush(None),
+                                       pen=pg.mkPen(colour, width=2))
         self.crossover = pg.InfiniteLine(angle=90, pen=pg.mkPen(colour, style=Qt.PenStyle.DotLine),
                                          label="", labelOpts={"position": 0.9, "color": colour})
-        for item in (self.curve, self.bars, self.dots, self.crossover):
+        for item in self.items:
             plot.addItem(item)
         self.crossover.hide()
 
     def remove(self, plot: pg.PlotWidget) -> None:
-        for item in (self.curve, self.bars, self.dots, self.crossover):
+        for item in self.items:
             plot.removeItem(item)
+
+    @property
+    def items(self) -> tuple:
+        return self.curve, self.bars, self.dots, self.ring, self.crossover
 
 
 class StreamsGraph(QWidget):
@@ -81,6 +89,9 @@ class StreamsGraph(QWidget):
                          for m in points], dtype=float)
         items.dots.setData(x=x, y=y)
         items.bars.setData(x=x, y=y, top=high - y, bottom=y - low)
+        measured = self.race.crossover(lane_id)
+        ring = [(m.n, m.speedup.ratio) for m in points if m.n == measured]
+        items.ring.setData(x=[n for n, _ in ring], y=[r for _, r in ring])
         prediction = self.race.prediction(lane_id)
         if prediction is None:
             items.curve.setData([], [])
