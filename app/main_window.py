@@ -53,6 +53,7 @@ from .views.lane_widget import LaneWidget
 from .views.menus import WindowMenus
 from .views.prompt_panel import PromptPanel, first_prompt
 from .views.step_focus import StepFocus
+from .views.streams_dock import StreamsDock
 from .views.window_dialogs import WindowDialogs
 
 CLOSE_TIMEOUT_S = 2.0
@@ -103,6 +104,7 @@ class MainWindow(QMainWindow):
                                          Qt.DockWidgetArea.RightDockWidgetArea)
         self.tree_dock = self._dock("Tree", self.tree_view, Qt.DockWidgetArea.RightDockWidgetArea)
         self.anatomy_dock = AnatomyDock(self)  # tabbed behind the Step dock
+        self.streams_dock = StreamsDock(self, self.board.streams)  # and so is this one
         self.busy = QProgressBar(maximumWidth=160, visible=False)
         self.busy.setRange(0, 0)
         self.status_text = QLabel("ready")
@@ -121,6 +123,10 @@ class MainWindow(QMainWindow):
         self.board.autoChanged.connect(self.runner.set_auto)
         self.board.knobChanged.connect(self.runner.set_knob)  # a refusal shows in the lane
         self.board.changed.connect(self._on_lanes_changed)
+        self.board.refreshed.connect(lambda: self.streams_dock.refresh(
+            {lid: lane.colour for lid, lane in self.board.lanes.items()}))
+        self.board.clicked.connect(lambda lane, step: self.streams_dock.show_step(
+            lane.lane_id, step))
         self.runner.statusChanged.connect(self.show_status)
         self.runner.finished.connect(self.set_mode)
         self.replay.changed.connect(self.set_mode)
@@ -164,7 +170,8 @@ class MainWindow(QMainWindow):
     def request(self) -> RunRequest:
         p = self.prompt
         return RunRequest(prompt=p.prompt(), model=p.model_choice(),
-                          max_tokens=p.max_tokens.value(), temperature=p.temperature.value())
+                          max_tokens=p.max_tokens.value(), temperature=p.temperature.value(),
+                          streams=p.streams.value())
 
     def start_run(self) -> asyncio.Future | None:
         """Run every lane; the task, or None when a run cannot start now."""

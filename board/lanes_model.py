@@ -112,6 +112,8 @@ def race_key(header: dict, config: LaneSpec) -> str:
         settings.pop("k", None)  # the K auto K starts from is its own, not the person's
     server = dict(header.get("server") or {})
     server.pop("url", None)  # a spawned server listens on a new port every race
+    # A race of N streams (each lane a batch) is rounds of its own, apart from one stream's.
+    fields["streams"] = (header.get("streams") or {}).get("n", 1)
     return json.dumps({**fields, "settings": settings, "server": server,
                        "inputs": config.inputs, "url": config.server and config.server.url},
                       sort_keys=True, default=str)

@@ -43,6 +43,9 @@ def _register_shot(sub) -> None:
     options.add_head_paths(p)
     p.add_argument("--max-tokens", type=values.positive, default=128)
     p.add_argument("--temperature", type=values.temperature, default=0.0)
+    p.add_argument("--streams", type=values.streams, default=1,
+                   help="prompts every lane decodes at once, batched (1..16; the window's "
+                        "streams control)")
     options.add_model_args(p)
     p.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH")
     p.add_argument("--theme", choices=("dark", "light"), default="dark")

@@ -37,6 +37,11 @@ def whole_at_least(low: int) -> Callable[[str], int]:
 positive = whole_at_least(1)
 
 
+def streams(text: str) -> int:
+    """A stream count: 1 to 16 prompts decoded at once (the batch cache's limit)."""
+    return _value(text, int, "a whole number from 1 to 16", lambda v: 1 <= v <= 16)
+
+
 def temperature(text: str) -> float:
     return _value(text, float, "a finite number of at least 0 (0: greedy)", lambda v: v >= 0)
 

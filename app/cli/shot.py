@@ -126,6 +126,7 @@ async def _live(window: MainWindow, args: argparse.Namespace) -> int:
     window.prompt.set_model_choice(options.model_choice(args))
     window.prompt.max_tokens.setValue(args.max_tokens)
     window.prompt.temperature.setValue(args.temperature)
+    window.prompt.streams.setValue(args.streams)
     task = window.start_run()
     if task is None:
         raise SpecvizError("nothing to run: give at least one oracle with --oracles")

@@ -30,6 +30,7 @@ class EngineLink(QObject):
     # A run's lanes
     laneStarted = Signal(str, object)  # lane id, its trace header (dict)
     laneEvent = Signal(str, object)  # lane id, an events.StepEvent or SummaryEvent
+    laneBatch = Signal(str, object)  # lane id, a BatchStep or StreamsSummary (N streams)
     laneFailed = Signal(str, str)  # lane id, why: the lane has ended
     controlRefused = Signal(str, str)  # lane id, why a control (K, auto K, a knob) was refused
     laneNote = Signal(str, str)  # lane id, what the person should know (the lane ran well)
@@ -71,6 +72,8 @@ class EngineLink(QObject):
         f, kind = message.fields, message.kind
         if kind == "event":
             self.laneEvent.emit(f["lane"], f["event"])
+        elif kind == "batch":
+            self.laneBatch.emit(f["lane"], f["batch"])
         elif kind == "started":
             self.laneStarted.emit(f["lane"], f["header"])
         elif kind == "failed":

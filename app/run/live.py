@@ -21,6 +21,7 @@ from ...engines import models
 from ...engines.errors import SpecvizError
 from ...engines.host import run_spec as rs
 from ...engines.host.run_spec import RunRequest
+from ...engines.loop.streams import BatchStep, StreamsSummary
 from ...engines.trace import TraceWriter
 from ..state.run_setup import new_trace_path
 from ..state.server_keys import KeyFor, with_keys
@@ -60,6 +61,7 @@ class LiveRunner(QObject):
         self.crash: str | None = None  # how the last run's engine died, if it did
         self._writers: dict[str, TraceWriter] = {}
         self._received: dict[str, list[ev.StepEvent]] = {}  # for a trace cut off by a crash
+        self._running_said = False  # a streams race said "running" (its first batch came)
         self._ended: set[str] = set()  # lanes whose run is over (summary or error)
         self._lane_ids: list[str] = []
         self._stopping = False
@@ -168,6 +170,7 @@ class LiveRunner(QObject):
                 lane.show_message(str(exc))
             return
         self._lane_ids, self._ended, self._writers, self._received = list(lanes), set(), {}, {}
+        self._running_said = False
         for lane_id in lanes:
             self.board.state(lane_id).max_tokens = request.max_tokens
         self._done = asyncio.get_event_loop().create_future()
@@ -194,6 +197,7 @@ class LiveRunner(QObject):
                 else RemoteEngineClient(self.remote, device, self))
             engine.laneStarted.connect(self._on_started)
             engine.laneEvent.connect(self._on_event)
+            engine.laneBatch.connect(self._on_batch)
             engine.laneFailed.connect(self._on_failed)
             engine.controlRefused.connect(self._on_refused)
             engine.laneNote.connect(self._on_note)
@@ -213,6 +217,7 @@ class LiveRunner(QObject):
             return
         lane.start_run(header.get("prompt_text", ""), header.get("prompt", ""))
         self.board.read_header(lane_id, header)
+        self.board.start_streams(lane_id, header)
         lane.trace_path = new_trace_path(lane.oracle_name(), lane_id)
         try:
             self._writers[lane_id] = TraceWriter(lane.trace_path, header)
@@ -247,6 +252,24 @@ class LiveRunner(QObject):
             self._received.setdefault(lane_id, []).append(event)
         self.board.push(lane_id, event)
         if isinstance(event, ev.SummaryEvent):
+            self._end_lane(lane_id)
+
+    def _on_batch(self, lane_id: str, batch: BatchStep | StreamsSummary) -> None:
+        """A lane of N streams: its trace records stream 1 (the header's), its view the
+        stream picked."""
+        if isinstance(batch, StreamsSummary):
+            first: list[ev.Event] = list(batch.summaries[:1])
+        else:
+            first = [e for stream, e in batch.steps if stream == 0]
+        for event in first:
+            self._trace(lane_id, event)
+            if isinstance(event, ev.StepEvent):
+                self._received.setdefault(lane_id, []).append(event)
+        if not self._running_said:
+            self._running_said = True
+            self.statusChanged.emit("running", True)
+        self.board.push_batch(lane_id, batch)
+        if isinstance(batch, StreamsSummary):
             self._end_lane(lane_id)
 
     def _on_died(self, line: str) -> None:

@@ -71,7 +71,7 @@ class Appearance:
         w = self.window
         shown = high_contrast(self.theme) if self.presenting else self.theme
         w.graphs.set_text_size(PRESENTATION_GRAPH_PT if self.presenting else TEXT_PT)
-        for part in (w.board, w.inspector, w.tree_view, w.anatomy_dock):
+        for part in (w.board, w.inspector, w.tree_view, w.anatomy_dock, w.streams_dock):
             part.set_theme(shown)
         apply_theme(shown)
         for lane in w.board.lanes.values():

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QSplitter, QWidget
 
 from ...board.lanes_model import BoardModel
 from ...board.palette import Theme
+from ...board.streams_race import StreamsRace
 from ...engines import events as ev
 from ...engines.host.run_spec import LaneSpec
 from ...widgets.graphs import LaneGraphs
@@ -37,9 +38,11 @@ class LaneBoard(QWidget):
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
 
     def __init__(self, model: BoardModel, graphs: LaneGraphs, theme: Theme,
-                 recent_models: list[str], parent: QWidget | None = None) -> None:
+                 recent_models: list[str], parent: QWidget | None = None,
+                 streams: StreamsRace | None = None) -> None:
         super().__init__(parent)
         self.model = model  # what the lanes are and have received (the graphs observe it)
+        self.streams = streams or StreamsRace()  # lanes of N streams: the stream each shows
         self.graphs = graphs
         self.theme = theme
         self.recent_models = recent_models
@@ -76,6 +79,7 @@ class LaneBoard(QWidget):
         lane.oracleChanged.connect(self._relabel)
         lane.configChanged.connect(lambda: self._reconfigured(lane_id))
         lane.removeRequested.connect(self.remove_lane)
+        lane.streamPicked.connect(self.pick_stream)
         self._show_figures()
         self.changed.emit()
         return lane
@@ -83,6 +87,7 @@ class LaneBoard(QWidget):
     def remove_lane(self, lane_id: str) -> None:
         lane = self.lanes.pop(lane_id)
         self.model.remove(lane_id)  # the graphs forget it
+        self.streams.remove(lane_id)
         lane.hide()
         lane.setParent(None)
         lane.deleteLater()
@@ -133,6 +138,30 @@ class LaneBoard(QWidget):
             lane.set_theme(theme, colour)
             self.graphs.set_lane_colour(lane.lane_id, colour)
         self.graphs.set_theme(theme)
+
+    # ------------------------------------------------------------ a race of N streams
+
+    def start_streams(self, lane_id: str, header: dict) -> None:
+        """A lane's run began: a batch of streams shows its picker, one stream hides it."""
+        lane = self.streams.start(lane_id, header)
+        self.lanes[lane_id].streams.show_streams(lane)
+
+    def push_batch(self, lane_id: str, batch) -> None:
+        """A batch event: the stream the lane follows reaches its view as a lane's steps. The
+        Streams dock redraws with the graphs even when that stream has left the batch and the
+        others go on."""
+        self.push_many(lane_id, self.streams.take(lane_id, batch))
+        self._graphs_stale = True
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def pick_stream(self, lane_id: str, stream: int) -> None:
+        """The lane's text, figures and graphs follow `stream` from its first step."""
+        events = self.streams.pick(lane_id, stream)
+        lane, batch = self.lanes[lane_id], self.streams.lanes[lane_id]
+        self.rewind(lane_id, events)
+        lane.prompt_text, lane.user_prompt = batch.prompt_texts[stream], batch.prompts[stream]
+        lane.streams.update_figures(batch)
 
     # ------------------------------------------------------------ events
 
@@ -214,6 +243,9 @@ class LaneBoard(QWidget):
             if declined is not None:
                 figures["declined"] = declined
             lane.set_figures(figures)
+            batch = self.streams.lanes.get(lane_id)
+            if batch is not None:
+                lane.streams.update_figures(batch)
 
     def _free_colour(self) -> str:
         used = {lane.colour for lane in self.lanes.values()}

@@ -46,6 +46,7 @@ from ...widgets.token_view import Legend, TokenView
 from .file_input import FileInput
 from .model_combo import ModelCombo
 from .spec_types import SpecTypes
+from .stream_picker import StreamPicker
 
 # What "auto" K means on a llama-server lane: the server's own draft length (K 0 in the spec).
 SPAWNED_AUTO_TIP = ("auto: each type drafts up to llama.cpp's own default length; otherwise K "
@@ -147,6 +148,7 @@ class LaneWidget(QFrame):
     removeRequested = Signal(str)
     oracleChanged = Signal(str)
     configChanged = Signal()
+    streamPicked = Signal(str, int)  # lane id, the stream its text should follow
 
     def __init__(self, lane_id: str, config: LaneSpec, theme: Theme, colour: str,
                  recent_models: list[str], parent: QWidget | None = None) -> None:
@@ -199,6 +201,8 @@ class LaneWidget(QFrame):
         self._details = ""
         self.details_box: QMessageBox | None = None
         self.legend = Legend(theme)
+        self.streams = StreamPicker()  # a race of N streams: the total, the stream shown
+        self.streams.picked.connect(lambda i: self.streamPicked.emit(self.lane_id, i))
         self.view = TokenView(theme)
         self._controls = QWidget()
         self._layout()
@@ -239,6 +243,7 @@ class LaneWidget(QFrame):
         box.addLayout(top)
         box.addWidget(self._controls)
         box.addWidget(self.figures)
+        box.addWidget(self.streams)
         box.addWidget(self.message)
         box.addWidget(self.legend)
         box.addWidget(self.view, 1)

@@ -19,10 +19,14 @@ from PySide6.QtWidgets import (
 )
 
 from ...engines.backends import BACKENDS
+from ...engines.backends.stream_cache import MAX_STREAMS
 from ...engines.host.run_spec import ModelChoice
 from .model_combo import ModelCombo
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+STREAMS_TIP = ("users at once: every lane, plain decoding's too, decodes this many prompts in "
+               "one batched pass per step (the prompt here, then the sample prompts in turn); "
+               "1: one prompt, as a single user")
 
 
 # The prompt a first start shows: a code edit whose answer copies a 25-line function, the
@@ -63,6 +67,7 @@ class PromptPanel(QWidget):
                                         "leaving one to draw; both of two)")
         self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, decimals=2)
         self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=128, singleStep=16)
+        self.streams = QSpinBox(minimum=1, maximum=MAX_STREAMS, value=1, toolTip=STREAMS_TIP)
         self._layout()
 
     def _layout(self) -> None:
@@ -73,6 +78,7 @@ class PromptPanel(QWidget):
         form.addRow("Threads", self.threads)
         form.addRow("Temperature", self.temperature)
         form.addRow("Max tokens", self.max_tokens)
+        form.addRow("Streams", self.streams)
         box = QVBoxLayout(self)
         box.addWidget(self.samples)
         box.addWidget(self.editor, 1)
@@ -106,7 +112,7 @@ class PromptPanel(QWidget):
         """Read-only while a run or a replay owns the prompt (highlights index into it)."""
         self.editor.setReadOnly(not editable)
         for widget in (self.samples, self.model, self.backend, self.device, self.threads,
-                       self.temperature, self.max_tokens):
+                       self.temperature, self.max_tokens, self.streams):
             widget.setEnabled(editable)
 
     # ------------------------------------------------------------ provenance highlight

@@ -24,12 +24,14 @@ from typing import BinaryIO
 
 from .. import events as ev
 from ..errors import SpecvizError
+from ..loop.streams import BatchStep, StreamsSummary
 from . import protocol
 from . import run_spec as rs
 from .lanes import CONTROLS, Lane
 from .model_pool import ModelPool
 from .run_builder import build_lane, model_keys
 from .server_lanes import remember_key
+from .stream_lanes import build_streams_lane
 from .tasks import TASKS, Task, run_task
 from .young_profiles import IDLE_S, YoungProfiles
 
@@ -161,9 +163,11 @@ class Engine:
 
     def _build(self, lane_id: str, lane: rs.LaneSpec, request: rs.RunRequest) -> Lane | None:
         self.send("status", text=f"loading {request.model.target} for {lane.oracle}…")
+        say = lambda text: self.send("status", text=text)  # noqa: E731
         try:
-            ready = build_lane(lane_id, lane, request, self.pool,
-                               say=lambda text: self.send("status", text=text))
+            ready = (build_lane(lane_id, lane, request, self.pool, say=say)
+                     if request.streams == 1 else
+                     build_streams_lane(lane_id, lane, request, self.pool, request.streams, say))
         except Exception as exc:
             self._failed(lane_id, exc)
             return None
@@ -191,8 +195,11 @@ class Engine:
             self._failed(lane.lane_id, exc)
             lane.close(reusable=False)  # its cache may not hold what it says
             return False
-        self.send("event", lane=lane.lane_id, event=event)
-        if isinstance(event, ev.SummaryEvent):
+        if isinstance(event, (BatchStep, StreamsSummary)):
+            self.send("batch", lane=lane.lane_id, batch=event)
+        else:
+            self.send("event", lane=lane.lane_id, event=event)
+        if isinstance(event, (ev.SummaryEvent, StreamsSummary)):
             notice = lane.notice()  # arose as the run ended: said now, not at the next build
             if notice:
                 self.send("note", lane=lane.lane_id, text=notice)

@@ -32,6 +32,9 @@ From the engine:
   started  {lane, header}               a lane is built; the header opens its trace and holds
                                         what the inspector needs (prompt text, token offsets)
   event    {lane, event}                a step or summary event (engines.events.to_dict)
+  batch    {lane, batch}                a lane of N streams (run spec's request.streams > 1):
+                                        a batch step or the batch's summary
+                                        (engines.host.batch_wire.to_dict)
   failed   {lane, message}              the lane ended with this one-line error
   refused  {lane, message}              a control was refused (the lane runs on)
   note     {lane, text}                 what the person should know of a lane that ended
@@ -55,11 +58,12 @@ from dataclasses import dataclass, field
 from .. import events as ev
 from ..bounded_json import loads
 from ..errors import SpecvizError
+from . import batch_wire
 
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
              "pair", "advise", "shutdown", "secret", "auth")
-FROM_ENGINE = ("hello", "started", "event", "failed", "refused", "note", "status", "done",
+FROM_ENGINE = ("hello", "started", "event", "batch", "failed", "refused", "note", "status", "done",
                "progress", "finished", "task_failed", "error", "died")
 # The fields each request must have, and their types: a peer checks a request before acting
 # on it. Extra fields are allowed (a newer sender).
@@ -96,6 +100,8 @@ def encode(kind: str, **fields) -> bytes:
         raise ValueError("'v' and 'msg' are the envelope's")
     if kind == "event":
         fields = {**fields, "event": ev.to_dict(fields["event"])}
+    elif kind == "batch":
+        fields = {**fields, "batch": batch_wire.to_dict(fields["batch"])}
     return (json.dumps({"v": VERSION, "msg": kind, **fields}, ensure_ascii=False,
                        separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -118,6 +124,11 @@ def decode(line: bytes | str) -> Message:
             data["event"] = ev.from_dict(data["event"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"bad event: {exc}") from None
+    elif kind == "batch":
+        try:
+            data["batch"] = batch_wire.from_dict(data["batch"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"bad batch: {exc}") from None
     return Message(kind, data)
 
 

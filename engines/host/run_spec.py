@@ -123,6 +123,9 @@ class RunRequest:
     system: str | None = None
     stop: tuple[str, ...] = ()
     typical: tuple[float, float] | None = None  # LOSSY typical acceptance: (epsilon, alpha)
+    # Prompts each lane decodes at once, batched (engines/host/stream_lanes.py); 1: one, as
+    # before streams (an older peer ignores the key, a newer one reads its absence as 1).
+    streams: int = 1
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,10 @@ class RunSpec:
 
 
 def to_dict(spec: RunSpec) -> dict:
-    return {"request": asdict(spec.request),
+    request = asdict(spec.request)
+    if request["streams"] == 1:  # one stream: the spec as it was written before streams
+        del request["streams"]
+    return {"request": request,
             "lanes": {lane_id: lane_to_dict(lane) for lane_id, lane in spec.lanes.items()}}
 
 

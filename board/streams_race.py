@@ -1,0 +1,218 @@
+"""A race of N streams as plain data (no Qt): each lane's batch of streams, which stream its
+text view follows, every stream's tokens and pace, the batch's total throughput, and the
+speedup against streams the window has measured so far beside the one the cost profile
+predicts.
+
+A lane of N streams receives BatchSteps (every live stream's step in one pass) and a
+StreamsSummary; its text view shows one stream's steps, as a single lane's, so the lane's
+other views (figures, graphs, inspector) read that stream as they read a lane. The speedup
+at N divides a speculating lane's batch steps by the plain lane's of the same race, as
+`specviz bench --streams` does (engines/bench/concurrency.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from psygnal import Signal
+
+from ..engines import events as ev
+from ..engines.bench.concurrency import Point as _Point
+from ..engines.bench.concurrency import Prediction, measured_crossover, predict, step_times
+from ..engines.loop.streams import BatchStep, StreamsSummary
+from ..engines.oracles import is_plain
+from ..engines.speedup import Speedup, from_steps
+
+STREAM_COUNTS = tuple(range(1, 17))  # the N the predicted curve is drawn at
+
+
+@dataclass
+class LaneStreams:
+    """One lane's batch: what each stream wrote and when, and which one its view follows."""
+
+    n: int
+    oracle: str
+    plain: bool
+    prompts: list[str]
+    prompt_texts: list[str]
+    pass_ms: list[float] | None = None  # the profile's ms of a pass 1, 2, ... tokens wide
+    widest: int | None = None  # the profile's widest measured pass
+    picked: int = 0
+    batches: list[BatchStep] = field(default_factory=list)
+    events: list[list[ev.StepEvent]] = field(default_factory=list)
+    batch_ms: list[float] = field(default_factory=list)  # per stream: its batch steps' ms
+    summary: StreamsSummary | None = None
+
+    def __post_init__(self) -> None:
+        self.events = [[] for _ in range(self.n)]
+        self.batch_ms = [0.0] * self.n
+
+    @property
+    def tokens(self) -> int:
+        return sum(b.tokens for b in self.batches)
+
+    @property
+    def compute_ms(self) -> float:
+        return sum(b.timing.total_ms for b in self.batches)
+
+    @property
+    def tok_per_s(self) -> float:
+        """Every stream's tokens over the batch's compute time: the lane's throughput."""
+        ms = self.compute_ms
+        return self.tokens / (ms / 1000) if ms > 0 else 0.0
+
+    def pace(self, stream: int) -> float:
+        """A stream's own tokens/s over the batch steps it was in."""
+        ms, steps = self.batch_ms[stream], self.events[stream]
+        tokens = steps[-1].totals.tokens if steps else 0
+        return tokens / (ms / 1000) if ms > 0 else 0.0
+
+    def per_stream_step(self) -> tuple[float, float]:
+        """(tokens a stream writes per step, positions it verifies per step)."""
+        steps = [e for stream in self.events for e in stream]
+        if not steps:
+            return 1.0, 1.0
+        return (sum(len(e.emitted_ids) for e in steps) / len(steps),
+                sum(len(e.proposed) + 1 for e in steps) / len(steps))
+
+    def take(self, batch: BatchStep | StreamsSummary) -> list[ev.Event]:
+        """Keep a batch event; what of it the view follows (the picked stream's step, or its
+        summary at the end)."""
+        if isinstance(batch, StreamsSummary):
+            self.summary = batch
+            return [batch.summaries[self.picked]] if self.picked < len(batch.summaries) else []
+        self.batches.append(batch)
+        shown: list[ev.Event] = []
+        for stream, step in batch.steps:
+            self.events[stream].append(step)
+            self.batch_ms[stream] += batch.timing.total_ms
+            if stream == self.picked:
+                shown.append(step)
+        return shown
+
+    def followed(self) -> list[ev.Event]:
+        """Everything the picked stream has written so far, its summary last if it ended."""
+        shown: list[ev.Event] = list(self.events[self.picked])
+        if self.summary is not None and self.picked < len(self.summary.summaries):
+            shown.append(self.summary.summaries[self.picked])
+        return shown
+
+
+def lane_streams(header: dict) -> LaneStreams | None:
+    """A lane's batch from its trace header; None for a lane of one stream."""
+    streams = header.get("streams")
+    if not streams:
+        return None
+    oracle = str(header.get("oracle", "?"))
+    return LaneStreams(int(streams["n"]), oracle, is_plain(oracle), list(streams["prompts"]),
+                       list(streams["prompt_texts"]), streams.get("pass_ms"),
+                       streams.get("widest"))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A speculating lane's speedup over the plain lane at N streams, batched alike."""
+
+    n: int
+    speedup: Speedup
+    tok_per_s: float
+    plain_tok_per_s: float
+
+
+class StreamsRace:
+    """The window's lanes of N streams, and the speedups measured at each N this session."""
+
+    started = Signal(str)  # lane id: its batch began (or it left streams: forget it)
+    batched = Signal(str)  # lane id: it took a batch event (totals and paces moved)
+    picked = Signal(str, int)  # lane id, the stream its view now follows
+
+    def __init__(self) -> None:
+        self.lanes: dict[str, LaneStreams] = {}
+        # lane id -> N -> the latest race's speedup at N (kept between races)
+        self.measured: dict[str, dict[int, Measured]] = {}
+        # Batches came since the speedups were measured: measured when next asked for (the
+        # graph asks at most every GRAPHS_S; a batch can come every few milliseconds).
+        self._stale = False
+
+    def start(self, lane_id: str, header: dict) -> LaneStreams | None:
+        """A lane's run began: a batch of streams, or one stream (forgotten here)."""
+        if self._stale:  # the race before, measured to its last batch before it goes
+            self._measure()
+        lane = lane_streams(header)
+        if lane is None:
+            self.lanes.pop(lane_id, None)
+        else:
+            self.lanes[lane_id] = lane
+        self.started.emit(lane_id)
+        return lane
+
+    def take(self, lane_id: str, batch: BatchStep | StreamsSummary) -> list[ev.Event]:
+        """Keep a lane's batch event; what its view shows of it."""
+        lane = self.lanes.get(lane_id)
+        if lane is None:
+            return []
+        shown = lane.take(batch)
+        self._stale = True
+        self.batched.emit(lane_id)
+        return shown
+
+    def pick(self, lane_id: str, stream: int) -> list[ev.Event]:
+        """The lane's view follows `stream` now: what that stream has written so far."""
+        lane = self.lanes[lane_id]
+        if not 0 <= stream < lane.n:
+            raise ValueError(f"stream {stream + 1} of {lane.n}")
+        lane.picked = stream
+        self.picked.emit(lane_id, stream)
+        return lane.followed()
+
+    def remove(self, lane_id: str) -> None:
+        self.lanes.pop(lane_id, None)
+        self.measured.pop(lane_id, None)
+
+    # ------------------------------------------------------------ speedup against streams
+
+    def baseline(self) -> str | None:
+        """The first plain lane of the race: every speculating lane divides by it."""
+        return next((lid for lid, lane in self.lanes.items() if lane.plain), None)
+
+    def _measure(self) -> None:
+        """The race's speedup at its N for each speculating lane, from both lanes' batch
+        steps so far (replacing an earlier race's at the same N)."""
+        self._stale = False
+        base = self.baseline()
+        if base is None or not self.lanes[base].batches:
+            return
+        plain = self.lanes[base]
+        for lane_id, lane in self.lanes.items():
+            if lane.plain or not lane.batches or lane.n != plain.n:
+                continue
+            try:
+                speedup = from_steps(step_times(lane.batches), step_times(plain.batches))
+            except ValueError:
+                continue  # no tokens yet on a side
+            self.measured.setdefault(lane_id, {})[lane.n] = Measured(
+                lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
+
+    def points(self, lane_id: str) -> list[Measured]:
+        if self._stale:
+            self._measure()
+        return sorted(self.measured.get(lane_id, {}).values(), key=lambda m: m.n)
+
+    def crossover(self, lane_id: str) -> int | None:
+        """The first N measured at which the lane no longer pays (its verdict)."""
+        return measured_crossover([_Point(m.n, m.tok_per_s, m.plain_tok_per_s, 0.0, 0.0,
+                                          m.speedup, 1.0, 1.0) for m in self.points(lane_id)])
+
+    def prediction(self, lane_id: str) -> Prediction | None:
+        """The cost profile's speedup at each N for this lane's acceptance so far: None
+        without a stored profile, or before its first step."""
+        lane = self.lanes.get(lane_id)
+        if lane is None or lane.plain or not lane.pass_ms or not lane.batches:
+            return None
+        costs = lane.pass_ms
+
+        def cost_ms(width: int) -> float:
+            return costs[min(width, len(costs)) - 1]
+
+        tokens, width = lane.per_stream_step()
+        return predict(cost_ms, lane.widest or len(costs), tokens, width, STREAM_COUNTS)

@@ -1,0 +1,131 @@
+"""The window's race of N streams (#84): the streams control, and a lane's total throughput
+and its stream picker, fed as the engine process feeds them (started, then batch messages)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from streams_factory import batch, header, summary
+
+N = 3
+
+
+def lanes(window) -> tuple[str, str]:
+    """The first start's lanes: plain decoding, then prompt lookup."""
+    plain, lookup = window.board.lanes
+    return plain, lookup
+
+
+def race(window, steps: int = 4, end: bool = False) -> None:
+    """What the engine sends for a race of N streams: each lane's header, then batch steps
+    by turns (and each lane's summary)."""
+    plain, lookup = lanes(window)
+    window.runner._on_started(plain, header("none", N))
+    window.runner._on_started(lookup, header("prompt-lookup", N))
+    kept: dict[str, list] = {plain: [], lookup: []}
+    for i in range(steps):
+        for lane_id, is_plain in ((plain, True), (lookup, False)):
+            kept[lane_id].append(batch(i, N, is_plain, 10.0 if is_plain else 20.0))
+            window.runner._on_batch(lane_id, kept[lane_id][-1])
+    if end:
+        for lane_id, steps_ in kept.items():
+            window.runner._on_batch(lane_id, summary(steps_))
+    window.board.drain()
+
+
+def test_the_streams_control_is_one_to_sixteen_and_one_is_todays_race(window):
+    box = window.prompt.streams
+    assert (box.minimum(), box.maximum(), box.value()) == (1, 16, 1)
+    assert window.request().streams == 1
+    assert not any(lane.streams.isVisibleTo(lane) for lane in window.board.lanes.values())
+    box.setValue(4)
+    assert window.request().streams == 4
+
+
+def test_a_lane_of_n_streams_shows_its_total_and_follows_the_stream_picked(window, qtbot):
+    race(window)
+    lookup = window.board.lanes[lanes(window)[1]]
+    assert lookup.streams.isVisibleTo(lookup)
+    assert [lookup.streams.combo.itemText(i) for i in range(N)] == [
+        "stream 1", "stream 2", "stream 3"]
+    # 3 streams x 3 tokens a step, 20 ms a step: 450 tok/s in all, 150 for the one shown
+    assert lookup.streams.total.text() == "3 streams · 450.0 tok/s in all · this one 150.0 tok/s"
+    assert [e.text for e in lookup.view.events] == ["s0t0", "s0t1", "s0t2", "s0t3"]
+    lookup.streams.combo.activated.emit(2)  # the person picks stream 3
+    window.board.drain()
+    assert [e.text for e in lookup.view.events] == ["s2t0", "s2t1", "s2t2", "s2t3"]
+    assert window.board.model.figures(lookup.lane_id)["tokens"] == 12  # its own tokens
+    window.runner._on_batch(lookup.lane_id, batch(4, N, False, 20.0))
+    window.board.drain()
+    assert lookup.view.events[-1].text == "s2t4"  # later steps are the picked stream's too
+
+
+def test_a_race_that_ended_then_one_of_one_stream_hides_the_picker_again(window):
+    race(window, end=True)
+    plain, lookup = lanes(window)
+    assert window.board.lanes[lookup].view.events[-1].text == "s0t3"
+    assert window.board.model.lanes[lookup].summary.text == "text0"  # stream 1's summary
+    window.runner._on_started(plain, {"oracle": "none", "prompt": "p"})
+    lane = window.board.lanes[plain]
+    assert not lane.streams.isVisibleTo(lane)
+
+
+def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):
+    """Races at 3, 2 and 8 streams: a dot at each N (with its interval), the dashed curve
+    from the profile's pass prices with its crossover marked, the measured one ringed."""
+    pass_ms = [10.0 + 10.0 * max(0, (w - 1) // 8) for w in range(1, 17 * 33)]
+    plain, lookup = lanes(window)
+    for n in (3, 2):
+        window.runner._on_started(plain, header("none", n))
+        window.runner._on_started(lookup, header("prompt-lookup", n, pass_ms))
+        for i in range(40):
+            window.runner._on_batch(plain, batch(i, n, True, 10.0))
+            window.runner._on_batch(lookup, batch(i, n, False, 20.0))
+        window.board.drain()
+    graph = window.streams_dock.graph
+    items = graph._lanes[lookup]
+    x, y = items.dots.getData()
+    assert list(x) == [2.0, 3.0] and list(y) == pytest.approx([1.5, 1.5])  # 3 per 20 ms, 1 per 10
+    curve_x, curve_y = items.curve.getData()
+    assert list(curve_x) == list(range(1, 17)) and curve_y[0] == 3.0
+    assert items.crossover.isVisible() and items.crossover.value() > 1
+    assert list(items.ring.getData()[0]) == []  # faster at every N measured: no ring
+    assert plain not in graph._lanes  # plain decoding is what the others divide by
+    assert "predicted to stop at" in graph.note.text()
+    window.runner._on_started(plain, header("none", 8))  # a race at 8 streams: 0.6x, slower
+    window.runner._on_started(lookup, header("prompt-lookup", 8, pass_ms))
+    for i in range(40):
+        window.runner._on_batch(plain, batch(i, 8, True, 12.0))
+        window.runner._on_batch(lookup, batch(i, 8, False, 60.0))
+    window.board.drain()
+    assert list(items.dots.getData()[0]) == [2.0, 3.0, 8.0]
+    assert list(items.ring.getData()[0]) == [8.0]  # the measured crossover, ringed
+    assert "stops paying at 8 streams (measured)" in graph.note.text()
+
+
+def test_the_anatomy_of_a_batched_step_is_a_row_per_stream(window):
+    race(window)
+    anatomy = window.streams_dock.anatomy
+    assert anatomy.rows is not None and [r.stream for r in anatomy.rows.rows] == [0, 1, 2]
+    assert [r.kept for r in anatomy.rows.rows] == [2, 2, 2]  # each kept 2 of its 3 guesses
+    text = anatomy.text()
+    assert "batch step 4" in text and "stream 3" in text and "kept 2 of 3" in text
+    assert "line-through" in text  # the refused guess, struck through
+    lookup = lanes(window)[1]
+    alone = batch(4, N, False, 20.0)
+    window.runner._on_batch(lookup, replace(alone, steps=alone.steps[:1]))  # 2 streams left
+    window.board.drain()
+    assert anatomy.rows.index == 3  # still the latest step that held every stream
+    window.board.clicked.emit(window.board.lanes[lookup], 1)  # a token of step 2 clicked
+    assert anatomy.rows.index == 1 and "batch step 2" in anatomy.text()
+
+
+def test_the_dock_moves_on_when_the_stream_shown_has_left_and_the_others_go_on(window, qtbot):
+    race(window)
+    lookup = lanes(window)[1]
+    redrawn = []
+    window.board.refreshed.connect(lambda: redrawn.append(True))
+    later = batch(4, N, False, 20.0)
+    window.runner._on_batch(lookup, replace(later, steps=later.steps[1:]))  # stream 1 has left
+    qtbot.waitUntil(lambda: bool(redrawn), timeout=3000)  # the graphs and the dock redrawn
