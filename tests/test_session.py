@@ -7,6 +7,7 @@ import math
 import threading
 
 import pytest
+from engine_waits import HUNG_S
 from model_fixtures import assert_lossless, batches_round_alike, prompt_ids_of, rejections
 from steady_timing import steady_auto_k
 
@@ -134,20 +135,58 @@ def test_stop_ends_within_one_step(tiny_backend):
     assert len(seen) == 5  # four steps, then the summary
 
 
+class WatchedEvent(threading.Event):
+    """A threading.Event that says when a thread has begun to wait on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        return super().wait(timeout)
+
+
 def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
+    """Paused, the loop waits before its next step (seen waiting, not timed); resumed, it
+    steps on; paused again and stopped, it wakes and ends without another step."""
     session = Session(tiny_backend, make_oracle("none"),
                       RunSettings(PROMPT, chat=False, k=0, max_tokens=200))
+    session._resume = gate = WatchedEvent()
+    gate.set()
     it = iter(session)
     next(it)
     session.pause()
+    gate.waiting.clear()
     result = []
     worker = threading.Thread(target=lambda: result.extend(it), daemon=True)
     worker.start()
-    worker.join(0.3)
-    assert worker.is_alive() and result == []  # paused: no step runs
+    assert gate.waiting.wait(HUNG_S)  # the bound only turns a hang into a failure
+    assert result == [] and worker.is_alive()  # waiting on the gate: no step ran
     session.stop()
-    worker.join(60)  # woken at once; the bound only keeps a broken stop from hanging the suite
-    assert not worker.is_alive() and result[-1].reason == "stopped"
+    worker.join(HUNG_S)  # woken at once; the bound only keeps a broken stop from hanging
+    assert not worker.is_alive()
+    assert [e.kind for e in result] == ["summary"] and result[-1].reason == "stopped"
+
+
+def test_a_paused_run_steps_on_when_resumed(tiny_backend):
+    session = Session(tiny_backend, make_oracle("none"),
+                      RunSettings(PROMPT, chat=False, k=0, max_tokens=6))
+    session._resume = gate = WatchedEvent()
+    gate.set()
+    it = iter(session)
+    next(it)
+    session.pause()
+    gate.waiting.clear()
+    result = []
+    worker = threading.Thread(target=lambda: result.extend(it), daemon=True)
+    worker.start()
+    assert gate.waiting.wait(HUNG_S) and result == []
+    session.resume()
+    worker.join(HUNG_S)
+    assert not worker.is_alive()
+    assert [e.kind for e in result] == ["step"] * 5 + ["summary"]
+    assert result[-1].reason == "max-tokens"
 
 
 def test_stop_string_ends_the_text(tiny_backend):
