@@ -27,6 +27,16 @@ def smollm2_path() -> Path:
         pytest.skip(reason)
 
 
+TINY_FIXTURES = {"llama": ("tiny_backend", "disagreeing_draft_backend"),
+                 "qwen2": ("tiny_qwen2_backend", "qwen2_disagreeing_draft_backend")}
+
+
+def tiny_target_and_draft(request, arch: str):
+    """(the tiny target of `arch`, a disagreeing sibling draft of it) on the transformers
+    backend."""
+    return tuple(request.getfixturevalue(name) for name in TINY_FIXTURES[arch])
+
+
 def batches_round_alike(backend) -> bool:
     """Whether a tree's batch gives each node the logits its path's own batch gives, bit for
     bit (up to float32 rounding on transformers). True in float32 on the CPU for both backends

@@ -40,9 +40,10 @@ def oracles(target, draft):
                                                                  "draft")]
 
 
-def test_every_oracle_is_lossless_on_the_tiny_model(tiny_backend, disagreeing_draft_backend):
+def test_every_oracle_is_lossless_on_the_tiny_model(tiny_pair):
     """The text is plain decoding's; the draft is a sibling that misses some tokens, so the
-    rollback after a refusal is tested."""
+    rollback after a refusal is tested. On the Llama and on the Qwen2 tiny model."""
+    tiny_backend, disagreeing_draft_backend = tiny_pair
     plain_steps, plain = run(tiny_backend, make_oracle("none"), k=0)
     assert plain.totals.mean_accepted_tokens == 1.0
     prompt_ids = prompt_ids_of(tiny_backend, PROMPT)
