@@ -352,12 +352,17 @@ def test_a_runs_noise_covers_wide_verifications_and_batch_written_context(tiny_b
     noise = cmp.run_noise(tiny_backend, ids)
     assert tiny_backend.n_past == 0 and 0.0 <= noise < 1e-3  # float32: last bits only
     read: list[int] = []
-    forward = tiny_backend.forward
-    monkeypatch.setattr(tiny_backend, "forward",
-                        lambda tokens, *a: read.append(len(tokens)) or forward(tokens, *a))
+    # Patched on the class for this test: a method patched on the session's backend itself
+    # stayed in its __dict__ (monkeypatch puts the bound method back there), and its shares
+    # (Backend.share copies the instance) then ran their forwards on its cache.
+    kind = type(tiny_backend)
+    forward = kind.forward
+    monkeypatch.setattr(kind, "forward",
+                        lambda self, tokens, *a: read.append(len(tokens)) or forward(self, tokens,
+                                                                                     *a))
     cmp.run_noise(tiny_backend, ids)
     assert read[0] == len(ids) - 33 and max(read[1:]) <= 33  # the context read once
-    monkeypatch.setattr(tiny_backend, "forward", forward)
+    monkeypatch.setattr(kind, "forward", forward)
     asked: list[int] = []
     monkeypatch.setattr(cmp, "_batch_noise_at", lambda b, i, width: asked.append(width) or width)
     monkeypatch.setattr(cmp, "_history_noise_at", lambda b, i, head, width: 50.0)
