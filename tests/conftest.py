@@ -18,8 +18,11 @@ os.environ.setdefault("SPECVIZ_DTYPE", "float32")
 sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests
 
 from crash_report import pytest_handlecrashitem, pytest_report_header  # noqa: F401  (hooks)
-from model_fixtures import smollm2_path  # noqa: F401  (a fixture, used by name)
-from tiny_model import build_sibling_model, build_tiny_model
+from model_fixtures import (
+    smollm2_path,  # noqa: F401  (a fixture, used by name)
+    tiny_target_and_draft,
+)
+from tiny_model import ARCHITECTURES, build_sibling_model, build_tiny_model
 
 # The device the model fixtures below load on, read here only: cpu unless SPECVIZ_TEST_DEVICE
 # names another (cuda on a GPU machine: benchmarks/gpu/gpu_run.py test). Tests that check
@@ -163,6 +166,36 @@ def disagreeing_draft_backend(tiny_model_dir, tmp_path_factory):
 
     folder = build_sibling_model(tmp_path_factory.mktemp("tiny-sibling"), tiny_model_dir)
     return TransformersBackend(folder, device=TEST_DEVICE)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    """The tiny model's Qwen2 twin: the same tokenizer and shape, Qwen2's layers (biased q, k
+    and v projections), the architecture of the models specviz's results are measured on."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"), arch="qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_backend(tiny_qwen2_dir):
+    from specviz.engines.backends.hf import TransformersBackend
+
+    return TransformersBackend(tiny_qwen2_dir, device=TEST_DEVICE)
+
+
+@pytest.fixture(scope="session")
+def qwen2_disagreeing_draft_backend(tiny_qwen2_dir, tmp_path_factory):
+    """`disagreeing_draft_backend` for the Qwen2 twin."""
+    from specviz.engines.backends.hf import TransformersBackend
+
+    folder = build_sibling_model(tmp_path_factory.mktemp("tiny-qwen2-sibling"), tiny_qwen2_dir)
+    return TransformersBackend(folder, device=TEST_DEVICE)
+
+
+@pytest.fixture(params=ARCHITECTURES)
+def tiny_pair(request):
+    """`tiny_target_and_draft` for each architecture in turn: a test that asks for it runs
+    on the Llama and on the Qwen2 tiny model."""
+    return tiny_target_and_draft(request, request.param)
 
 
 @pytest.fixture(scope="session")

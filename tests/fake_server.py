@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from engine_waits import HUNG_S
+
 
 @dataclass
 class Reply:
@@ -25,8 +27,10 @@ class Reply:
     lines: list[str] = field(default_factory=list)  # SSE lines, sent in order
     pause: float = 0.0  # seconds before each line
     cut: bool = False  # end the connection without the blank line after the last event
-    stall_after: int | None = None  # after this many lines, fall silent for `stall` seconds
-    stall: float = 0.0
+    # After this many lines, fall silent for `stall` seconds, or until `stall` (an Event) is
+    # set: the test's own word, however late a busy machine runs either side.
+    stall_after: int | None = None
+    stall: float | threading.Event = 0.0
     chunked: bool = False  # Transfer-Encoding: chunked, each line its own chunk
 
 
@@ -93,7 +97,9 @@ def _handler(server: FakeServer):
             self.close_connection = True
             try:
                 for n, line in enumerate(reply.lines):
-                    if n == reply.stall_after:
+                    if n == reply.stall_after and isinstance(reply.stall, threading.Event):
+                        reply.stall.wait(HUNG_S)
+                    elif n == reply.stall_after:
                         time.sleep(reply.stall)
                     time.sleep(reply.pause)
                     self._send(line.encode(), reply.chunked)

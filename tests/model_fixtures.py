@@ -27,6 +27,16 @@ def smollm2_path() -> Path:
         pytest.skip(reason)
 
 
+TINY_FIXTURES = {"llama": ("tiny_backend", "disagreeing_draft_backend"),
+                 "qwen2": ("tiny_qwen2_backend", "qwen2_disagreeing_draft_backend")}
+
+
+def tiny_target_and_draft(request, arch: str):
+    """(the tiny target of `arch`, a disagreeing sibling draft of it) on the transformers
+    backend."""
+    return tuple(request.getfixturevalue(name) for name in TINY_FIXTURES[arch])
+
+
 def batches_round_alike(backend) -> bool:
     """Whether a tree's batch gives each node the logits its path's own batch gives, bit for
     bit (up to float32 rounding on transformers). True in float32 on the CPU for both backends
@@ -38,18 +48,27 @@ def batches_round_alike(backend) -> bool:
     return not (backend.name == "llama" and backend.device != "cpu")
 
 
-def assert_lossless(backend, prompt_ids, steps, plain_steps, what: str = "") -> None:
-    """Speculation's output against plain decoding's: identical where the backend's batches
-    round alike; elsewhere identical, or parted at a near-tie below the batch noise measured
-    on that context (half precision on a CPU, whose kernels change with the rows' count;
-    llama.cpp on a GPU), reported and never hidden."""
-    from specviz.engines.bench.compare import check_against_plain
+def assert_lossless(backend, prompt_ids, spec, plain, what: str = "") -> None:
+    """Speculation's run against plain decoding's, each (steps, summary): the same tokens, as
+    many of them, ended for the same reason, where the backend's batches round alike;
+    elsewhere that, or parted at a near-tie below the batch noise measured on that context
+    (half precision on a CPU, whose kernels change with the rows' count; llama.cpp on a GPU),
+    reported and never hidden. A run that ends early, or runs on past plain decoding's end,
+    fails here even where every token both runs made agrees."""
+    from specviz.engines.bench.compare import check_against_plain, emitted
 
+    (steps, summary), (plain_steps, plain_summary) = spec, plain
     result = check_against_plain(backend, prompt_ids, steps, plain_steps)
-    if batches_round_alike(backend):
-        assert result.identical, (what, result.note)
-    else:
-        assert result.identical or result.margin < result.tie_threshold, (what, result.note)
+    if not batches_round_alike(backend) and not result.identical:
+        assert result.margin < result.tie_threshold, (what, result.note)
+        return  # parted at a near-tie: what follows is another text, of its own length
+    assert result.identical, (what, result.note)
+    ours, theirs = emitted(steps), emitted(plain_steps)
+    assert len(ours) == len(theirs), (what, f"{len(ours)} tokens against plain decoding's "
+                                            f"{len(theirs)}")
+    assert summary.totals.tokens == plain_summary.totals.tokens == len(theirs), what
+    assert summary.reason == plain_summary.reason, (what, summary.reason, plain_summary.reason)
+    assert summary.text == plain_summary.text, what
 
 
 def rejections(steps) -> int:

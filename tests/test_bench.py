@@ -242,7 +242,10 @@ def test_what_drafts_need_is_set_up_before_any_lane_is_timed(tiny_backend, quest
     before the first timed step (once, where a lane drafts), so no lane pays a one-time cost
     the lanes after it do not."""
     calls: list[int] = []
-    monkeypatch.setattr(tiny_backend, "prepare_widths", lambda: calls.append(tiny_backend.n_past))
+    # In the instance's own dict, taken out again afterwards (monkeypatch.setattr would leave
+    # the bound method there, and backends shared from it would prepare its widths).
+    monkeypatch.setitem(vars(tiny_backend), "prepare_widths",
+                        lambda: calls.append(tiny_backend.n_past))
     bench.run_bench(lanes(tiny_backend, [bench.Config(o, 2) for o in oracles]),
                     bench.load_questions(questions_file)[:2], max_tokens=4)
     assert calls == [0] * prepared  # once, on an empty cache, before the first run

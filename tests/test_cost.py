@@ -722,3 +722,42 @@ def test_a_stall_teaches_auto_k_nothing():
     for _ in range(5):
         policy.observe(timed_step(8, 24.0))
     assert policy.step_ms(8, 512) - policy.overhead_ms == pytest.approx(24.0, rel=0.05)
+
+
+def test_a_run_tells_auto_k_what_it_has_left_and_a_short_one_never_pays_to_learn_a_draft(
+        tiny_backend, tiny_draft_backend):
+    """Where it is used: a session hands auto K the tokens the run may still write before
+    each step, and the price of learning a draft model's odds (its read of the context, the
+    exploring steps) is weighed against them. With a draft at 5% of the target's price, 16
+    tokens cannot win back learning its odds and no step drafts; 200 can, and the first step
+    explores at K = 2 (the same prices, asked directly: tests above)."""
+    from specviz.engines.loop.session import RunSettings, Session
+    from specviz.engines.oracles import make_oracle
+
+    prompt = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog."
+
+    class Told(AutoK):
+        def choose(self, context, left=None):
+            self.told.append((len(context), left))
+            return super().choose(context, left)
+
+    for n in (16, 200):
+        oracle = make_oracle("draft", target=tiny_backend, draft=tiny_draft_backend)
+        policy = Told(oracle, profile(CPU_MS), draft_profile=profile([0.05 * ms for ms in CPU_MS]))
+        session = Session(tiny_backend, oracle, RunSettings(prompt, chat=False, k=4, max_tokens=n),
+                          k_policy=policy)
+        policy.told = []
+        steps = []
+        for event in session:
+            if isinstance(event, ev.StepEvent):
+                steps.append(event)
+                if n == 200:
+                    session.stop()  # the first step is what is asked
+        start = len(session.prompt_ids)
+        assert policy.told == [(start + s.totals.tokens - len(s.emitted_ids), n - s.totals.tokens
+                          + len(s.emitted_ids)) for s in steps]
+        if n == 16:
+            assert all(s.k == 0 and s.declined == ev.DECLINE_AUTO_K for s in steps)
+            assert len(steps) == 16
+        else:
+            assert steps[0].k == 2 and steps[0].explored and len(steps[0].proposed) == 2

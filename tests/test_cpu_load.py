@@ -101,6 +101,35 @@ def test_a_spawned_servers_threads_come_from_the_free_cores():
     assert start_threads(2, cores=2, others=0.1) == 2
 
 
+@pytest.mark.parametrize(("asked", "others", "threads"), [(None, 1.0, 3), (None, 0.1, 4),
+                                                         (2, 3.0, 2)])
+def test_a_spawned_server_lane_starts_on_the_cores_free_when_it_starts(monkeypatch, tmp_path,
+                                                                     asked, others, threads):
+    """Where it is wired: a llama-server lane's session (as the run builder makes it) starts
+    its server with the threads the run asks for, or else the compute threads less the
+    cores other work holds as it starts (4 cores here, one of them busy: 3)."""
+    from specviz.engines.host import server_lanes
+    from specviz.engines.host.run_spec import LaneSpec, ModelChoice, ServerSpec
+    from specviz.engines.loop.session import RunSettings
+    from specviz.engines.machine import hardware
+    from specviz.engines.oracles.registry import SPAWNED
+    from specviz.engines.servers import spawn
+
+    started = []
+    monkeypatch.setattr(spawn, "spawned_session",
+                        lambda _spec, model, threads, _settings, ctx=None: started.append(
+                            (model, threads)) or "session")
+    monkeypatch.setattr(hardware, "compute_threads", lambda *_a, **_k: 4)
+    monkeypatch.setattr(cpu_load.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(cpu_load, "measure_others", lambda *_a, **_k: others)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    lane = LaneSpec(SPAWNED, 0, server=ServerSpec())
+    model = ModelChoice(str(gguf), "llama", "cpu", asked)
+    assert server_lanes.build_session(lane, RunSettings("hi"), model) == "session"
+    assert started == [(gguf, threads)]
+
+
 def test_this_machines_counters_read(tmp_path):
     reading = cpu_load.read_now()
     if reading is None:

@@ -168,7 +168,7 @@ def test_a_failed_load_is_collected_not_frozen():
     assert half() is None and gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize("oracle", ["draft", "cross-draft"])
+@pytest.mark.parametrize("oracle", ["draft", "cross-draft", "tree"])
 def test_a_draft_lane_runs_again_on_the_pools_draft(tiny_model_dir, oracle):
     """The pool lends the draft to the next run: the lane that ends must not have closed it
     (the window's second run of a draft lane failed on a closed model)."""

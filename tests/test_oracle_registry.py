@@ -130,3 +130,14 @@ def test_the_command_line_offers_each_input_with_its_help():
     bench = next(a for a in parser._subparsers._actions if a.choices).choices["bench"]
     memory = next(a for a in bench._actions if "--suffix-memory" in a.option_strings)
     assert memory.default == "off" and memory.help.endswith("; default: off")
+
+
+@pytest.mark.parametrize("name", [n for n in BUILDABLE if ORACLE_INFO[n].needs_draft])
+def test_closing_an_oracle_leaves_the_draft_it_was_lent_open(name, tiny_backend,
+                                                             tiny_draft_backend):
+    """A lane's pool lends its draft to the next run after the lane closes its oracle (the
+    tree oracle closed its draft: the next tree lane from the pool had no model)."""
+    oracle = make_oracle(name, target=tiny_backend, draft=tiny_draft_backend)
+    oracle.close()
+    tiny_draft_backend.reset()
+    assert tiny_draft_backend.forward([1, 2]).shape[-1] == tiny_draft_backend.n_vocab

@@ -84,3 +84,37 @@ def test_a_profile_measured_again_meanwhile_is_not_condemned_by_an_older_run():
     assert stale_note(policy) is None
     data = json.loads(profile_path(old.model, "llama", "cpu", 2).read_text())
     assert "refined" not in data
+
+
+def test_a_lane_whose_run_shows_its_stored_profile_was_timed_busier_says_so(tiny_model_dir):
+    """Where it is wired: a lane with auto K, built as the engine builds it, reads the stored
+    profile (here ten times dearer than the tiny model's steps), and its notice after the run
+    says the profile was refined by the run's steps; the file then holds the refined table."""
+    from specviz.engines.cost.profile_data import routed_rows
+    from specviz.engines.host.model_pool import ModelPool
+    from specviz.engines.host.run_builder import acquire, build_lane
+    from specviz.engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
+
+    model = ModelChoice(str(tiny_model_dir), "transformers", "cpu", 1)
+    pool = ModelPool()
+    try:
+        target = acquire(pool, model, model.target)
+        dear = prof.Profile(model.target, "transformers", target.device, 1, [128, 512],
+                            [1, 2, 3, 4, 6, 8, 12, 16, 24, 32], [CPU_MS, CPU_MS],
+                            small_rows=routed_rows(target), dtype=target.dtype,
+                            variant=target.profile_variant)
+        pool.release(target, reusable=True)
+        prof.store(dear)
+        request = RunRequest("def add(a, b):\n    return a + b\n\nThe quick brown fox", model,
+                             48, chat=False)
+        lane = build_lane("a", LaneSpec("prompt-lookup", 4, auto_k=True), request, pool)
+        assert lane.session.k_policy.profile.ms[0] == CPU_MS  # the stored profile, read
+        ended = list(lane.steps())[-1]
+        note = lane.notice()
+        lane.close()
+    finally:
+        pool.close()
+    assert ended.reason == "max-tokens"
+    assert note and "refined by this run's steps" in note and "30.0 ms then" in note, note
+    kept, why = prof.read(model.target, "transformers", "cpu", 1, dear.dtype, dear.variant)
+    assert why == "" and kept.ms[0][0] < CPU_MS[0] / 2

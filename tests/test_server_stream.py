@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 
 import pytest
 from fake_server import FakeServer, Reply, sse
@@ -199,16 +200,24 @@ def test_every_server_failure_is_one_line(make, problem):
 
 
 def test_a_slow_server_times_out_and_the_tokens_so_far_were_yielded():
+    """The server falls silent until the test has seen the timeout (a silence of 2 s that a
+    busy machine's late reader could outlast, and then no timeout came); the read timeout is
+    3 s, longer than any pause a busy machine put between lines that are sent at once."""
+    silence = threading.Event()
     routes = llama_routes() | {("POST", "/v1/chat/completions"): lambda _: Reply(
-        lines=sse(llama_chunks(STEPS)), stall_after=3, stall=2.0)}
-    with FakeServer(routes) as server:
-        endpoint = Endpoint(server.url, read_timeout=0.5)
-        engine, info = connect(endpoint)
-        session = ServerSession(endpoint, engine, info, RunSettings("Write f.", max_tokens=32))
-        got = []
-        with pytest.raises(ServerError, match=r"sent nothing for 0\.5 s"):
-            for event in session:
-                got.append(event)
+        lines=sse(llama_chunks(STEPS)), stall_after=3, stall=silence)}
+    try:
+        with FakeServer(routes) as server:
+            endpoint = Endpoint(server.url, read_timeout=3.0)
+            engine, info = connect(endpoint)
+            session = ServerSession(endpoint, engine, info,
+                                    RunSettings("Write f.", max_tokens=32))
+            got = []
+            with pytest.raises(ServerError, match=r"sent nothing for 3(\.0)? s"):
+                for event in session:
+                    got.append(event)
+    finally:
+        silence.set()
     assert [e.text for e in got] == ["def"]  # the first step, complete before the silence
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
+from engine_waits import HUNG_S
 from write_faults import (
     files_in,
     one_line,
@@ -84,7 +85,7 @@ def test_a_shot_that_cannot_be_written_is_one_line_and_leaves_nothing(fault, tmp
     out = make(folder) / "shot.png"
     before = files_in(tmp_path / "pictures")
     try:
-        done = specviz("shot", out, "--replay", PLAIN, env=env(tmp_path), timeout=120,
+        done = specviz("shot", out, "--replay", PLAIN, env=env(tmp_path), timeout=HUNG_S,
                        **faults)
     finally:
         folder.chmod(0o755)
@@ -97,7 +98,7 @@ def test_a_shot_replaces_the_picture_before_it_whole(tmp_path):
     out = tmp_path / "shot.png"
     out.write_bytes(b"the shot from before")
     done = specviz("shot", out, "--replay", PLAIN, "--size", "600x400", env=env(tmp_path),
-                   timeout=120)
+                   timeout=HUNG_S)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes().startswith(b"\x89PNG")
     assert [p.name for p in tmp_path.iterdir() if p.name != "home"] == ["shot.png"]
@@ -133,7 +134,7 @@ def _child(script: str, *argv: object, fsize: int | None = None,
            read_only: bool = False) -> subprocess.CompletedProcess:
     """`python -c script ARGV` under the faults `write_faults.specviz` makes."""
     return python("-c", script, *argv, fsize=fsize, read_only=read_only, env=QUIET,
-                  timeout=120)
+                  timeout=HUNG_S)
 
 
 @pytest.mark.parametrize(("what", "fault"), [
@@ -175,7 +176,7 @@ def test_traces_of_different_prompts_are_refused_as_export_refuses_them(command,
     other = retraced(tmp_path / "other.jsonl", prompt="Write a haiku about the sea.")
     out = tmp_path / "shot.png"
     done = specviz(*PROMPT_COMMANDS[command](out, PLAIN, other), env=env(tmp_path),
-                   timeout=60)
+                   timeout=HUNG_S)
     assert done.returncode == 2, done.stderr
     assert one_line(done.stderr) == (f"specviz: {PLAIN} and {other} ran different prompts: a "
                                      "race needs one prompt (replay or export them one at a "
@@ -201,7 +202,7 @@ def test_the_window_opens_no_race_of_two_prompts(app_env, qtbot, tmp_path):
 def test_export_refuses_two_prompts_by_the_same_rule(tmp_path):
     other = retraced(tmp_path / "other.jsonl", prompt="Write a haiku about the sea.")
     out = tmp_path / "race.html"
-    done = specviz("export", PLAIN, other, out, env=env(tmp_path), timeout=60)
+    done = specviz("export", PLAIN, other, out, env=env(tmp_path), timeout=HUNG_S)
     assert done.returncode == 2 and not out.exists(), done.stderr
     assert one_line(done.stderr).endswith("(replay or export them one at a time)")
 
@@ -213,7 +214,7 @@ def test_a_token_of_megabytes_is_shot_in_seconds(tmp_path):
     """Laid out whole, Qt spent 40 s on a token of 1 MB and minutes on one of 4 MB."""
     trace = retraced(tmp_path / "big.jsonl", big_token=4_000_000)
     out = tmp_path / "shot.png"
-    done = specviz("shot", out, "--replay", trace, env=env(tmp_path), timeout=60)
+    done = specviz("shot", out, "--replay", trace, env=env(tmp_path), timeout=HUNG_S)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes().startswith(b"\x89PNG")
 
@@ -265,7 +266,7 @@ def test_ctrl_c_ends_a_shot_in_the_middle_of_its_run(to, tmp_path, tiny_model_di
             child.send_signal(signal.SIGINT)
         else:
             os.killpg(child.pid, signal.SIGINT)
-        _, err = child.communicate(timeout=10)
+        _, err = child.communicate(timeout=HUNG_S)  # the hang guard: no verdict rests on it
     finally:
         child.kill()
         child.wait()
@@ -276,7 +277,7 @@ def test_ctrl_c_ends_a_shot_in_the_middle_of_its_run(to, tmp_path, tiny_model_di
 
 def _wait_for_steps(traces: Path, child: subprocess.Popen, steps: int = 3) -> None:
     """Until the run's trace holds a few steps: the shot is then mid-run."""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HUNG_S
     while time.monotonic() < deadline and child.poll() is None:
         found = list(traces.glob("*.jsonl"))
         if found and found[0].read_bytes().count(b"\n") > steps:
@@ -297,7 +298,7 @@ def test_shot_n_ctx_reaches_the_model(tmp_path):
     out = tmp_path / "shot.png"
     argv = ["shot", out, "--prompt", "def add(a, b): return a + b " * 4, "--target", model,
             "--oracles", "none", "--max-tokens", "4", "--k", "2"]
-    done = specviz(*argv, "--n-ctx", "16", env=env(tmp_path), timeout=120)
+    done = specviz(*argv, "--n-ctx", "16", env=env(tmp_path), timeout=HUNG_S)
     assert done.returncode == 2, done.stderr
     assert "context" in done.stderr and "16" in done.stderr, done.stderr
-    assert specviz(*argv, env=env(tmp_path), timeout=120).returncode == 0
+    assert specviz(*argv, env=env(tmp_path), timeout=HUNG_S).returncode == 0

@@ -97,17 +97,24 @@ def test_two_runs_step_by_turns_until_both_end():
                      (1, "b3"), (1, "end")]
 
 
-@pytest.mark.parametrize("oracle", ["none", "prompt-lookup"])
-def test_run_baseline_reports_rounds_an_interval_and_a_verdict(capsys, tiny_model_dir, oracle):
+@pytest.mark.parametrize(("oracle", "verdict"), [("none", sp.NOISE), ("draft", sp.FASTER)])
+def test_run_baseline_reports_rounds_an_interval_and_a_verdict(capsys, monkeypatch,
+                                                              tiny_model_dir, oracle, verdict):
+    """Each step costs the same seeded, jittered time: plain decoding against itself is
+    within noise, and a draft that is the target itself (every guess kept, a quarter of the
+    steps) is faster."""
+    jittered_session_clock(monkeypatch)
     argv = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
             "--prompt", "def add(a, b):\n    return a + b\n\ndef add(", "--max-tokens", "16",
             "--oracle", oracle, "--k", "3", "--baseline", "--rounds", "4", "--json"]
+    if oracle == "draft":
+        argv += ["--draft", str(tiny_model_dir)]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["rounds"] == 4 and len(result["round_ratios"]) == 4
     low, high = result["interval"]
     assert low <= result["speedup"] <= high
-    assert result["verdict"] in (sp.FASTER, sp.SLOWER, sp.NOISE)
+    assert result["verdict"] == verdict, result
     assert result["identical_to_baseline"] is True
 
 

@@ -103,6 +103,29 @@ def test_a_stream_that_ends_leaves_the_batch_and_the_others_go_on(tiny_llama):
     assert [s.totals.tokens for s in events[-1].summaries] == [24, 5, 24]
 
 
+def test_a_stop_string_inside_an_accepted_draft_ends_the_stream_as_plain_decoding(tiny_llama):
+    """An oracle that knows each stream's plain answer: its guesses are kept, and one stream's
+    stop string falls inside a draft; that stream writes plain decoding's tokens up to the
+    stop and no guess past it, and the other goes on to its budget."""
+    from test_ends_inside_drafts import Knowing, stop_inside
+
+    runs = settings(2, k=9)
+    plain = [single(tiny_llama, r) for r in runs]
+    stop, n = stop_inside(plain[0][1])
+    runs[0] = RunSettings(PROMPTS[0], chat=False, k=9, max_tokens=24, stop=(stop,))
+    stopped = single(tiny_llama, runs[0])
+    assert stopped[2].reason == "stop-string" and stopped[2].totals.tokens == n
+    oracles = [Knowing(p[0].prompt_ids, [t for e in p[1] for t in e.emitted_ids], [])
+               for p in plain]
+    events = list(StreamsSession(tiny_llama, oracles, runs))
+    ends = events[-1].summaries
+    assert [e.reason for e in ends] == ["stop-string", "max-tokens"]
+    assert [e.totals.tokens for e in ends] == [n, 24]
+    assert ends[0].text == stopped[2].text and ends[0].totals.accepted > 0
+    written = [t for e in stream_steps(events, 0) for t in e.emitted_ids]
+    assert written == [t for e in stopped[1] for t in e.emitted_ids]
+
+
 def test_sampled_streams_draw_as_each_would_alone(tiny_llama):
     """Each stream verifies with its own generator on its own rows: a sampled stream writes
     what the same run alone writes from the same seed (whose sampling keeps the target's

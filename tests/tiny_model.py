@@ -25,13 +25,23 @@ CHAT_TEMPLATE = (
 )
 
 
+ARCHITECTURES = ("llama", "qwen2")  # Qwen2: the models specviz's results are measured on
+
+
 def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
-                     extra_corpus: tuple[str, ...] = ()) -> Path:
+                     extra_corpus: tuple[str, ...] = (), arch: str = "llama") -> Path:
     """Write tokenizer + model into `folder` and return it; `extra_corpus` (text the tokenizer
-    also learns from) makes a tokenizer of another vocabulary."""
+    also learns from) makes a tokenizer of another vocabulary. `arch` "qwen2" makes a Qwen2
+    (biased q, k, v projections) of the same shape instead of a Llama."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     folder.mkdir(parents=True, exist_ok=True)
     tk = Tokenizer(models.BPE())
@@ -54,7 +64,9 @@ def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
     tok.save_pretrained(folder)
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    config_type, model_type = {"llama": (LlamaConfig, LlamaForCausalLM),
+                               "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[arch]
+    config = config_type(
         vocab_size=len(tok),
         hidden_size=64,
         intermediate_size=128,
@@ -67,7 +79,7 @@ def build_tiny_model(folder: Path, seed: int = 0, vocab_size: int = 400,
         eos_token_id=tok.eos_token_id,
         tie_word_embeddings=False,
     )
-    model = LlamaForCausalLM(config).eval()
+    model = model_type(config).eval()
     model.save_pretrained(folder)
     return folder
 

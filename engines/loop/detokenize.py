@@ -34,7 +34,9 @@ class TextStream:
         return piece
 
     def fork(self) -> TextStream:
-        """A copy with the same pending bytes, to render tokens that may be rolled back."""
+        """A copy with the same text and pending bytes, to render tokens that may be rolled
+        back."""
         other = TextStream(self._token_bytes, self._skip)
         other._decoder.setstate(self._decoder.getstate())
+        other.text = self.text
         return other

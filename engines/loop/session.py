@@ -213,7 +213,8 @@ class Session(RunControls):
         if isinstance(proposal, TreeProposal):
             from .tree_step import tree_step
 
-            tree = proposal.pruned(k, self.target.eos_ids)
+            tree = proposal.pruned(k, self.target.eos_ids,
+                                   _stopping_nodes(proposal, stream, self.settings.stop))
             event = tree_step(self, tree, k, totals, stream, rng, t0)
         else:
             event = self._linear_step(proposal, k, totals, stream, rng, t0)
@@ -225,7 +226,8 @@ class Session(RunControls):
 
     def _linear_step(self, proposal: Proposal, k: int, totals: ev.Totals, stream: TextStream,
                      rng, t0: float) -> ev.StepEvent:
-        proposal = _before_eos(proposal.cut(k), self.target.eos_ids)
+        proposal = _before_stop(_before_eos(proposal.cut(k), self.target.eos_ids), stream,
+                                self.settings.stop)
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
         sync_device(self.target)
@@ -364,6 +366,38 @@ def _before_eos(proposal: Proposal, eos_ids: frozenset[int]) -> Proposal:
         if tok in eos_ids:
             return proposal.cut(i)
     return proposal
+
+
+def _before_stop(proposal: Proposal, stream: TextStream, stops: tuple[str, ...]) -> Proposal:
+    """Proposals stop before the token whose text completes a stop string: the target writes
+    that token itself and the run ends there, as plain decoding does (guesses kept past it
+    were tokens plain decoding never writes)."""
+    if not any(stops):
+        return proposal
+    shadow = stream.fork()
+    for i, tok in enumerate(proposal.tokens):
+        shadow.push(tok)
+        if _hit_stop(shadow.text, stops):
+            return proposal.cut(i)
+    return proposal
+
+
+def _stopping_nodes(tree: TreeProposal, stream: TextStream,
+                    stops: tuple[str, ...]) -> frozenset[int]:
+    """The nodes of `tree` whose path's text completes a stop string (`_before_stop`'s
+    tokens, for a tree: pruned with what hangs below them)."""
+    if not any(stops):
+        return frozenset()
+    shadows: dict[int, TextStream] = {}
+    stopping = set()
+    for i, (tok, parent) in enumerate(zip(tree.tokens, tree.parents)):
+        before = shadows[parent] if parent >= 0 else stream
+        shadow = before.fork()
+        shadow.push(tok)
+        shadows[i] = shadow
+        if _hit_stop(shadow.text, stops):
+            stopping.add(i)
+    return frozenset(stopping)
 
 
 def _token_chars(target: Backend, ids: Sequence[int]) -> tuple[tuple[int, int], ...]:

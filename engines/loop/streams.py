@@ -32,6 +32,7 @@ from .session import (
     RunControls,
     RunSettings,
     _before_eos,
+    _before_stop,
     _cut_at_stop,
     _hit_stop,
     _ms,
@@ -247,7 +248,9 @@ class StreamsSession(RunControls):
             found = self._guarded(s, propose, s, s.room, ks.get(s.index) if ks else None)
             if found is not None:
                 chosen, k, proposal = found
-                linear = _before_eos(first_chain(proposal).cut(k), self.target.eos_ids)
+                linear = _before_stop(_before_eos(first_chain(proposal).cut(k),
+                                                  self.target.eos_ids), texts[s.index],
+                                      s.settings.stop)
                 guesses[s.index] = (chosen, k, proposal, linear, _ms_since(t))
         t1 = time.perf_counter()
         logits = self._cache.forward({i: [self.streams[i].context[-1], *g[3].tokens]

@@ -108,12 +108,14 @@ class TreeProposal:
             i, d = self.parents[i], d + 1
         return d
 
-    def pruned(self, max_depth: int, stop_ids: frozenset[int]) -> TreeProposal:
-        """Without nodes deeper than max_depth, stop tokens, and whatever hangs below them."""
+    def pruned(self, max_depth: int, stop_ids: frozenset[int],
+               drop: frozenset[int] = frozenset()) -> TreeProposal:
+        """Without nodes deeper than max_depth, stop tokens, the nodes `drop` names (by
+        index), and whatever hangs below them."""
         keep: dict[int, int] = {}  # old index -> new index
         for i, (tok, parent) in enumerate(zip(self.tokens, self.parents)):
-            if tok in stop_ids or self.depth(i) > max_depth or (parent >= 0 and
-                                                                   parent not in keep):
+            if tok in stop_ids or i in drop or self.depth(i) > max_depth or (
+                    parent >= 0 and parent not in keep):
                 continue
             keep[i] = len(keep)
         if len(keep) == len(self.tokens):

@@ -70,10 +70,6 @@ class TreeDraftOracle(Oracle):
                 grown.append((len(tree) - 1, path_p * prob))
         return grown
 
-    def close(self) -> None:
-        self.draft.close()
-
-
 def _top(p: np.ndarray, n: int) -> np.ndarray:
     """The n most probable tokens, most probable first (a partition, not a full sort)."""
     top = np.argpartition(-p, n)[:n]
