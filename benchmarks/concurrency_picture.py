@@ -2,7 +2,8 @@
 against the streams decoded at once, one series per K of a `benchmarks/concurrency.py` run
 (dots with their 95% intervals), drawn with the window's plot style, offscreen.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/concurrency_picture.py conc.json docs/concurrency.png
+    QT_QPA_PLATFORM=offscreen python benchmarks/concurrency_picture.py conc.json \
+        docs/concurrency.png
 """
 
 from __future__ import annotations
