@@ -198,3 +198,42 @@ def test_a_padded_batch_prices_every_stream_at_the_widest():
     assert sum(choice.ks.values()) <= sum(packed.ks.values())
     assert choice.width == 4 * (1 + max(choice.ks.values()))
     assert padded.computed([1, 3, 2]) == 9 and batch_of(1, knee).computed([1, 3, 2]) == 6
+
+
+def test_a_profile_widened_for_a_batch_leaves_a_single_runs_limit():
+    """The widths a batch stored (up to 96 here) price batches only: a single run's drafts
+    stay within the single-run sizes."""
+    wide = flat(widths=[1, 2, 4, 9, 16, 32, 48, 64, 96])
+    assert AutoK(FakeLookup(), wide).k_max == 31
+    assert BatchK([AutoK(FakeLookup(), wide)], wide).widest == 96
+
+
+def test_a_batchs_streams_learn_their_odds_not_the_pass_as_their_own():
+    """A step's pass is the whole batch's: a stream's policy that took it for its own rows
+    would price its guesses as dear as the batch; the batch learns the pass (observe_pass)."""
+    from test_cost import step
+
+    profile = flat(per_row=0.8)
+    alone, batched = AutoK(FakeLookup(), profile), AutoK(FakeLookup(), profile)
+    BatchK([batched], profile)
+    dear = flat(ms_one=50.0, per_row=4.0)  # passes five times the profile's price
+    for i in range(12):
+        for policy in (alone, batched):
+            policy.observe(step(3, 2, live=dear, index=i + 1))
+    assert alone.scale == pytest.approx(5.0, rel=0.05)
+    assert batched.scale == 1.0
+    assert batched.acceptance.judged == alone.acceptance.judged > 0
+
+
+def test_a_stream_too_short_to_repay_learning_its_drafts_odds_does_not_explore():
+    """As a single run's auto K: a draft model's first read of the context and its exploring
+    steps must be won back by the tokens left; a batch's stream with 4 left does not try."""
+    profile, draft = flat(per_row=0.8), flat(ms_one=2.0, per_row=0.1)
+    exploring = {0: Odds((0.9,) * 8, exploring=True)}
+
+    def given(left):
+        policy = AutoK(FakeLookup(), profile, draft_profile=draft)
+        return BatchK([policy], profile).choose([Want(0, [7] * 512, 64, left)], exploring).ks[0]
+
+    assert given(4) == 0
+    assert given(2000) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from engine_waits import HUNG_MS
 from streams_factory import batch, header, summary
 
 N = 3
@@ -128,4 +129,10 @@ def test_the_dock_moves_on_when_the_stream_shown_has_left_and_the_others_go_on(w
     window.board.refreshed.connect(lambda: redrawn.append(True))
     later = batch(4, N, False, 20.0)
     window.runner._on_batch(lookup, replace(later, steps=later.steps[1:]))  # stream 1 has left
-    qtbot.waitUntil(lambda: bool(redrawn), timeout=3000)  # the graphs and the dock redrawn
+    qtbot.waitUntil(lambda: bool(redrawn), timeout=HUNG_MS)  # the graphs and the dock redrawn
+    # the dock keeps the latest step that held every stream; the others' steps go on
+    assert window.streams_dock.anatomy.rows.index == 3
+    view = window.board.lanes[lookup]
+    view.streams.combo.activated.emit(1)  # stream 2, still in the batch
+    window.board.drain()
+    assert [e.text for e in view.view.events] == ["s1t0", "s1t1", "s1t2", "s1t3", "s1t4"]

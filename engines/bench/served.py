@@ -172,6 +172,8 @@ def _client(session: ServerSession, client: Client, ready: threading.Barrier) ->
                 steps.append(event)
     except (ServerError, SpecvizError) as exc:
         client.error = str(exc)
+    except Exception as exc:  # any fault is this client's error, said, not a silent 0 tokens
+        client.error = f"{type(exc).__name__}: {exc}"
     client.seconds = time.perf_counter() - start
     summary = session.summary
     if summary is not None:
@@ -201,7 +203,11 @@ def measure(n: int, model: Path, speculation: Speculation, settings: RunSettings
         for spec in (Speculation(), speculation):
             process = SpawnedServer(model, spec, threads=threads, ctx=ctx, binary=binary,
                                     parallel=n)
-            started.append(Served(process, settings))
+            try:
+                started.append(Served(process, settings))
+            except BaseException:  # it would not answer: stopped here, not left running
+                process.stop()
+                raise
         plain, lane = started
         for server in (plain, lane):
             server.round(prompts, n, min(WARM_TOKENS, settings.max_tokens))

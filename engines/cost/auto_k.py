@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .. import events as ev
 from ..oracles.base import Oracle, hints_of
-from .profile import SETTLE, Profile
+from .profile import BATCHES, SETTLE, Profile
 from .step_cost import best_k, expected_tokens, first_k_reaching
 
 # Match-length buckets (lower bounds): acceptance is learnt per bucket.
@@ -114,7 +114,10 @@ class AutoK:
         self.hints = hints_of(oracle)  # the oracle's, or the defaults
         self.profile = profile
         self.draft_profile = draft_profile
-        self.k_max = min(k_max or max(profile.batches) - 1, max(profile.batches) - 1)
+        # A run's drafts are priced up to the profile's widest single-run size (a batch of
+        # streams stores wider passes with it: profile_widths.py), never past it.
+        widest = min(max(profile.batches), BATCHES[-1])
+        self.k_max = min(k_max or widest - 1, widest - 1)
         self.acceptance = Acceptance(self.hints.evidence_decay)
         self.scale = 1.0  # live verification ms / profiled ms, over all steps
         self.steps_timed = 0
@@ -140,6 +143,8 @@ class AutoK:
         self._context_len = 0
         self.explored = False  # the last K chosen was to learn the odds (said in the trace)
         self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
+        # False in a batch of streams: a step's pass is the batch's, learnt by batch_k.py.
+        self.learns_passes = True
 
     # ------------------------------------------------------------ before a step
 
@@ -308,6 +313,11 @@ class AutoK:
         per_token = self.draft_profile.cost_ms(widest, n_ctx // 2) / widest
         return n_ctx * self._scale(1) * per_token
 
+    def may_explore(self, n_ctx: int, left: int | None = None) -> bool:
+        """Whether learning the odds can pay here (`worth_exploring`, asked again only every
+        EXPLORE_RECHECK steps once it said no): a batch's streams ask it too."""
+        return self._still_worth_exploring(n_ctx, left) > 0
+
     def _still_worth_exploring(self, n_ctx: int, left: int | None = None) -> int:
         """`worth_exploring`, asked again only every EXPLORE_RECHECK steps once it said no:
         pricing every draft length is 30-60 us, asked on every step of a lane that never
@@ -436,8 +446,9 @@ class AutoK:
         if event.tree is not None and event.k > 0:
             old_rows = self.rows_at.get(event.k, rows)
             self.rows_at[event.k] = old_rows + EMA * (rows - old_rows)
-        self._learn_verify(rows, event.position, t.verify_ms, event.step == 0)
-        self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
+        if self.learns_passes:
+            self._learn_verify(rows, event.position, t.verify_ms, event.step == 0)
+            self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
         self.steps_timed += 1
         if event.tree is not None or priced_out(event):
             n = event.k  # a tree costs a drafting pass per depth, whatever it sends

@@ -23,12 +23,13 @@ from .profile import Profile
 
 @dataclass(frozen=True)
 class Want:
-    """A stream before a batch step: its number, its context and the most guesses it may
-    verify (its token budget and cells)."""
+    """A stream before a batch step: its number, its context, the most guesses it may
+    verify (its token budget and cells) and the tokens it may still write."""
 
     index: int
     context: Sequence[int]
     room: int
+    left: int | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class BatchK:
     def __init__(self, policies: Sequence[AutoK], profile: Profile,
                  widest: int | None = None, padded: bool = False) -> None:
         self.policies = list(policies)
+        for policy in self.policies:
+            policy.learns_passes = False  # the batch's passes are learnt here
         self.profile = profile
         # A padded batch computes every stream at the widest's width (the transformers
         # backend): a stream's extra position costs a row of every stream once it is widest.
@@ -73,7 +76,7 @@ class BatchK:
         if odds is None:
             odds = {w.index: self.policies[w.index].odds(w.context) for w in wants}
         n_ctx = round(sum(len(w.context) for w in wants) / max(len(wants), 1))
-        order = positions_by_worth(wants, odds, self._draft_ms)
+        order = positions_by_worth(wants, odds, self._draft_ms, self._may_explore)
         count, rate, plain = self._best_count(order, len(wants), n_ctx)
         ks = {w.index: 0 for w in wants}
         for _, index, _ in order[:count]:
@@ -109,6 +112,12 @@ class BatchK:
             return 0, plain, plain
         return best, best_rate, plain
 
+    def _may_explore(self, want: Want) -> bool:
+        """Where learning a stream's odds cannot pay (a short run, a drafter whose first read
+        of the context costs more than good odds would win back), it is not tried: as for a
+        single run (auto_k.worth_exploring)."""
+        return self.policies[want.index].may_explore(len(want.context), want.left)
+
     def _draft_ms(self, want: Want) -> float:
         """A guess's drafting ms for this stream: each stream drafts on its own, in turn."""
         return self.policies[want.index].draft_ms(1, len(want.context))
@@ -128,18 +137,21 @@ class BatchK:
 
 
 def positions_by_worth(wants: Sequence[Want], odds: dict[int, Odds],
-                       draft_ms: Callable[[Want], float]) -> list[tuple[float, int, float]]:
+                       draft_ms: Callable[[Want], float],
+                       may_explore: Callable[[Want], bool] = lambda _: True
+                       ) -> list[tuple[float, int, float]]:
     """Every position a stream could guess, as (worth, stream, its drafting ms), the worthiest
     first: its worth is the chance it and the guesses before it hold, which falls along a
     stream, so each stream's positions stay in order; `draft_ms(want)` what guessing one
     more token costs that stream. A stream still learning its odds is
-    priced at good odds for EXPLORE_K positions at most: enough to learn from."""
+    priced at good odds for EXPLORE_K positions at most, enough to learn from, where
+    `may_explore(want)` says learning them can pay."""
     found = []
     for w in wants:
         chance = odds[w.index]
         limit = min(len(chance.accept), max(w.room, 0))
         if chance.exploring:
-            limit = min(limit, EXPLORE_K)
+            limit = min(limit, EXPLORE_K) if may_explore(w) else 0
         each_ms = draft_ms(w) if limit else 0.0
         survive = 1.0
         for j in range(limit):

@@ -43,7 +43,13 @@ def widen(backend: Backend, profile: Profile, streams: int,
     or where the model's context cannot hold them."""
     todo = needed(profile, streams)
     contexts = [c for c in profile.contexts if todo and c + todo[-1] <= backend.n_ctx]
-    if not todo or len(contexts) < len(profile.contexts):
+    if not todo:
+        return profile
+    if len(contexts) < len(profile.contexts):
+        say(f"a batch of {streams} streams is priced up to the cost profile's widest pass, "
+            f"{max(profile.batches)} tokens: a pass of {todo[-1]} at "
+            f"{profile.contexts[-1]} cached tokens would not fit the context of "
+            f"{backend.n_ctx}")
         return profile
     say(f"timing passes of {', '.join(map(str, todo))} tokens for a batch of {streams} "
         f"streams at {len(contexts)} context length(s), once (stored with the cost profile)")

@@ -111,10 +111,11 @@ class StreamsBuilder:
                           known_accept=first.known_accept) for o in oracles]
         return policies, BatchK(policies, first.profile, padded=self.target.pads_streams)
 
-    def close(self) -> None:
+    def close(self, reusable: bool = True) -> None:
+        """The models back to the pool (`reusable`: their caches hold what they say)."""
         for extra in self.models[1:]:
             for backend in extra.values():
                 backend.close()
         for backend in [*self.models[0].values(), self.target]:
             if backend is not None:
-                self.pool.release(backend, reusable=True)
+                self.pool.release(backend, reusable=reusable)

@@ -79,9 +79,11 @@ class StreamsLane:
         self.session.stop()
 
     def close(self, reusable: bool = True) -> None:
-        for stream in self.session.streams:
-            stream.oracle.close()
-        self.builder.close()
+        """Its oracles (every one: a batch stopped before its first step has no streams
+        yet) and its models, back to the pool unless a fault left their caches unknown."""
+        for oracle in self.session.oracles:
+            oracle.close()
+        self.builder.close(reusable)
 
 
 def build_streams_lane(lane_id: str, lane: LaneSpec, request: RunRequest, pool: ModelPool,

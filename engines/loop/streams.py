@@ -281,7 +281,8 @@ class StreamsSession(RunControls):
             return None
         odds = {s.index: found for s in self._live()
                 if (found := self._guarded(s, s.k_policy.odds, s.context)) is not None}
-        wants = [Want(s.index, s.context, s.room) for s in self._live() if s.index in odds]
+        wants = [Want(s.index, s.context, s.room, s.settings.max_tokens - s.totals.tokens)
+                 for s in self._live() if s.index in odds]
         return self.batch_k.choose(wants, odds).ks
 
     def _mean_context(self) -> int:

@@ -58,8 +58,8 @@ class StepBuilder:
         self.prompt_ms = chunk.prompt_ms if chunk.prompt_ms is not None else self.prompt_ms
         self.prompt_tokens = chunk.prompt_tokens or self.prompt_tokens
         self.stop_string = self.stop_string or bool(chunk.stop_string)
-        if chunk.counts is not None:
-            self.run_counts = chunk.counts.plus(self.run_counts)
+        if chunk.counts is not None:  # the request's running totals: the latest holds all
+            self.run_counts = chunk.counts
         self.counts_note = chunk.note or self.counts_note
         out = []
         if self._group and chunk.step != self._group[-1].step:
