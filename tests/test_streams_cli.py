@@ -92,11 +92,14 @@ def test_bench_streams_gives_each_count_and_the_crossover(gguf, tmp_path, capsys
         '{"question_id": 2, "category": "coding", "turns": ["def add(a, b): a + b def"]}\n')
     out = tmp_path / "streams.json"
     assert main(["bench", "--target", str(gguf), "--backend", "llama", "--threads", "1",
-                 "--oracles", "none,prompt-lookup", "--k", "3", "--max-tokens", "12",
+                 "--oracles", "none,prompt-lookup", "--k", "3,auto", "--max-tokens", "12",
                  "--questions", str(questions), "--streams", "1,2", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert "| prompt-lookup | 3 | 2 |" in table and "prompt-lookup K=3:" in table
-    (lane,) = json.loads(out.read_text())["lanes"]
-    assert [p["streams"] for p in lane["points"]] == [1, 2]
-    assert all(p["plain_tok_per_s"] > 0 and "verdict" in p for p in lane["points"])
-    assert "crossover" in lane
+    assert "| prompt-lookup | auto | 2 |" in table and "prompt-lookup K=auto:" in table
+    fixed, auto = json.loads(out.read_text())["lanes"]
+    assert (fixed["k"], auto["k"]) == (3, "auto")
+    for lane in (fixed, auto):
+        assert [p["streams"] for p in lane["points"]] == [1, 2]
+        assert all(p["plain_tok_per_s"] > 0 and "verdict" in p for p in lane["points"])
+        assert "crossover" in lane

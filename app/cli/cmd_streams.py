@@ -212,7 +212,8 @@ def _served_result(args, spec, request, prompts) -> dict:
 
 
 def _lane_result(args, spec, target, points: list[conc.Point]) -> dict:
-    out = {"oracle": spec.oracle, "k": spec.k, "points": [p.to_dict() for p in points],
+    out = {"oracle": spec.oracle, "k": AUTO if spec.auto_k else spec.k,
+           "points": [p.to_dict() for p in points],
            "crossover": conc.measured_crossover(points)}
     prediction = _prediction(args, target, points)
     if prediction is not None:
