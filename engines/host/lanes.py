@@ -12,6 +12,7 @@ from .. import events as ev
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from ..loop.session import Session, warm_up
+from ..loop.streams import StreamsSession
 from ..oracles import is_plain
 from ..servers.server_session import ServerSession
 from .k_policy import k_policy
@@ -54,10 +55,10 @@ class Lane(Protocol):
         """Hand its models back (`reusable=False`: it failed, free them)."""
 
 
-class _Delegated:
-    """What both lanes hand to their session: its summary, pause, resume and stop."""
+class Delegated:
+    """What every lane hands to its session: its summary, pause, resume and stop."""
 
-    session: Session | ServerSession
+    session: Session | ServerSession | StreamsSession
 
     @property
     def summary(self) -> ev.SummaryEvent | None:
@@ -85,7 +86,7 @@ class _Delegated:
 
 
 @dataclass
-class LocalLane(_Delegated):
+class LocalLane(Delegated):
     """An oracle and a target (and a draft) on this machine, stepped by a Session."""
 
     lane_id: str
@@ -160,7 +161,7 @@ class LocalLane(_Delegated):
 
 
 @dataclass
-class ServerLane(_Delegated):
+class ServerLane(Delegated):
     """A completion streamed from a serving engine, its steps read from what it streams."""
 
     lane_id: str

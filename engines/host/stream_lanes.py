@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from ..errors import SpecvizError
 from ..loop.session import K_MAX, _token_chars, check_k
 from ..loop.streams import BatchEvent, StreamsSession
+from .lanes import Delegated
 from .model_pool import ModelPool
 from .run_builder import trace_header
 from .run_spec import LaneSpec, RunRequest
@@ -28,7 +29,7 @@ def window_prompts(given: str) -> list[str]:
 
 
 @dataclass
-class StreamsLane:
+class StreamsLane(Delegated):
     """A lane's batch of streams, stepped and controlled as a single lane is."""
 
     lane_id: str
@@ -38,10 +39,6 @@ class StreamsLane:
 
     def steps(self) -> Iterator[BatchEvent]:
         yield from self.session
-
-    @property
-    def summary(self):
-        return self.session.summary
 
     @property
     def build(self) -> str:
@@ -68,15 +65,6 @@ class StreamsLane:
 
     def notice(self) -> str | None:
         return None
-
-    def pause(self) -> None:
-        self.session.pause()
-
-    def resume(self) -> None:
-        self.session.resume()
-
-    def stop(self) -> None:
-        self.session.stop()
 
     def close(self, reusable: bool = True) -> None:
         """Its oracles (every one: a batch stopped before its first step has no streams
