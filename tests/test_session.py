@@ -148,20 +148,27 @@ class WatchedEvent(threading.Event):
         return super().wait(timeout)
 
 
-def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
-    """Paused, the loop waits before its next step (seen waiting, not timed); resumed, it
-    steps on; paused again and stopped, it wakes and ends without another step."""
-    session = Session(tiny_backend, make_oracle("none"),
-                      RunSettings(PROMPT, chat=False, k=0, max_tokens=200))
+def paused_on_a_worker(backend, max_tokens: int):
+    """A plain run past its first event, paused, its rest iterated on a worker thread: (the
+    session, its watched resume gate, the worker, the events the worker collects)."""
+    session = Session(backend, make_oracle("none"),
+                      RunSettings(PROMPT, chat=False, k=0, max_tokens=max_tokens))
     session._resume = gate = WatchedEvent()
     gate.set()
     it = iter(session)
     next(it)
     session.pause()
     gate.waiting.clear()
-    result = []
+    result: list = []
     worker = threading.Thread(target=lambda: result.extend(it), daemon=True)
     worker.start()
+    return session, gate, worker, result
+
+
+def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
+    """Paused, the loop waits before its next step (seen waiting, not timed); resumed, it
+    steps on; paused again and stopped, it wakes and ends without another step."""
+    session, gate, worker, result = paused_on_a_worker(tiny_backend, 200)
     assert gate.waiting.wait(HUNG_S)  # the bound only turns a hang into a failure
     assert result == [] and worker.is_alive()  # waiting on the gate: no step ran
     session.stop()
@@ -171,17 +178,7 @@ def test_pause_blocks_until_resumed_and_stop_wakes_it(tiny_backend):
 
 
 def test_a_paused_run_steps_on_when_resumed(tiny_backend):
-    session = Session(tiny_backend, make_oracle("none"),
-                      RunSettings(PROMPT, chat=False, k=0, max_tokens=6))
-    session._resume = gate = WatchedEvent()
-    gate.set()
-    it = iter(session)
-    next(it)
-    session.pause()
-    gate.waiting.clear()
-    result = []
-    worker = threading.Thread(target=lambda: result.extend(it), daemon=True)
-    worker.start()
+    session, gate, worker, result = paused_on_a_worker(tiny_backend, 6)
     assert gate.waiting.wait(HUNG_S) and result == []
     session.resume()
     worker.join(HUNG_S)
