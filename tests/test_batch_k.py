@@ -138,12 +138,9 @@ def test_the_widths_a_batch_needs():
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
-    from tiny_gguf import write_tiny_gguf
+    from tiny_gguf import tiny_llama_backend
 
-    from specviz.engines.backends.llama import LlamaBackend
-
-    path = write_tiny_gguf(tmp_path_factory.mktemp("batch-k") / "tiny.gguf")
-    backend = LlamaBackend(path, n_ctx=1024, threads=1)
+    backend = tiny_llama_backend(tmp_path_factory.mktemp("batch-k"), 1024)
     yield backend
     backend.close()
 

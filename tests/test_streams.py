@@ -23,12 +23,9 @@ LLAMA_ORACLES = [name for name, d in ORACLE_INFO.items() if "llama" in d.backend
 
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory):
-    from tiny_gguf import write_tiny_gguf
+    from tiny_gguf import tiny_llama_backend
 
-    from specviz.engines.backends.llama import LlamaBackend
-
-    path = write_tiny_gguf(tmp_path_factory.mktemp("streams") / "tiny.gguf")
-    backend = LlamaBackend(path, n_ctx=512, threads=1)
+    backend = tiny_llama_backend(tmp_path_factory.mktemp("streams"), 512)
     yield backend
     backend.close()
 

@@ -69,3 +69,10 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def tiny_llama_backend(folder: Path, n_ctx: int):
+    """A llama.cpp backend on a tiny GGUF written into `folder`, one thread (close it)."""
+    from specviz.engines.backends.llama import LlamaBackend
+
+    return LlamaBackend(write_tiny_gguf(folder / "tiny.gguf"), n_ctx=n_ctx, threads=1)
