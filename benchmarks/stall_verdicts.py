@@ -16,6 +16,11 @@ every run. Busy = `python -c 'while True: pass'`.
     python benchmarks/stall_verdicts.py --runs 20 --conditions switch --out switch.jsonl
     python benchmarks/stall_verdicts.py --oracle prompt-lookup --runs 10 --out pl.jsonl
     python benchmarks/stall_verdicts.py --score stalls.jsonl switch.jsonl   # the current rule
+    python benchmarks/stall_verdicts.py --oracle prompt-lookup --streams 8 --runs 10 \
+        --conditions switch --out streams8.jsonl   # N streams batched, auto K for the batch
+
+With `--streams N` each run is `specviz run --streams N --k auto --baseline --json` on the
+quick start's prompts (the batch's verdict; its steps are not kept, so `--score` skips it).
 """
 
 from __future__ import annotations
@@ -69,15 +74,26 @@ def _times(steps) -> list[list[float]]:
              s.timing.verify_ms, s.timing.other_ms] for s in steps]
 
 
-def one_run(condition: str, oracle: str, max_tokens: int, expect_s: float) -> dict:
+def streams_command(oracle: str, max_tokens: int, streams: int) -> list[str]:
+    """`specviz run` of N streams batched, auto K for the batch, against plain decoding of
+    the same streams (the JSON's last line has the batch's speedup and verdict)."""
+    return [sys.executable, "-c", "import sys; from specviz.app.cli.main import main; "
+            "sys.exit(main())", "run", "--oracle", oracle, "--k", "auto", "--baseline",
+            "--streams", str(streams), "--stream-prompts", "quickstart", "--prompt-file",
+            PROMPT, "--max-tokens", str(max_tokens), "--json"]
+
+
+def one_run(condition: str, oracle: str, max_tokens: int, expect_s: float,
+            streams: int | None = None) -> dict:
     busy = subprocess.Popen(BUSY) if condition in ("busy", "stops") else None
     timer = None
     if condition in ("starts", "stops"):
         at = random.uniform(0.1, 0.9) * expect_s
         timer = threading.Timer(at, _switch, (condition, busy, []))
         timer.start()
-    cmd = [sys.executable, __file__, "--child", "--oracle", oracle,
-           "--max-tokens", str(max_tokens)]
+    cmd = (streams_command(oracle, max_tokens, streams) if streams else
+           [sys.executable, __file__, "--child", "--oracle", oracle,
+            "--max-tokens", str(max_tokens)])
     began = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     took = time.monotonic() - began
@@ -90,8 +106,10 @@ def one_run(condition: str, oracle: str, max_tokens: int, expect_s: float) -> di
         busy.kill()
     if out.returncode:
         return {"condition": condition, "error": out.stderr.strip().splitlines()[-1:]}
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result.pop("streams_detail", None)  # each stream's text: not what is scored
     return {"condition": condition, "seconds": round(took, 1), "load": os.getloadavg()[0],
-            **json.loads(out.stdout.strip().splitlines()[-1])}
+            **result}
 
 
 def _switch(condition: str, busy, _started: list) -> None:
@@ -139,6 +157,8 @@ def main() -> None:
     p.add_argument("--out", type=Path)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--score", type=Path, nargs="*")
+    p.add_argument("--streams", type=int, default=None,
+                   help="N streams batched, auto K for the batch (specviz run --streams N)")
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.oracle, args.max_tokens)))
@@ -152,7 +172,7 @@ def main() -> None:
     with (args.out.open("a") if args.out else sys.stdout) as out:
         for n in range(args.runs):
             condition = kinds[n % 2] if kinds == ALTERNATE else random.choice(kinds)
-            run = one_run(condition, args.oracle, args.max_tokens, expect_s)
+            run = one_run(condition, args.oracle, args.max_tokens, expect_s, args.streams)
             expect_s = run.get("seconds", expect_s)
             print(json.dumps(run), file=out, flush=True)
             print(f"{n + 1}/{args.runs} {condition}: {run.get('speedup')} "
