@@ -109,6 +109,13 @@ def lane_streams(header: dict) -> LaneStreams | None:
                        streams.get("widest"))
 
 
+def kept_pick(picked: int, n: int) -> int:
+    """The stream a new race of `n` streams follows for a person who picked `picked`: that
+    one, or where the race has fewer, its last (the nearest to the pick, where stream 1 would
+    throw it away; the pick itself is kept, so a race with enough streams comes back to it)."""
+    return min(picked, n - 1)
+
+
 @dataclass(frozen=True)
 class Measured:
     """A speculating lane's speedup over the plain lane at N streams, batched alike."""
@@ -128,6 +135,8 @@ class StreamsRace:
 
     def __init__(self) -> None:
         self.lanes: dict[str, LaneStreams] = {}
+        # lane id -> the stream the person last picked (kept between races, as they picked it)
+        self.picks: dict[str, int] = {}
         # lane id -> N -> the latest race's speedup at N (kept between races)
         self.measured: dict[str, dict[int, Measured]] = {}
         # Batches came since the speedups were measured: measured when next asked for (the
@@ -142,6 +151,7 @@ class StreamsRace:
         if lane is None:
             self.lanes.pop(lane_id, None)
         else:
+            lane.picked = kept_pick(self.picks.get(lane_id, 0), lane.n)
             self.lanes[lane_id] = lane
         self.started.emit(lane_id)
         return lane
@@ -161,12 +171,13 @@ class StreamsRace:
         lane = self.lanes[lane_id]
         if not 0 <= stream < lane.n:
             raise ValueError(f"stream {stream + 1} of {lane.n}")
-        lane.picked = stream
+        lane.picked = self.picks[lane_id] = stream
         self.picked.emit(lane_id, stream)
         return lane.followed()
 
     def remove(self, lane_id: str) -> None:
         self.lanes.pop(lane_id, None)
+        self.picks.pop(lane_id, None)
         self.measured.pop(lane_id, None)
 
     # ------------------------------------------------------------ speedup against streams

@@ -136,3 +136,22 @@ def test_the_dock_moves_on_when_the_stream_shown_has_left_and_the_others_go_on(w
     view.streams.combo.activated.emit(1)  # stream 2, still in the batch
     window.board.drain()
     assert [e.text for e in view.view.events] == ["s1t0", "s1t1", "s1t2", "s1t3", "s1t4"]
+
+
+def test_the_stream_picked_is_kept_for_the_next_race(window):
+    """Picked once, stream 3 is followed in the races after (its text, its prompt); a race of
+    fewer streams follows the last one, and the pick comes back with enough streams."""
+    race(window)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(2)
+    window.board.drain()
+    race(window)  # the next race, 3 streams again
+    assert lookup.streams.combo.currentIndex() == 2
+    assert [e.text for e in lookup.view.events] == ["s2t0", "s2t1", "s2t2", "s2t3"]
+    assert (lookup.prompt_text, lookup.user_prompt) == ("p2", "p2")
+    plain, lookup_id = lanes(window)
+    window.runner._on_started(plain, header("none", 2))
+    window.runner._on_started(lookup_id, header("prompt-lookup", 2))
+    assert lookup.streams.combo.currentIndex() == 1 and lookup.user_prompt == "p1"
+    race(window)
+    assert lookup.streams.combo.currentIndex() == 2

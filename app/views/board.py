@@ -145,6 +145,8 @@ class LaneBoard(QWidget):
         """A lane's run began: a batch of streams shows its picker, one stream hides it."""
         lane = self.streams.start(lane_id, header)
         self.lanes[lane_id].streams.show_streams(lane)
+        if lane is not None:  # it may follow a stream other than 1 (a pick kept)
+            self._follow_prompt(lane_id)
 
     def push_batch(self, lane_id: str, batch) -> None:
         """A batch event: the stream the lane follows reaches its view as a lane's steps. The
@@ -158,10 +160,15 @@ class LaneBoard(QWidget):
     def pick_stream(self, lane_id: str, stream: int) -> None:
         """The lane's text, figures and graphs follow `stream` from its first step."""
         events = self.streams.pick(lane_id, stream)
-        lane, batch = self.lanes[lane_id], self.streams.lanes[lane_id]
         self.rewind(lane_id, events)
-        lane.prompt_text, lane.user_prompt = batch.prompt_texts[stream], batch.prompts[stream]
-        lane.streams.update_figures(batch)
+        self._follow_prompt(lane_id)
+        self.lanes[lane_id].streams.update_figures(self.streams.lanes[lane_id])
+
+    def _follow_prompt(self, lane_id: str) -> None:
+        """The lane's prompt is the followed stream's: its copied tokens' spans index it."""
+        lane, batch = self.lanes[lane_id], self.streams.lanes[lane_id]
+        lane.prompt_text = batch.prompt_texts[batch.picked]
+        lane.user_prompt = batch.prompts[batch.picked]
 
     # ------------------------------------------------------------ events
 
