@@ -3,11 +3,14 @@ and its stream picker, fed as the engine process feeds them (started, then batch
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 from engine_waits import HUNG_MS
 from streams_factory import batch, header, summary
+
+from specviz.engines import events as ev
 
 N = 3
 
@@ -18,7 +21,7 @@ def lanes(window) -> tuple[str, str]:
     return plain, lookup
 
 
-def race(window, steps: int = 4, end: bool = False) -> None:
+def race(window, steps: int = 4, end: bool = False, header=header) -> None:
     """What the engine sends for a race of N streams: each lane's header, then batch steps
     by turns (and each lane's summary)."""
     plain, lookup = lanes(window)
@@ -155,3 +158,50 @@ def test_the_stream_picked_is_kept_for_the_next_race(window):
     assert lookup.streams.combo.currentIndex() == 1 and lookup.user_prompt == "p1"
     race(window)
     assert lookup.streams.combo.currentIndex() == 2
+
+
+PROMPTS = ["sort these numbers", "explain recursion", "rename the function"]
+
+
+def worded(oracle: str, n: int) -> dict:
+    """A header whose streams' prompts are words, rendered inside a chat template."""
+    given = header(oracle, n)
+    given["streams"].update(prompts=PROMPTS[:n],
+                            prompt_texts=[f"<user>{p}</user>" for p in PROMPTS[:n]])
+    return given
+
+
+def test_picking_a_stream_shows_its_prompt_and_links_its_copies_into_it(window):
+    window.prompt.set_prompt(PROMPTS[0])  # stream 1 decodes the window's prompt
+    race(window, header=worded)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(2)  # the person picks stream 3
+    assert window.prompt.editor.toPlainText() == "rename the function"
+    assert window.prompt.editor.isReadOnly()  # not the person's: nothing to edit
+    assert window.prompt.prompt() == PROMPTS[0]  # the person's, for the next race
+    start = "<user>rename the function".index("the")
+    lookup.view.tokenHovered.emit(0, 0, ev.Span(0, 1, start, start + 3))  # copied "the"
+    (selection,) = window.prompt.editor.extraSelections()
+    assert selection.cursor.selectedText() == "the"
+    assert selection.cursor.selectionStart() == "rename the function".index("the")
+    lookup.streams.combo.activated.emit(0)  # stream 1 again: the person's prompt
+    assert window.prompt.editor.toPlainText() == PROMPTS[0]
+    assert not window.prompt.editor.isReadOnly()
+
+
+def test_a_run_starts_on_the_persons_prompt_and_a_kept_pick_shows_its_own(window, monkeypatch):
+    window.prompt.set_prompt(PROMPTS[0])
+    race(window, header=worded)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(1)
+    window.prompt.stream_note.linkActivated.emit("own")  # "back to yours"
+    assert window.prompt.shown() == PROMPTS[0] and not window.prompt.editor.isReadOnly()
+    lookup.streams.combo.activated.emit(1)
+    requests = []
+    ran = asyncio.get_event_loop().create_future()
+    ran.set_result(None)
+    monkeypatch.setattr(window.runner, "start", lambda request: requests.append(request) or ran)
+    window.start_run()  # no engine: what the window does before it sends the run
+    assert requests[0].prompt == PROMPTS[0] and window.prompt.shown() == PROMPTS[0]
+    race(window, header=worded)  # the lane still follows stream 2: its prompt shown again
+    assert window.prompt.shown() == "explain recursion"

@@ -36,6 +36,7 @@ class LaneBoard(QWidget):
     knobChanged = Signal(str, str, int)
     changed = Signal()  # lanes added, removed or reconfigured
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
+    streamFollowed = Signal(int, str)  # a stream (0-based) a lane follows now, its prompt
 
     def __init__(self, model: BoardModel, graphs: LaneGraphs, theme: Theme,
                  recent_models: list[str], parent: QWidget | None = None,
@@ -147,6 +148,8 @@ class LaneBoard(QWidget):
         self.lanes[lane_id].streams.show_streams(lane)
         if lane is not None:  # it may follow a stream other than 1 (a pick kept)
             self._follow_prompt(lane_id)
+            if lane.picked:  # a race starts on the person's prompt: only another is said
+                self.streamFollowed.emit(lane.picked, lane.prompts[lane.picked])
 
     def push_batch(self, lane_id: str, batch) -> None:
         """A batch event: the stream the lane follows reaches its view as a lane's steps. The
@@ -163,6 +166,7 @@ class LaneBoard(QWidget):
         self.rewind(lane_id, events)
         self._follow_prompt(lane_id)
         self.lanes[lane_id].streams.update_figures(self.streams.lanes[lane_id])
+        self.streamFollowed.emit(stream, self.lanes[lane_id].user_prompt)
 
     def _follow_prompt(self, lane_id: str) -> None:
         """The lane's prompt is the followed stream's: its copied tokens' spans index it."""
