@@ -21,7 +21,7 @@ from ..engines.bench.concurrency import Point as _Point
 from ..engines.bench.concurrency import Prediction, measured_crossover, predict, step_times
 from ..engines.loop.streams import BatchStep, StreamsSummary
 from ..engines.oracles import is_plain
-from ..engines.speedup import Speedup, from_steps
+from ..engines.speedup import Speedup, from_ratios, from_steps
 
 STREAM_COUNTS = tuple(range(1, 17))  # the N the predicted curve is drawn at
 
@@ -186,23 +186,36 @@ class StreamsRace:
         """The first plain lane of the race: every speculating lane divides by it."""
         return next((lid for lid, lane in self.lanes.items() if lane.plain), None)
 
+    def speedup(self, lane_id: str) -> Speedup | None:
+        """The lane's batch against the plain lane's in this race: every stream's tokens over
+        each batch's time (the Streams dock's dot at this N); None before both have tokens.
+        A stream's pace against plain's same stream is not the lane's: its streams differ."""
+        base = self.baseline()
+        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
+        if lane is None or plain is None or lane.n != plain.n:
+            return None
+        if not lane.batches or not plain.batches:
+            return None
+        if lane_id == base:
+            return from_ratios([1.0])  # plain decoding against itself, as a single lane's
+        try:
+            return from_steps(step_times(lane.batches), step_times(plain.batches))
+        except ValueError:
+            return None  # no tokens yet on a side
+
     def _measure(self) -> None:
         """The race's speedup at its N for each speculating lane, from both lanes' batch
         steps so far (replacing an earlier race's at the same N)."""
         self._stale = False
         base = self.baseline()
-        if base is None or not self.lanes[base].batches:
+        if base is None:
             return
         plain = self.lanes[base]
         for lane_id, lane in self.lanes.items():
-            if lane.plain or not lane.batches or lane.n != plain.n:
-                continue
-            try:
-                speedup = from_steps(step_times(lane.batches), step_times(plain.batches))
-            except ValueError:
-                continue  # no tokens yet on a side
-            self.measured.setdefault(lane_id, {})[lane.n] = Measured(
-                lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
+            speedup = None if lane.plain else self.speedup(lane_id)
+            if speedup is not None:
+                self.measured.setdefault(lane_id, {})[lane.n] = Measured(
+                    lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
 
     def points(self, lane_id: str) -> list[Measured]:
         if self._stale:

@@ -80,6 +80,16 @@ def test_the_speedup_at_each_n_is_measured_over_the_plain_lane_and_kept_between_
     assert race.points("plain") == []
 
 
+def test_a_lanes_speedup_now_is_its_batchs_over_the_plain_batch_of_this_race():
+    race = raced(2, steps=40, spec_ms=20.0, plain_ms=10.0)
+    assert race.speedup("spec").ratio == pytest.approx(1.5)  # the dock's dot at N = 2
+    assert race.speedup("spec").ratio == race.points("spec")[-1].speedup.ratio
+    assert race.speedup("plain").ratio == 1.0  # plain decoding against itself
+    race.start("spec", header("prompt-lookup", 2))  # a new race, nothing stepped yet
+    assert race.speedup("spec") is None  # not the race before's
+    assert race.speedup("unknown") is None
+
+
 def test_the_prediction_reads_the_profiles_pass_prices_and_marks_its_crossover():
     # a pass of w tokens costs 10 ms up to 8 tokens wide, then 10 ms more per 8
     pass_ms = [10.0 + 10.0 * max(0, (w - 1) // 8) for w in range(1, 17 * 33)]

@@ -8,9 +8,11 @@ from dataclasses import replace
 
 import pytest
 from engine_waits import HUNG_MS
-from streams_factory import batch, header, summary
+from step_factory import make_step
+from streams_factory import batch, guesses, header, summary
 
 from specviz.engines import events as ev
+from specviz.engines.loop.streams import BatchStep
 
 N = 3
 
@@ -205,3 +207,48 @@ def test_a_run_starts_on_the_persons_prompt_and_a_kept_pick_shows_its_own(window
     assert requests[0].prompt == PROMPTS[0] and window.prompt.shown() == PROMPTS[0]
     race(window, header=worded)  # the lane still follows stream 2: its prompt shown again
     assert window.prompt.shown() == "explain recursion"
+
+
+def uneven(index: int, plain: bool) -> BatchStep:
+    """Batch step `index`: plain decoding writes 1 token a stream in 10 ms; prompt lookup, in
+    20 ms, 3 in stream 1 (2 of 3 guesses kept) and 1 in the others (none kept)."""
+    ms = 10.0 if plain else 20.0
+    steps = []
+    for s in range(N):
+        each = 3 if s == 0 and not plain else 1
+        step = make_step(index, k=0 if plain else 3, tokens=(index + 1) * each,
+                         oracle="none" if plain else "prompt-lookup",
+                         proposed=() if plain else guesses(each - 1), text=f"s{s}t{index}",
+                         timing=ev.Timing(0.0, ms, 0.0))
+        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0)
+        steps.append((s, replace(step, totals=totals)))
+    return BatchStep(index, tuple(steps), N if plain else 4 * N, ev.Timing(0.0, ms, 0.0))
+
+
+def test_at_n_streams_the_header_gives_the_batchs_speedup_and_the_streams_pace(window):
+    """Stream 1 alone reads 3 tokens per 20 ms against 1 per 10 (1.5x); the batch writes 5
+    per 20 ms against 3 per 10: 0.83x, as the Streams dock's dot at 3 streams."""
+    plain, lookup = lanes(window)
+    window.runner._on_started(plain, header("none", N))
+    window.runner._on_started(lookup, header("prompt-lookup", N))
+    for i in range(40):
+        window.runner._on_batch(plain, uneven(i, True))
+        window.runner._on_batch(lookup, uneven(i, False))
+    window.board.drain()
+    text = window.board.lanes[lookup].figures.text()
+    assert "pace 150.0 tok/s" in text  # stream 1's own, called a pace
+    assert text.endswith("speedup in all 0.83× (0.83-0.83): slower") and "1.50×" not in text
+    assert window.streams_dock.graph._lanes[lookup].dots.getData()[1][-1] == pytest.approx(5 / 6)
+    assert window.board.lanes[plain].figures.text().endswith("speedup in all 1.00×")
+    window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})  # N = 1
+    text = window.board.lanes[lookup].figures.text()
+    assert " tok/s" in text and "pace" not in text and "in all" not in text  # as before
+
+
+def test_a_batchs_speedup_in_words():
+    from specviz.app.views.lane_widget import batch_speedup_text
+    from specviz.engines.speedup import from_ratios
+
+    assert batch_speedup_text(None) == "speedup in all -"  # before both lanes have tokens
+    assert batch_speedup_text(from_ratios([1.2]), mixed=True) == (
+        "speedup in all 1.20× (K changed mid-race)")

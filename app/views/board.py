@@ -150,6 +150,7 @@ class LaneBoard(QWidget):
             self._follow_prompt(lane_id)
             if lane.picked:  # a race starts on the person's prompt: only another is said
                 self.streamFollowed.emit(lane.picked, lane.prompts[lane.picked])
+        self._show_figures()  # its header's speedup: this race's batch's, or a lane's again
 
     def push_batch(self, lane_id: str, batch) -> None:
         """A batch event: the stream the lane follows reaches its view as a lane's steps. The
@@ -253,8 +254,10 @@ class LaneBoard(QWidget):
             declined = self.model.declined(lane_id)
             if declined is not None:
                 figures["declined"] = declined
-            lane.set_figures(figures)
             batch = self.streams.lanes.get(lane_id)
+            if batch is not None:  # the header's speedup is the batch's (lane_widget)
+                figures.update(streams=batch.n, batch_speedup=self.streams.speedup(lane_id))
+            lane.set_figures(figures)
             if batch is not None:
                 lane.streams.update_figures(batch)
 
