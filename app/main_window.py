@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
             {lid: lane.colour for lid, lane in self.board.lanes.items()}))
         self.board.clicked.connect(lambda lane, step: self.streams_dock.show_step(
             lane.lane_id, step))
+        self.board.streamFollowed.connect(self.prompt.show_stream)  # its copies link into it
         self.runner.statusChanged.connect(self.show_status)
         self.runner.finished.connect(self.set_mode)
         self.replay.changed.connect(self.set_mode)
@@ -184,6 +185,7 @@ class MainWindow(QMainWindow):
         if self._lanes_refused():
             return None
         self._save_run_settings(request)
+        self.prompt.show_own()  # a race starts on it; a lane following another stream says so
         self._show_costs()
         self.focus.pinned = False
         self.run_task = self.runner.start(request)

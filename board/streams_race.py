@@ -21,7 +21,7 @@ from ..engines.bench.concurrency import Point as _Point
 from ..engines.bench.concurrency import Prediction, measured_crossover, predict, step_times
 from ..engines.loop.streams import BatchStep, StreamsSummary
 from ..engines.oracles import is_plain
-from ..engines.speedup import Speedup, from_steps
+from ..engines.speedup import Speedup, from_ratios, from_steps
 
 STREAM_COUNTS = tuple(range(1, 17))  # the N the predicted curve is drawn at
 
@@ -109,6 +109,13 @@ def lane_streams(header: dict) -> LaneStreams | None:
                        streams.get("widest"))
 
 
+def kept_pick(picked: int, n: int) -> int:
+    """The stream a new race of `n` streams follows for a person who picked `picked`: that
+    one, or where the race has fewer, its last (the nearest to the pick, where stream 1 would
+    throw it away; the pick itself is kept, so a race with enough streams comes back to it)."""
+    return min(picked, n - 1)
+
+
 @dataclass(frozen=True)
 class Measured:
     """A speculating lane's speedup over the plain lane at N streams, batched alike."""
@@ -128,6 +135,8 @@ class StreamsRace:
 
     def __init__(self) -> None:
         self.lanes: dict[str, LaneStreams] = {}
+        # lane id -> the stream the person last picked (kept between races, as they picked it)
+        self.picks: dict[str, int] = {}
         # lane id -> N -> the latest race's speedup at N (kept between races)
         self.measured: dict[str, dict[int, Measured]] = {}
         # Batches came since the speedups were measured: measured when next asked for (the
@@ -142,6 +151,7 @@ class StreamsRace:
         if lane is None:
             self.lanes.pop(lane_id, None)
         else:
+            lane.picked = kept_pick(self.picks.get(lane_id, 0), lane.n)
             self.lanes[lane_id] = lane
         self.started.emit(lane_id)
         return lane
@@ -161,12 +171,13 @@ class StreamsRace:
         lane = self.lanes[lane_id]
         if not 0 <= stream < lane.n:
             raise ValueError(f"stream {stream + 1} of {lane.n}")
-        lane.picked = stream
+        lane.picked = self.picks[lane_id] = stream
         self.picked.emit(lane_id, stream)
         return lane.followed()
 
     def remove(self, lane_id: str) -> None:
         self.lanes.pop(lane_id, None)
+        self.picks.pop(lane_id, None)
         self.measured.pop(lane_id, None)
 
     # ------------------------------------------------------------ speedup against streams
@@ -175,23 +186,36 @@ class StreamsRace:
         """The first plain lane of the race: every speculating lane divides by it."""
         return next((lid for lid, lane in self.lanes.items() if lane.plain), None)
 
+    def speedup(self, lane_id: str) -> Speedup | None:
+        """The lane's batch against the plain lane's in this race: every stream's tokens over
+        each batch's time (the Streams dock's dot at this N); None before both have tokens.
+        A stream's pace against plain's same stream is not the lane's: its streams differ."""
+        base = self.baseline()
+        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
+        if lane is None or plain is None or lane.n != plain.n:
+            return None
+        if not lane.batches or not plain.batches:
+            return None
+        if lane_id == base:
+            return from_ratios([1.0])  # plain decoding against itself, as a single lane's
+        try:
+            return from_steps(step_times(lane.batches), step_times(plain.batches))
+        except ValueError:
+            return None  # no tokens yet on a side
+
     def _measure(self) -> None:
         """The race's speedup at its N for each speculating lane, from both lanes' batch
         steps so far (replacing an earlier race's at the same N)."""
         self._stale = False
         base = self.baseline()
-        if base is None or not self.lanes[base].batches:
+        if base is None:
             return
         plain = self.lanes[base]
         for lane_id, lane in self.lanes.items():
-            if lane.plain or not lane.batches or lane.n != plain.n:
-                continue
-            try:
-                speedup = from_steps(step_times(lane.batches), step_times(plain.batches))
-            except ValueError:
-                continue  # no tokens yet on a side
-            self.measured.setdefault(lane_id, {})[lane.n] = Measured(
-                lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
+            speedup = None if lane.plain else self.speedup(lane_id)
+            if speedup is not None:
+                self.measured.setdefault(lane_id, {})[lane.n] = Measured(
+                    lane.n, speedup, lane.tok_per_s, plain.tok_per_s)
 
     def points(self, lane_id: str) -> list[Measured]:
         if self._stale:

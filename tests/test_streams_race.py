@@ -45,6 +45,19 @@ def test_the_view_follows_the_picked_stream_and_a_new_pick_replays_it():
         race.pick("spec", 3)
 
 
+def test_a_pick_is_kept_across_races_clamped_to_each_races_streams():
+    race = StreamsRace()
+    race.start("spec", header("prompt-lookup", 4))
+    race.pick("spec", 2)
+    assert race.start("spec", header("prompt-lookup", 4)).picked == 2  # a new race: kept
+    assert [e.text for e in race.take("spec", batch(0, 4, False, 20.0))] == ["s2t0"]
+    assert race.start("spec", header("prompt-lookup", 2)).picked == 1  # too few: the last
+    assert race.start("spec", header("prompt-lookup", 8)).picked == 2  # the pick again
+    assert race.start("other", header("none", 4)).picked == 0  # a lane never picked: 1
+    race.remove("spec")
+    assert race.start("spec", header("prompt-lookup", 4)).picked == 0  # removed: forgotten
+
+
 def test_total_throughput_is_every_streams_tokens_and_a_pace_is_one_streams():
     lane = raced(4, steps=10).lanes["spec"]
     # 4 streams x 3 tokens a step over 20 ms a step; a stream's own pace is a quarter of it
@@ -65,6 +78,16 @@ def test_the_speedup_at_each_n_is_measured_over_the_plain_lane_and_kept_between_
     assert points[0].speedup.low is not None  # the interval the graph's error bar draws
     assert race.crossover("spec") == 8
     assert race.points("plain") == []
+
+
+def test_a_lanes_speedup_now_is_its_batchs_over_the_plain_batch_of_this_race():
+    race = raced(2, steps=40, spec_ms=20.0, plain_ms=10.0)
+    assert race.speedup("spec").ratio == pytest.approx(1.5)  # the dock's dot at N = 2
+    assert race.speedup("spec").ratio == race.points("spec")[-1].speedup.ratio
+    assert race.speedup("plain").ratio == 1.0  # plain decoding against itself
+    race.start("spec", header("prompt-lookup", 2))  # a new race, nothing stepped yet
+    assert race.speedup("spec") is None  # not the race before's
+    assert race.speedup("unknown") is None
 
 
 def test_the_prediction_reads_the_profiles_pass_prices_and_marks_its_crossover():

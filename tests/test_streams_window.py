@@ -3,11 +3,16 @@ and its stream picker, fed as the engine process feeds them (started, then batch
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 from engine_waits import HUNG_MS
-from streams_factory import batch, header, summary
+from step_factory import make_step
+from streams_factory import batch, guesses, header, summary
+
+from specviz.engines import events as ev
+from specviz.engines.loop.streams import BatchStep
 
 N = 3
 
@@ -18,7 +23,7 @@ def lanes(window) -> tuple[str, str]:
     return plain, lookup
 
 
-def race(window, steps: int = 4, end: bool = False) -> None:
+def race(window, steps: int = 4, end: bool = False, header=header) -> None:
     """What the engine sends for a race of N streams: each lane's header, then batch steps
     by turns (and each lane's summary)."""
     plain, lookup = lanes(window)
@@ -136,3 +141,114 @@ def test_the_dock_moves_on_when_the_stream_shown_has_left_and_the_others_go_on(w
     view.streams.combo.activated.emit(1)  # stream 2, still in the batch
     window.board.drain()
     assert [e.text for e in view.view.events] == ["s1t0", "s1t1", "s1t2", "s1t3", "s1t4"]
+
+
+def test_the_stream_picked_is_kept_for_the_next_race(window):
+    """Picked once, stream 3 is followed in the races after (its text, its prompt); a race of
+    fewer streams follows the last one, and the pick comes back with enough streams."""
+    race(window)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(2)
+    window.board.drain()
+    race(window)  # the next race, 3 streams again
+    assert lookup.streams.combo.currentIndex() == 2
+    assert [e.text for e in lookup.view.events] == ["s2t0", "s2t1", "s2t2", "s2t3"]
+    assert (lookup.prompt_text, lookup.user_prompt) == ("p2", "p2")
+    plain, lookup_id = lanes(window)
+    window.runner._on_started(plain, header("none", 2))
+    window.runner._on_started(lookup_id, header("prompt-lookup", 2))
+    assert lookup.streams.combo.currentIndex() == 1 and lookup.user_prompt == "p1"
+    race(window)
+    assert lookup.streams.combo.currentIndex() == 2
+
+
+PROMPTS = ["sort these numbers", "explain recursion", "rename the function"]
+
+
+def worded(oracle: str, n: int) -> dict:
+    """A header whose streams' prompts are words, rendered inside a chat template."""
+    given = header(oracle, n)
+    given["streams"].update(prompts=PROMPTS[:n],
+                            prompt_texts=[f"<user>{p}</user>" for p in PROMPTS[:n]])
+    return given
+
+
+def test_picking_a_stream_shows_its_prompt_and_links_its_copies_into_it(window):
+    window.prompt.set_prompt(PROMPTS[0])  # stream 1 decodes the window's prompt
+    race(window, header=worded)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(2)  # the person picks stream 3
+    assert window.prompt.editor.toPlainText() == "rename the function"
+    assert window.prompt.editor.isReadOnly()  # not the person's: nothing to edit
+    assert window.prompt.prompt() == PROMPTS[0]  # the person's, for the next race
+    start = "<user>rename the function".index("the")
+    lookup.view.tokenHovered.emit(0, 0, ev.Span(0, 1, start, start + 3))  # copied "the"
+    (selection,) = window.prompt.editor.extraSelections()
+    assert selection.cursor.selectedText() == "the"
+    assert selection.cursor.selectionStart() == "rename the function".index("the")
+    lookup.streams.combo.activated.emit(0)  # stream 1 again: the person's prompt
+    assert window.prompt.editor.toPlainText() == PROMPTS[0]
+    assert not window.prompt.editor.isReadOnly()
+
+
+def test_a_run_starts_on_the_persons_prompt_and_a_kept_pick_shows_its_own(window, monkeypatch):
+    window.prompt.set_prompt(PROMPTS[0])
+    race(window, header=worded)
+    lookup = window.board.lanes[lanes(window)[1]]
+    lookup.streams.combo.activated.emit(1)
+    window.prompt.stream_note.linkActivated.emit("own")  # "back to yours"
+    assert window.prompt.shown() == PROMPTS[0] and not window.prompt.editor.isReadOnly()
+    lookup.streams.combo.activated.emit(1)
+    requests = []
+    ran = asyncio.get_event_loop().create_future()
+    ran.set_result(None)
+    monkeypatch.setattr(window.runner, "start", lambda request: requests.append(request) or ran)
+    window.start_run()  # no engine: what the window does before it sends the run
+    assert requests[0].prompt == PROMPTS[0] and window.prompt.shown() == PROMPTS[0]
+    race(window, header=worded)  # the lane still follows stream 2: its prompt shown again
+    assert window.prompt.shown() == "explain recursion"
+
+
+def uneven(index: int, plain: bool) -> BatchStep:
+    """Batch step `index`: plain decoding writes 1 token a stream in 10 ms; prompt lookup, in
+    20 ms, 3 in stream 1 (2 of 3 guesses kept) and 1 in the others (none kept)."""
+    ms = 10.0 if plain else 20.0
+    steps = []
+    for s in range(N):
+        each = 3 if s == 0 and not plain else 1
+        step = make_step(index, k=0 if plain else 3, tokens=(index + 1) * each,
+                         oracle="none" if plain else "prompt-lookup",
+                         proposed=() if plain else guesses(each - 1), text=f"s{s}t{index}",
+                         timing=ev.Timing(0.0, ms, 0.0))
+        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0)
+        steps.append((s, replace(step, totals=totals)))
+    return BatchStep(index, tuple(steps), N if plain else 4 * N, ev.Timing(0.0, ms, 0.0))
+
+
+def test_at_n_streams_the_header_gives_the_batchs_speedup_and_the_streams_pace(window):
+    """Stream 1 alone reads 3 tokens per 20 ms against 1 per 10 (1.5x); the batch writes 5
+    per 20 ms against 3 per 10: 0.83x, as the Streams dock's dot at 3 streams."""
+    plain, lookup = lanes(window)
+    window.runner._on_started(plain, header("none", N))
+    window.runner._on_started(lookup, header("prompt-lookup", N))
+    for i in range(40):
+        window.runner._on_batch(plain, uneven(i, True))
+        window.runner._on_batch(lookup, uneven(i, False))
+    window.board.drain()
+    text = window.board.lanes[lookup].figures.text()
+    assert "pace 150.0 tok/s" in text  # stream 1's own, called a pace
+    assert text.endswith("speedup in all 0.83× (0.83-0.83): slower") and "1.50×" not in text
+    assert window.streams_dock.graph._lanes[lookup].dots.getData()[1][-1] == pytest.approx(5 / 6)
+    assert window.board.lanes[plain].figures.text().endswith("speedup in all 1.00×")
+    window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})  # N = 1
+    text = window.board.lanes[lookup].figures.text()
+    assert " tok/s" in text and "pace" not in text and "in all" not in text  # as before
+
+
+def test_a_batchs_speedup_in_words():
+    from specviz.app.views.lane_widget import batch_speedup_text
+    from specviz.engines.speedup import from_ratios
+
+    assert batch_speedup_text(None) == "speedup in all -"  # before both lanes have tokens
+    assert batch_speedup_text(from_ratios([1.2]), mixed=True) == (
+        "speedup in all 1.20× (K changed mid-race)")

@@ -36,6 +36,7 @@ class LaneBoard(QWidget):
     knobChanged = Signal(str, str, int)
     changed = Signal()  # lanes added, removed or reconfigured
     refreshed = Signal()  # the graphs were redrawn (at most every GRAPHS_S)
+    streamFollowed = Signal(int, str)  # a stream (0-based) a lane follows now, its prompt
 
     def __init__(self, model: BoardModel, graphs: LaneGraphs, theme: Theme,
                  recent_models: list[str], parent: QWidget | None = None,
@@ -145,6 +146,11 @@ class LaneBoard(QWidget):
         """A lane's run began: a batch of streams shows its picker, one stream hides it."""
         lane = self.streams.start(lane_id, header)
         self.lanes[lane_id].streams.show_streams(lane)
+        if lane is not None:  # it may follow a stream other than 1 (a pick kept)
+            self._follow_prompt(lane_id)
+            if lane.picked:  # a race starts on the person's prompt: only another is said
+                self.streamFollowed.emit(lane.picked, lane.prompts[lane.picked])
+        self._show_figures()  # its header's speedup: this race's batch's, or a lane's again
 
     def push_batch(self, lane_id: str, batch) -> None:
         """A batch event: the stream the lane follows reaches its view as a lane's steps. The
@@ -158,10 +164,16 @@ class LaneBoard(QWidget):
     def pick_stream(self, lane_id: str, stream: int) -> None:
         """The lane's text, figures and graphs follow `stream` from its first step."""
         events = self.streams.pick(lane_id, stream)
-        lane, batch = self.lanes[lane_id], self.streams.lanes[lane_id]
         self.rewind(lane_id, events)
-        lane.prompt_text, lane.user_prompt = batch.prompt_texts[stream], batch.prompts[stream]
-        lane.streams.update_figures(batch)
+        self._follow_prompt(lane_id)
+        self.lanes[lane_id].streams.update_figures(self.streams.lanes[lane_id])
+        self.streamFollowed.emit(stream, self.lanes[lane_id].user_prompt)
+
+    def _follow_prompt(self, lane_id: str) -> None:
+        """The lane's prompt is the followed stream's: its copied tokens' spans index it."""
+        lane, batch = self.lanes[lane_id], self.streams.lanes[lane_id]
+        lane.prompt_text = batch.prompt_texts[batch.picked]
+        lane.user_prompt = batch.prompts[batch.picked]
 
     # ------------------------------------------------------------ events
 
@@ -242,8 +254,10 @@ class LaneBoard(QWidget):
             declined = self.model.declined(lane_id)
             if declined is not None:
                 figures["declined"] = declined
-            lane.set_figures(figures)
             batch = self.streams.lanes.get(lane_id)
+            if batch is not None:  # the header's speedup is the batch's (lane_widget)
+                figures.update(streams=batch.n, batch_speedup=self.streams.speedup(lane_id))
+            lane.set_figures(figures)
             if batch is not None:
                 lane.streams.update_figures(batch)
 

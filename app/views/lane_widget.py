@@ -70,10 +70,12 @@ def editor_range(span: ev.Span | None, prompt_text: str,
 
 
 def figures_text(figures: dict) -> str:
+    """The lane's header line. In a race of N streams ("streams" in `figures`) its figures are
+    the followed stream's, its tok/s that stream's pace, and its speedup the batch's."""
     rate = figures.get("acceptance_rate")
     return " · ".join([
         f"{figures.get('tokens', 0)} tokens",
-        f"{figures.get('tok_per_s', 0.0):.1f} tok/s",
+        f"{'pace ' if 'streams' in figures else ''}{figures.get('tok_per_s', 0.0):.1f} tok/s",
         f"acceptance {'-' if rate is None else f'{rate:.0%}'}",
         f"{figures.get('mean_accepted_tokens', 0.0):.2f} tok/step",
         *([f"declined {figures.get('decline_rate') or 0.0:.0%}"] if "declined" in figures else []),
@@ -84,7 +86,10 @@ def figures_text(figures: dict) -> str:
 def speedup_text(figures: dict) -> str:
     """The lane's speed over plain decoding's: its rounds once this race has joined them
     ("1.18× (1.09-1.27, 3 races): faster"), else this race's figure so far with the rounds
-    before it (a race under way, cut short or with K changed in it)."""
+    before it (a race under way, cut short or with K changed in it). A lane of N streams:
+    its batch's (batch_speedup_text)."""
+    if "streams" in figures:
+        return batch_speedup_text(figures.get("batch_speedup"), figures.get("race") == MIXED)
     speedup, rounds, race = figures.get("speedup"), figures.get("rounds"), figures.get("race")
     if rounds is not None and race == JOINED:
         return f"speedup {rounds_words(rounds)}"
@@ -92,6 +97,19 @@ def speedup_text(figures: dict) -> str:
     if race == MIXED:
         text += " (K or a setting changed mid-race: not a round)"
     return text if rounds is None else f"{text} · before: {rounds_words(rounds, again=False)}"
+
+
+def batch_speedup_text(speedup: Speedup | None, mixed: bool = False) -> str:
+    """A lane of N streams: its batch's tokens/s over the plain lane's at the same N, with
+    its interval over stretches where the race is long enough ("speedup in all 1.42×
+    (1.30-1.55): faster"). Its followed stream's pace against plain's same stream is not the
+    lane's speedup: the batch's streams accept differently."""
+    if speedup is None:
+        return "speedup in all -"
+    text = f"speedup in all {speedup.ratio:.2f}×"
+    if speedup.low is not None:
+        text += f" ({speedup.low:.2f}-{speedup.high:.2f}): {speedup.verdict}"
+    return text + (" (K changed mid-race)" if mixed else "")
 
 
 def rounds_words(rounds: Speedup, again: bool = True) -> str:

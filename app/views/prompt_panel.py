@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QLabel,
     QPlainTextEdit,
     QSpinBox,
     QTextEdit,
@@ -56,6 +57,12 @@ class PromptPanel(QWidget):
         self.samples.activated.connect(self._load_sample)
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("Type a prompt, or pick a sample above")
+        # A lane that follows another stream of a race shows that stream's prompt here (its
+        # copied tokens link into it); the person's own prompt is kept aside meanwhile.
+        self._own: str | None = None
+        self._editable = True
+        self.stream_note = QLabel(visible=False, wordWrap=True)
+        self.stream_note.linkActivated.connect(lambda _link: self.show_own())
         self.model = ModelCombo(recent_models)
         self.backend = QComboBox()
         self.backend.addItems(list(BACKENDS))
@@ -81,16 +88,51 @@ class PromptPanel(QWidget):
         form.addRow("Streams", self.streams)
         box = QVBoxLayout(self)
         box.addWidget(self.samples)
+        box.addWidget(self.stream_note)
         box.addWidget(self.editor, 1)
         box.addLayout(form)
 
     # ------------------------------------------------------------ values
 
     def prompt(self) -> str:
+        """The person's prompt, what a race decodes (its stream 1), whichever stream's the
+        editor shows."""
+        return self.editor.toPlainText() if self._own is None else self._own
+
+    def shown(self) -> str:
+        """The prompt the editor shows: the one highlights index into."""
         return self.editor.toPlainText()
 
     def set_prompt(self, text: str) -> None:
+        self._own = None
+        self._show(text, "")
+
+    def show_stream(self, stream: int, text: str) -> None:
+        """Show a race's stream `stream` (0-based) prompt, read-only, the person's kept
+        aside; the person's own where it is theirs (stream 1 of the race they typed)."""
+        if text == self.prompt():
+            self.show_own()
+            return
+        if self._own is None:
+            self._own = self.editor.toPlainText()
+        self._show(text, f"Stream {stream + 1}'s prompt, read-only "
+                         '(yours is kept for the next race) · <a href="own">back to yours</a>')
+
+    def show_own(self) -> None:
+        """The person's prompt again, editable where the panel is."""
+        if self._own is not None:
+            own, self._own = self._own, None
+            self._show(own, "")
+
+    def _show(self, text: str, note: str) -> None:
         self.editor.setPlainText(text)
+        self.stream_note.setText(note)
+        self.stream_note.setVisible(bool(note))
+        self._lock()
+
+    def _lock(self) -> None:
+        """The editor takes typing only where the panel is editable and shows the person's."""
+        self.editor.setReadOnly(not self._editable or self._own is not None)
 
     def model_choice(self) -> ModelChoice:
         device = self.device.currentText()
@@ -110,7 +152,8 @@ class PromptPanel(QWidget):
 
     def set_editable(self, editable: bool) -> None:
         """Read-only while a run or a replay owns the prompt (highlights index into it)."""
-        self.editor.setReadOnly(not editable)
+        self._editable = editable
+        self._lock()
         for widget in (self.samples, self.model, self.backend, self.device, self.threads,
                        self.temperature, self.max_tokens, self.streams):
             widget.setEnabled(editable)

@@ -25,7 +25,7 @@ class StepFocus:
     def hover(self, lane: LaneWidget, span) -> None:
         prompt = self.window.prompt
         where = editor_range(span, lane.prompt_text, lane.user_prompt)
-        if where is None or prompt.prompt() != lane.user_prompt:
+        if where is None or prompt.shown() != lane.user_prompt:
             prompt.clear_highlight()
             return
         colour = QColor(self.window.theme.kind_colour(KIND_PROMPT))
