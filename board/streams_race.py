@@ -203,6 +203,16 @@ class StreamsRace:
         except ValueError:
             return None  # no tokens yet on a side
 
+    def end_race(self) -> None:
+        """A new run begins: every lane's batch goes until its next start (a lane that fails
+        to start keeps no picker, speedup or baseline of the race before). The speedups
+        measured at each N and the picks stay."""
+        if self._stale:  # the race before, measured to its last batch before it goes
+            self._measure()
+        for lane_id in list(self.lanes):
+            del self.lanes[lane_id]
+            self.started.emit(lane_id)  # it left streams: forget it
+
     def _measure(self) -> None:
         """The race's speedup at its N for each speculating lane, from both lanes' batch
         steps so far (replacing an earlier race's at the same N)."""

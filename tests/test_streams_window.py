@@ -252,3 +252,22 @@ def test_a_batchs_speedup_in_words():
     assert batch_speedup_text(None) == "speedup in all -"  # before both lanes have tokens
     assert batch_speedup_text(from_ratios([1.2]), mixed=True) == (
         "speedup in all 1.20× (K changed mid-race)")
+
+
+def test_a_lane_that_fails_to_start_keeps_nothing_of_the_race_before(window):
+    """A new run in which plain decoding fails to build and prompt lookup starts: no picker,
+    batch or baseline of the race before is left, so prompt lookup's speedup is not taken
+    against the race before's plain batch; the speedup measured then stays in the dock."""
+    race(window, end=True)
+    plain, lookup = lanes(window)
+    window.board.reset()  # what a new run does first
+    window.runner._on_failed(plain, "no such model")
+    window.runner._on_started(lookup, header("prompt-lookup", N))
+    for i in range(4):
+        window.runner._on_batch(lookup, batch(i, N, False, 20.0))
+    window.board.drain()
+    streams, failed = window.board.streams, window.board.lanes[plain]
+    assert plain not in streams.lanes and not failed.streams.isVisibleTo(failed)
+    assert streams.baseline() is None and streams.speedup(lookup) is None
+    assert window.board.lanes[lookup].figures.text().endswith("speedup in all -")
+    assert [(m.n, m.speedup.ratio) for m in streams.points(lookup)] == [(N, pytest.approx(1.5))]
