@@ -220,12 +220,27 @@ class MainWindow(QMainWindow):
         for lane_id, lane in self.board.lanes.items():
             if lane.view.token_count == 0:
                 continue
-            figures = self.board.model.figures(lane_id)
-            if getattr(figures.get("rounds"), "verdict", None) != SLOWER:
-                continue  # a loss within the machine's noise has no cause to explain
-            why = loss_reason(lane.oracle_name(), figures, costs)
+            why = (self._batch_loss(lane_id) if lane_id in self.board.streams.lanes
+                   else self._lane_loss(lane_id, costs))
             if why:
                 lane.add_note(why)
+
+    def _lane_loss(self, lane_id: str, costs: list[float] | None) -> str:
+        figures = self.board.model.figures(lane_id)
+        if getattr(figures.get("rounds"), "verdict", None) != SLOWER:
+            return ""  # a loss within the machine's noise has no cause to explain
+        return loss_reason(self.board.lanes[lane_id].oracle_name(), figures, costs)
+
+    def _batch_loss(self, lane_id: str) -> str:
+        """A lane of N streams is judged as its header judges it, by its batch's speedup (its
+        followed stream against plain's same stream is not the lane's), and explained by the
+        profile's prices at its N."""
+        streams = self.board.streams
+        figures, batch = streams.figures(lane_id), streams.lanes[lane_id]
+        if getattr(figures["batch_speedup"], "verdict", None) != SLOWER:
+            return ""
+        return loss_reason(self.board.lanes[lane_id].oracle_name(), figures,
+                           batch.relative_costs(), batch.n)
 
     def _show_costs(self, model: ModelChoice | None = None) -> None:
         """Price the theoretical curves with the target's stored profile, if there is one."""

@@ -24,6 +24,7 @@ from ..engines.oracles import is_plain
 from ..engines.speedup import Speedup, from_ratios, from_steps
 
 STREAM_COUNTS = tuple(range(1, 17))  # the N the predicted curve is drawn at
+PRICED_WIDTHS = 33  # a stream's pass widths priced at N: 1..33 tokens, as the window's profile
 
 
 @dataclass
@@ -66,6 +67,31 @@ class LaneStreams:
         ms, steps = self.batch_ms[stream], self.events[stream]
         tokens = steps[-1].totals.tokens if steps else 0
         return tokens / (ms / 1000) if ms > 0 else 0.0
+
+    def figures(self) -> dict:
+        """The lane's figures over every stream, read as a single lane's (the figures table,
+        the cost curve's dot): its tokens and tokens/s, its acceptance, the tokens a stream
+        writes a step and the guesses it verifies a step."""
+        ends = [steps[-1].totals for steps in self.events if steps]
+        steps = sum(t.steps for t in ends)
+        proposed, accepted = sum(t.proposed for t in ends), sum(t.accepted for t in ends)
+        return {"streams": self.n, "tokens": self.tokens, "tok_per_s": self.tok_per_s,
+                "acceptance_rate": accepted / proposed if proposed else None,
+                "mean_accepted_tokens": sum(t.tokens for t in ends) / steps if steps else 0.0,
+                "proposed_per_step": proposed / steps if steps else 0.0}
+
+    def cost_ms(self, width: int) -> float:
+        """The profile's ms of a pass `width` tokens wide (its widest for wider; pass_ms)."""
+        costs = self.pass_ms or []
+        return costs[min(width, len(costs)) - 1]
+
+    def relative_costs(self, widths: int = PRICED_WIDTHS) -> list[float] | None:
+        """The profile's price of a pass of 1, 2, ... tokens a stream at this N over a plain
+        pass (one token a stream): a single stream's relative costs, read at N streams. None
+        without a stored profile."""
+        if not self.pass_ms:
+            return None
+        return [self.cost_ms(self.n * w) / self.cost_ms(self.n) for w in range(1, widths + 1)]
 
     def per_stream_step(self) -> tuple[float, float]:
         """(tokens a stream writes per step, positions it verifies per step)."""
@@ -203,6 +229,16 @@ class StreamsRace:
         except ValueError:
             return None  # no tokens yet on a side
 
+    def figures(self, lane_id: str) -> dict | None:
+        """A lane of N streams read as a single lane (LaneStreams.figures), its speedup the
+        batch's ("speedup" its ratio, "batch_speedup" all of it); None for a lane of one."""
+        lane = self.lanes.get(lane_id)
+        if lane is None:
+            return None
+        speedup = self.speedup(lane_id)
+        return {**lane.figures(), "speedup": None if speedup is None else speedup.ratio,
+                "batch_speedup": speedup}
+
     def end_race(self) -> None:
         """A new run begins: every lane's batch goes until its next start (a lane that fails
         to start keeps no picker, speedup or baseline of the race before). The speedups
@@ -243,10 +279,6 @@ class StreamsRace:
         lane = self.lanes.get(lane_id)
         if lane is None or lane.plain or not lane.pass_ms or not lane.batches:
             return None
-        costs = lane.pass_ms
-
-        def cost_ms(width: int) -> float:
-            return costs[min(width, len(costs)) - 1]
-
         tokens, width = lane.per_stream_step()
-        return predict(cost_ms, lane.widest or len(costs), tokens, width, STREAM_COUNTS)
+        return predict(lane.cost_ms, lane.widest or len(lane.pass_ms), tokens, width,
+                       STREAM_COUNTS)

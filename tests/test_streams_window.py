@@ -209,20 +209,42 @@ def test_a_run_starts_on_the_persons_prompt_and_a_kept_pick_shows_its_own(window
     assert window.prompt.shown() == "explain recursion"
 
 
-def uneven(index: int, plain: bool) -> BatchStep:
+def uneven(index: int, plain: bool, kept: tuple[int, ...] = (2, 0, 0)) -> BatchStep:
     """Batch step `index`: plain decoding writes 1 token a stream in 10 ms; prompt lookup, in
-    20 ms, 3 in stream 1 (2 of 3 guesses kept) and 1 in the others (none kept)."""
+    20 ms, keeps `kept` of 3 guesses in each stream (by default 3 tokens in stream 1, 1 in
+    the others)."""
     ms = 10.0 if plain else 20.0
     steps = []
     for s in range(N):
-        each = 3 if s == 0 and not plain else 1
+        each = 1 if plain else kept[s] + 1
         step = make_step(index, k=0 if plain else 3, tokens=(index + 1) * each,
                          oracle="none" if plain else "prompt-lookup",
                          proposed=() if plain else guesses(each - 1), text=f"s{s}t{index}",
                          timing=ev.Timing(0.0, ms, 0.0))
-        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0)
+        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0,
+                         proposed=(index + 1) * step.totals.proposed,
+                         accepted=(index + 1) * step.totals.accepted)
         steps.append((s, replace(step, totals=totals)))
     return BatchStep(index, tuple(steps), N if plain else 4 * N, ev.Timing(0.0, ms, 0.0))
+
+
+def uneven_race(window, kept: tuple[int, ...] = (2, 0, 0), pick: int = 0,
+                pass_ms: list[float] | None = None, steps: int = 40) -> tuple[str, str]:
+    """A race of `uneven` batch steps to both lanes' ends, prompt lookup following `pick`."""
+    plain, lookup = lanes(window)
+    window.runner._on_started(plain, header("none", N))
+    window.runner._on_started(lookup, header("prompt-lookup", N, pass_ms))
+    if pick:
+        window.board.lanes[lookup].streams.combo.activated.emit(pick)
+    kept_steps: dict[str, list[BatchStep]] = {plain: [], lookup: []}
+    for i in range(steps):
+        for lane_id, is_plain in ((plain, True), (lookup, False)):
+            kept_steps[lane_id].append(uneven(i, is_plain, kept))
+            window.runner._on_batch(lane_id, kept_steps[lane_id][-1])
+    for lane_id, batches in kept_steps.items():
+        window.runner._on_batch(lane_id, summary(batches))
+    window.board.drain()
+    return plain, lookup
 
 
 def test_at_n_streams_the_header_gives_the_batchs_speedup_and_the_streams_pace(window):
@@ -271,3 +293,40 @@ def test_a_lane_that_fails_to_start_keeps_nothing_of_the_race_before(window):
     assert streams.baseline() is None and streams.speedup(lookup) is None
     assert window.board.lanes[lookup].figures.text().endswith("speedup in all -")
     assert [(m.n, m.speedup.ratio) for m in streams.points(lookup)] == [(N, pytest.approx(1.5))]
+
+
+# A pass of w tokens costs 5 + 5w ms: at 3 streams, 2 tokens a stream cost 1.75 plain passes.
+LINEAR_MS = [5.0 + 5.0 * w for w in range(1, 17 * 33)]
+CPU = [1.0, 1.63, 2.0, 2.71, 3.3, 4.0, 4.6, 5.2, 6.28]  # one stream's, as test_why_slower's
+
+
+@pytest.fixture
+def profiled(monkeypatch):
+    """The target has a stored cost profile (one stream's costs, for a lane of one)."""
+    monkeypatch.setattr("specviz.app.main_window.profile_costs",
+                        lambda _model: (CPU, "a CPU", True))
+
+
+def test_a_batch_slower_than_plain_says_why_at_its_n_though_its_stream_was_faster(
+        window, profiled):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x plain's batch: the lane says
+    why the batch lost, priced at 3 streams, as its header calls it slower."""
+    _plain, lookup = uneven_race(window, pass_ms=LINEAR_MS)
+    lane = window.board.lanes[lookup]
+    assert lane.figures.text().endswith("slower")
+    window._explain_losses(window.request().model)
+    assert ("0.83× plain decoding at 3 streams: 2 tokens a stream cost 1.8 plain steps of 3 "
+            "streams here; prompt-lookup needs 75% acceptance at K = 1 to pay, it reached "
+            "22%") in lane.message.text()
+
+
+def test_a_batch_faster_than_plain_says_no_loss_though_its_stream_was_slower(
+        window, profiled):
+    """Streams 1 and 2 keep every guess, stream 3 none: the batch reads 1.5x plain's batch,
+    the followed stream 3 0.5x plain's stream 3. The header says faster: no loss to explain."""
+    _plain, lookup = uneven_race(window, kept=(3, 3, 0), pick=2, pass_ms=LINEAR_MS)
+    lane = window.board.lanes[lookup]
+    assert window.board.model.rounds(lookup).verdict == "slower"  # stream 3 against plain's
+    assert lane.figures.text().endswith("faster")
+    window._explain_losses(window.request().model)
+    assert "plain decoding" not in lane.message.text()
