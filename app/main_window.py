@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from ..board.lanes_model import BoardModel
 from ..board.palette import DARK, THEMES, Theme
 from ..board.parting import PartingWatch
+from ..board.streams_race import StreamsRace
 from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
 from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
@@ -68,8 +69,9 @@ class MainWindow(QMainWindow):
         theme: Theme = THEMES.get(self.settings.theme(), DARK)
         recent = self.settings.recent_models()
         lanes = BoardModel()  # the lanes as plain data: the board, graphs and exports read it
-        self.graphs = LaneGraphs(lanes, theme)
-        self.board = LaneBoard(lanes, self.graphs, theme, recent)
+        streams = StreamsRace()  # its lanes of N streams: the graphs draw a batch's speedup
+        self.graphs = LaneGraphs(lanes, theme, streams=streams)
+        self.board = LaneBoard(lanes, self.graphs, theme, recent, streams=streams)
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(theme)
         self.tree_view = TreeView(theme)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from psygnal import Signal
 
 from ..engines import events as ev
@@ -43,6 +44,10 @@ class LaneStreams:
     events: list[list[ev.StepEvent]] = field(default_factory=list)
     batch_ms: list[float] = field(default_factory=list)  # per stream: its batch steps' ms
     summary: StreamsSummary | None = None
+    # After each batch step: the batch's compute seconds and every stream's tokens so far
+    # (kept as they come: the graphs read them at every refresh).
+    seconds: list[float] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.events = [[] for _ in range(self.n)]
@@ -50,7 +55,7 @@ class LaneStreams:
 
     @property
     def tokens(self) -> int:
-        return sum(b.tokens for b in self.batches)
+        return self.written[-1] if self.written else 0
 
     @property
     def compute_ms(self) -> float:
@@ -80,6 +85,11 @@ class LaneStreams:
                 "mean_accepted_tokens": sum(t.tokens for t in ends) / steps if steps else 0.0,
                 "proposed_per_step": proposed / steps if steps else 0.0}
 
+    def race_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's compute seconds and every stream's tokens after each batch step: the
+        lane's race at N, as a single lane's counted rows."""
+        return np.asarray(self.seconds), np.asarray(self.written, dtype=float)
+
     def cost_ms(self, width: int) -> float:
         """The profile's ms of a pass `width` tokens wide (its widest for wider; pass_ms)."""
         costs = self.pass_ms or []
@@ -108,6 +118,9 @@ class LaneStreams:
             self.summary = batch
             return [batch.summaries[self.picked]] if self.picked < len(batch.summaries) else []
         self.batches.append(batch)
+        self.seconds.append((self.seconds[-1] if self.seconds else 0.0)
+                            + batch.timing.total_ms / 1000.0)
+        self.written.append(self.tokens + batch.tokens)
         shown: list[ev.Event] = []
         for stream, step in batch.steps:
             self.events[stream].append(step)
@@ -165,6 +178,9 @@ class StreamsRace:
         self.picks: dict[str, int] = {}
         # lane id -> N -> the latest race's speedup at N (kept between races)
         self.measured: dict[str, dict[int, Measured]] = {}
+        # lane id -> (the baseline, its batch steps and the lane's, when its speedup was
+        # taken; that speedup): the header, the graphs and the figures ask for it each refresh.
+        self._speedups: dict[str, tuple[tuple, Speedup | None]] = {}
         # Batches came since the speedups were measured: measured when next asked for (the
         # graph asks at most every GRAPHS_S; a batch can come every few milliseconds).
         self._stale = False
@@ -173,6 +189,7 @@ class StreamsRace:
         """A lane's run began: a batch of streams, or one stream (forgotten here)."""
         if self._stale:  # the race before, measured to its last batch before it goes
             self._measure()
+        self._speedups.clear()  # a new batch, or the baseline moved
         lane = lane_streams(header)
         if lane is None:
             self.lanes.pop(lane_id, None)
@@ -202,6 +219,7 @@ class StreamsRace:
         return lane.followed()
 
     def remove(self, lane_id: str) -> None:
+        self._speedups.clear()
         self.lanes.pop(lane_id, None)
         self.picks.pop(lane_id, None)
         self.measured.pop(lane_id, None)
@@ -224,6 +242,14 @@ class StreamsRace:
             return None
         if lane_id == base:
             return from_ratios([1.0])  # plain decoding against itself, as a single lane's
+        key = (base, len(lane.batches), len(plain.batches))
+        cached = self._speedups.get(lane_id)
+        if cached is None or cached[0] != key:
+            cached = self._speedups[lane_id] = (key, self._batch_speedup(lane, plain))
+        return cached[1]
+
+    @staticmethod
+    def _batch_speedup(lane: LaneStreams, plain: LaneStreams) -> Speedup | None:
         try:
             return from_steps(step_times(lane.batches), step_times(plain.batches))
         except ValueError:
@@ -239,12 +265,23 @@ class StreamsRace:
         return {**lane.figures(), "speedup": None if speedup is None else speedup.ratio,
                 "batch_speedup": speedup}
 
+    def speedup_rows(self, lane_id: str) -> tuple[tuple[np.ndarray, np.ndarray],
+                                                   tuple[np.ndarray, np.ndarray]] | None:
+        """The lane's race rows and the plain lane's it divides by (its speedup over time);
+        None for plain decoding itself or without a plain lane at the same N."""
+        base = self.baseline()
+        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
+        if lane is None or plain is None or lane_id == base or lane.n != plain.n:
+            return None
+        return lane.race_rows(), plain.race_rows()
+
     def end_race(self) -> None:
         """A new run begins: every lane's batch goes until its next start (a lane that fails
         to start keeps no picker, speedup or baseline of the race before). The speedups
         measured at each N and the picks stay."""
         if self._stale:  # the race before, measured to its last batch before it goes
             self._measure()
+        self._speedups.clear()
         for lane_id in list(self.lanes):
             del self.lanes[lane_id]
             self.started.emit(lane_id)  # it left streams: forget it

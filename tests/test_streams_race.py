@@ -106,6 +106,17 @@ def test_a_batch_reads_as_one_lane_and_prices_its_passes_at_its_n():
     assert race.figures("unknown") is None
 
 
+def test_the_speedup_over_time_reads_every_streams_tokens_and_a_new_race_is_its_own():
+    race = raced(2, steps=40)
+    (seconds, tokens), (plain_seconds, plain_tokens) = race.speedup_rows("spec")
+    assert seconds[-1] == pytest.approx(0.8) and tokens[-1] == 2 * 3 * 40  # 20 ms, 6 a step
+    assert plain_seconds[-1] == pytest.approx(0.4) and plain_tokens[-1] == 2 * 40
+    assert race.speedup_rows("plain") is None  # what the others divide by
+    assert race.speedup("spec").ratio == pytest.approx(1.5)
+    raced(2, steps=40, spec_ms=40.0, race=race)  # as many steps again, twice as slow
+    assert race.speedup("spec").ratio == pytest.approx(0.75)  # not the race before's
+
+
 def test_the_prediction_reads_the_profiles_pass_prices_and_marks_its_crossover():
     # a pass of w tokens costs 10 ms up to 8 tokens wide, then 10 ms more per 8
     pass_ms = [10.0 + 10.0 * max(0, (w - 1) // 8) for w in range(1, 17 * 33)]

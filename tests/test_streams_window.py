@@ -330,3 +330,26 @@ def test_a_batch_faster_than_plain_says_no_loss_though_its_stream_was_slower(
     assert lane.figures.text().endswith("faster")
     window._explain_losses(window.request().model)
     assert "plain decoding" not in lane.message.text()
+
+
+def test_at_n_streams_the_speedup_graph_and_the_cost_curves_dot_are_the_batchs(window):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x plain's batch: the speedup
+    curve, its band and the cost curve's dot give the batch's, as the header does, the dot
+    at every stream's K over a curve priced at 3 streams for every stream's acceptance."""
+    window.graphs.set_costs(CPU, "a CPU")
+    plain, lookup = uneven_race(window, pass_ms=LINEAR_MS)
+    graphs = window.graphs
+    items = graphs.lane_items(lookup)
+    assert items["speedup"].getData()[1][-1] == pytest.approx(5 / 6)
+    assert items["band"].isVisible()
+    assert items["band"].getRegion() == pytest.approx((5 / 6, 5 / 6), abs=0.01)
+    assert len(graphs.lane_items(plain)["speedup"].getData()[0] or []) == 0  # 1x by itself
+    (k,), (speedup,) = graphs.cost_curve.dot_data(lookup)
+    assert (k, speedup) == (pytest.approx(3.0), pytest.approx(5 / 6))
+    alpha = 2 / 9  # stream 1 kept 2 of its 3 guesses a step, the others none
+    assert graphs.cost_curve.curve_data(lookup)[1][1] == pytest.approx((1 + alpha) / 1.75)
+    race_axis = graphs.race_plot.getAxis("left")
+    assert race_axis.labelText == "a followed stream's tokens"  # its pace, not the lane's
+    window.board.reset()  # a new run, of one stream
+    window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})
+    assert race_axis.labelText == "tokens"
