@@ -353,3 +353,20 @@ def test_at_n_streams_the_speedup_graph_and_the_cost_curves_dot_are_the_batchs(w
     window.board.reset()  # a new run, of one stream
     window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})
     assert race_axis.labelText == "tokens"
+
+
+def test_at_n_streams_the_figures_table_gives_each_lanes_batch(window, monkeypatch, tmp_path):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x: a lane's row is its batch's
+    (every stream's tokens and acceptance, its speedup as its header gives it)."""
+    import csv
+
+    plain, lookup = uneven_race(window)
+    monkeypatch.setattr(window.exports, "ask", lambda *_a: str(tmp_path / "figures.csv"))
+    window.exports.figures_csv()
+    rows = {r["lane"]: r for r in csv.DictReader((tmp_path / "figures.csv").open())}
+    assert float(rows[lookup]["speedup"]) == pytest.approx(5 / 6)  # not stream 1's 1.5
+    assert float(rows[plain]["speedup"]) == 1.0
+    assert rows[lookup]["tokens"] == str(5 * 40)  # 3 a step in stream 1, 1 in the others
+    assert float(rows[lookup]["tok_per_s"]) == pytest.approx(250.0)  # 5 a 20 ms step
+    assert float(rows[lookup]["acceptance_rate"]) == pytest.approx(2 / 9)
+    assert rows[lookup]["streams"] == rows[plain]["streams"] == "3"
