@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from ..board.lanes_model import BoardModel
 from ..board.palette import DARK, THEMES, Theme
 from ..board.parting import PartingWatch
+from ..board.streams_race import StreamsRace
 from ..engines.cost.why_slower import loss_reason
 from ..engines.errors import SpecvizError
 from ..engines.host.run_spec import LaneSpec, ModelChoice, RunRequest
@@ -68,8 +69,9 @@ class MainWindow(QMainWindow):
         theme: Theme = THEMES.get(self.settings.theme(), DARK)
         recent = self.settings.recent_models()
         lanes = BoardModel()  # the lanes as plain data: the board, graphs and exports read it
-        self.graphs = LaneGraphs(lanes, theme)
-        self.board = LaneBoard(lanes, self.graphs, theme, recent)
+        streams = StreamsRace()  # its lanes of N streams: the graphs draw a batch's speedup
+        self.graphs = LaneGraphs(lanes, theme, streams=streams)
+        self.board = LaneBoard(lanes, self.graphs, theme, recent, streams=streams)
         self.prompt = PromptPanel(recent)
         self.inspector = StepInspector(theme)
         self.tree_view = TreeView(theme)
@@ -220,12 +222,27 @@ class MainWindow(QMainWindow):
         for lane_id, lane in self.board.lanes.items():
             if lane.view.token_count == 0:
                 continue
-            figures = self.board.model.figures(lane_id)
-            if getattr(figures.get("rounds"), "verdict", None) != SLOWER:
-                continue  # a loss within the machine's noise has no cause to explain
-            why = loss_reason(lane.oracle_name(), figures, costs)
+            why = (self._batch_loss(lane_id) if lane_id in self.board.streams.lanes
+                   else self._lane_loss(lane_id, costs))
             if why:
                 lane.add_note(why)
+
+    def _lane_loss(self, lane_id: str, costs: list[float] | None) -> str:
+        figures = self.board.model.figures(lane_id)
+        if getattr(figures.get("rounds"), "verdict", None) != SLOWER:
+            return ""  # a loss within the machine's noise has no cause to explain
+        return loss_reason(self.board.lanes[lane_id].oracle_name(), figures, costs)
+
+    def _batch_loss(self, lane_id: str) -> str:
+        """A lane of N streams is judged as its header judges it, by its batch's speedup (its
+        followed stream against plain's same stream is not the lane's), and explained by the
+        profile's prices at its N."""
+        streams = self.board.streams
+        figures, batch = streams.figures(lane_id), streams.lanes[lane_id]
+        if getattr(figures["batch_speedup"], "verdict", None) != SLOWER:
+            return ""
+        return loss_reason(self.board.lanes[lane_id].oracle_name(), figures,
+                           batch.relative_costs(), batch.n)
 
     def _show_costs(self, model: ModelChoice | None = None) -> None:
         """Price the theoretical curves with the target's stored profile, if there is one."""

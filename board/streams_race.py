@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from psygnal import Signal
 
 from ..engines import events as ev
@@ -24,6 +25,7 @@ from ..engines.oracles import is_plain
 from ..engines.speedup import Speedup, from_ratios, from_steps
 
 STREAM_COUNTS = tuple(range(1, 17))  # the N the predicted curve is drawn at
+PRICED_WIDTHS = 33  # a stream's pass widths priced at N: 1..33 tokens, as the window's profile
 
 
 @dataclass
@@ -42,6 +44,10 @@ class LaneStreams:
     events: list[list[ev.StepEvent]] = field(default_factory=list)
     batch_ms: list[float] = field(default_factory=list)  # per stream: its batch steps' ms
     summary: StreamsSummary | None = None
+    # After each batch step: the batch's compute seconds and every stream's tokens so far
+    # (kept as they come: the graphs read them at every refresh).
+    seconds: list[float] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.events = [[] for _ in range(self.n)]
@@ -49,7 +55,7 @@ class LaneStreams:
 
     @property
     def tokens(self) -> int:
-        return sum(b.tokens for b in self.batches)
+        return self.written[-1] if self.written else 0
 
     @property
     def compute_ms(self) -> float:
@@ -67,6 +73,36 @@ class LaneStreams:
         tokens = steps[-1].totals.tokens if steps else 0
         return tokens / (ms / 1000) if ms > 0 else 0.0
 
+    def figures(self) -> dict:
+        """The lane's figures over every stream, read as a single lane's (the figures table,
+        the cost curve's dot): its tokens and tokens/s, its acceptance, the tokens a stream
+        writes a step and the guesses it verifies a step."""
+        ends = [steps[-1].totals for steps in self.events if steps]
+        steps = sum(t.steps for t in ends)
+        proposed, accepted = sum(t.proposed for t in ends), sum(t.accepted for t in ends)
+        return {"streams": self.n, "tokens": self.tokens, "tok_per_s": self.tok_per_s,
+                "acceptance_rate": accepted / proposed if proposed else None,
+                "mean_accepted_tokens": sum(t.tokens for t in ends) / steps if steps else 0.0,
+                "proposed_per_step": proposed / steps if steps else 0.0}
+
+    def race_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's compute seconds and every stream's tokens after each batch step: the
+        lane's race at N, as a single lane's counted rows."""
+        return np.asarray(self.seconds), np.asarray(self.written, dtype=float)
+
+    def cost_ms(self, width: int) -> float:
+        """The profile's ms of a pass `width` tokens wide (its widest for wider; pass_ms)."""
+        costs = self.pass_ms or []
+        return costs[min(width, len(costs)) - 1]
+
+    def relative_costs(self, widths: int = PRICED_WIDTHS) -> list[float] | None:
+        """The profile's price of a pass of 1, 2, ... tokens a stream at this N over a plain
+        pass (one token a stream): a single stream's relative costs, read at N streams. None
+        without a stored profile."""
+        if not self.pass_ms:
+            return None
+        return [self.cost_ms(self.n * w) / self.cost_ms(self.n) for w in range(1, widths + 1)]
+
     def per_stream_step(self) -> tuple[float, float]:
         """(tokens a stream writes per step, positions it verifies per step)."""
         steps = [e for stream in self.events for e in stream]
@@ -82,6 +118,9 @@ class LaneStreams:
             self.summary = batch
             return [batch.summaries[self.picked]] if self.picked < len(batch.summaries) else []
         self.batches.append(batch)
+        self.seconds.append((self.seconds[-1] if self.seconds else 0.0)
+                            + batch.timing.total_ms / 1000.0)
+        self.written.append(self.tokens + batch.tokens)
         shown: list[ev.Event] = []
         for stream, step in batch.steps:
             self.events[stream].append(step)
@@ -139,6 +178,9 @@ class StreamsRace:
         self.picks: dict[str, int] = {}
         # lane id -> N -> the latest race's speedup at N (kept between races)
         self.measured: dict[str, dict[int, Measured]] = {}
+        # lane id -> (the baseline, its batch steps and the lane's, when its speedup was
+        # taken; that speedup): the header, the graphs and the figures ask for it each refresh.
+        self._speedups: dict[str, tuple[tuple, Speedup | None]] = {}
         # Batches came since the speedups were measured: measured when next asked for (the
         # graph asks at most every GRAPHS_S; a batch can come every few milliseconds).
         self._stale = False
@@ -147,6 +189,7 @@ class StreamsRace:
         """A lane's run began: a batch of streams, or one stream (forgotten here)."""
         if self._stale:  # the race before, measured to its last batch before it goes
             self._measure()
+        self._speedups.clear()  # a new batch, or the baseline moved
         lane = lane_streams(header)
         if lane is None:
             self.lanes.pop(lane_id, None)
@@ -176,6 +219,7 @@ class StreamsRace:
         return lane.followed()
 
     def remove(self, lane_id: str) -> None:
+        self._speedups.clear()
         self.lanes.pop(lane_id, None)
         self.picks.pop(lane_id, None)
         self.measured.pop(lane_id, None)
@@ -198,10 +242,49 @@ class StreamsRace:
             return None
         if lane_id == base:
             return from_ratios([1.0])  # plain decoding against itself, as a single lane's
+        key = (base, len(lane.batches), len(plain.batches))
+        cached = self._speedups.get(lane_id)
+        if cached is None or cached[0] != key:
+            cached = self._speedups[lane_id] = (key, self._batch_speedup(lane, plain))
+        return cached[1]
+
+    @staticmethod
+    def _batch_speedup(lane: LaneStreams, plain: LaneStreams) -> Speedup | None:
         try:
             return from_steps(step_times(lane.batches), step_times(plain.batches))
         except ValueError:
             return None  # no tokens yet on a side
+
+    def figures(self, lane_id: str) -> dict | None:
+        """A lane of N streams read as a single lane (LaneStreams.figures), its speedup the
+        batch's ("speedup" its ratio, "batch_speedup" all of it); None for a lane of one."""
+        lane = self.lanes.get(lane_id)
+        if lane is None:
+            return None
+        speedup = self.speedup(lane_id)
+        return {**lane.figures(), "speedup": None if speedup is None else speedup.ratio,
+                "batch_speedup": speedup}
+
+    def speedup_rows(self, lane_id: str) -> tuple[tuple[np.ndarray, np.ndarray],
+                                                   tuple[np.ndarray, np.ndarray]] | None:
+        """The lane's race rows and the plain lane's it divides by (its speedup over time);
+        None for plain decoding itself or without a plain lane at the same N."""
+        base = self.baseline()
+        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
+        if lane is None or plain is None or lane_id == base or lane.n != plain.n:
+            return None
+        return lane.race_rows(), plain.race_rows()
+
+    def end_race(self) -> None:
+        """A new run begins: every lane's batch goes until its next start (a lane that fails
+        to start keeps no picker, speedup or baseline of the race before). The speedups
+        measured at each N and the picks stay."""
+        if self._stale:  # the race before, measured to its last batch before it goes
+            self._measure()
+        self._speedups.clear()
+        for lane_id in list(self.lanes):
+            del self.lanes[lane_id]
+            self.started.emit(lane_id)  # it left streams: forget it
 
     def _measure(self) -> None:
         """The race's speedup at its N for each speculating lane, from both lanes' batch
@@ -233,10 +316,6 @@ class StreamsRace:
         lane = self.lanes.get(lane_id)
         if lane is None or lane.plain or not lane.pass_ms or not lane.batches:
             return None
-        costs = lane.pass_ms
-
-        def cost_ms(width: int) -> float:
-            return costs[min(width, len(costs)) - 1]
-
         tokens, width = lane.per_stream_step()
-        return predict(cost_ms, lane.widest or len(costs), tokens, width, STREAM_COUNTS)
+        return predict(lane.cost_ms, lane.widest or len(lane.pass_ms), tokens, width,
+                       STREAM_COUNTS)

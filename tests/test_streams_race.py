@@ -90,6 +90,33 @@ def test_a_lanes_speedup_now_is_its_batchs_over_the_plain_batch_of_this_race():
     assert race.speedup("unknown") is None
 
 
+def test_a_batch_reads_as_one_lane_and_prices_its_passes_at_its_n():
+    """Every stream's tokens, acceptance and speedup (the batch's); a pass of w tokens a
+    stream priced over plain's pass of one a stream, at this N (5 + 5w ms a pass)."""
+    race = raced(3, steps=40, pass_ms=[5.0 + 5.0 * w for w in range(1, 17 * 33)])
+    figures = race.figures("spec")
+    assert (figures["streams"], figures["tokens"]) == (3, 3 * 3 * 40)
+    assert figures["tok_per_s"] == pytest.approx(450.0)  # 9 tokens a 20 ms step
+    assert figures["acceptance_rate"] == pytest.approx(2 / 3)  # each stream kept 2 of 3
+    assert figures["speedup"] == pytest.approx(1.5) == figures["batch_speedup"].ratio
+    relative = race.lanes["spec"].relative_costs()
+    assert len(relative) == 33 and relative[:2] == pytest.approx([1.0, 35 / 20])
+    assert race.lanes["spec"].relative_costs(widths=2) == pytest.approx([1.0, 35 / 20])
+    assert raced(3).lanes["spec"].relative_costs() is None  # no profile stored
+    assert race.figures("unknown") is None
+
+
+def test_the_speedup_over_time_reads_every_streams_tokens_and_a_new_race_is_its_own():
+    race = raced(2, steps=40)
+    (seconds, tokens), (plain_seconds, plain_tokens) = race.speedup_rows("spec")
+    assert seconds[-1] == pytest.approx(0.8) and tokens[-1] == 2 * 3 * 40  # 20 ms, 6 a step
+    assert plain_seconds[-1] == pytest.approx(0.4) and plain_tokens[-1] == 2 * 40
+    assert race.speedup_rows("plain") is None  # what the others divide by
+    assert race.speedup("spec").ratio == pytest.approx(1.5)
+    raced(2, steps=40, spec_ms=40.0, race=race)  # as many steps again, twice as slow
+    assert race.speedup("spec").ratio == pytest.approx(0.75)  # not the race before's
+
+
 def test_the_prediction_reads_the_profiles_pass_prices_and_marks_its_crossover():
     # a pass of w tokens costs 10 ms up to 8 tokens wide, then 10 ms more per 8
     pass_ms = [10.0 + 10.0 * max(0, (w - 1) // 8) for w in range(1, 17 * 33)]

@@ -209,20 +209,42 @@ def test_a_run_starts_on_the_persons_prompt_and_a_kept_pick_shows_its_own(window
     assert window.prompt.shown() == "explain recursion"
 
 
-def uneven(index: int, plain: bool) -> BatchStep:
+def uneven(index: int, plain: bool, kept: tuple[int, ...] = (2, 0, 0)) -> BatchStep:
     """Batch step `index`: plain decoding writes 1 token a stream in 10 ms; prompt lookup, in
-    20 ms, 3 in stream 1 (2 of 3 guesses kept) and 1 in the others (none kept)."""
+    20 ms, keeps `kept` of 3 guesses in each stream (by default 3 tokens in stream 1, 1 in
+    the others)."""
     ms = 10.0 if plain else 20.0
     steps = []
     for s in range(N):
-        each = 3 if s == 0 and not plain else 1
+        each = 1 if plain else kept[s] + 1
         step = make_step(index, k=0 if plain else 3, tokens=(index + 1) * each,
                          oracle="none" if plain else "prompt-lookup",
                          proposed=() if plain else guesses(each - 1), text=f"s{s}t{index}",
                          timing=ev.Timing(0.0, ms, 0.0))
-        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0)
+        totals = replace(step.totals, draft_ms=0.0, verify_ms=(index + 1) * ms, other_ms=0.0,
+                         proposed=(index + 1) * step.totals.proposed,
+                         accepted=(index + 1) * step.totals.accepted)
         steps.append((s, replace(step, totals=totals)))
     return BatchStep(index, tuple(steps), N if plain else 4 * N, ev.Timing(0.0, ms, 0.0))
+
+
+def uneven_race(window, kept: tuple[int, ...] = (2, 0, 0), pick: int = 0,
+                pass_ms: list[float] | None = None, steps: int = 40) -> tuple[str, str]:
+    """A race of `uneven` batch steps to both lanes' ends, prompt lookup following `pick`."""
+    plain, lookup = lanes(window)
+    window.runner._on_started(plain, header("none", N))
+    window.runner._on_started(lookup, header("prompt-lookup", N, pass_ms))
+    if pick:
+        window.board.lanes[lookup].streams.combo.activated.emit(pick)
+    kept_steps: dict[str, list[BatchStep]] = {plain: [], lookup: []}
+    for i in range(steps):
+        for lane_id, is_plain in ((plain, True), (lookup, False)):
+            kept_steps[lane_id].append(uneven(i, is_plain, kept))
+            window.runner._on_batch(lane_id, kept_steps[lane_id][-1])
+    for lane_id, batches in kept_steps.items():
+        window.runner._on_batch(lane_id, summary(batches))
+    window.board.drain()
+    return plain, lookup
 
 
 def test_at_n_streams_the_header_gives_the_batchs_speedup_and_the_streams_pace(window):
@@ -252,3 +274,99 @@ def test_a_batchs_speedup_in_words():
     assert batch_speedup_text(None) == "speedup in all -"  # before both lanes have tokens
     assert batch_speedup_text(from_ratios([1.2]), mixed=True) == (
         "speedup in all 1.20× (K changed mid-race)")
+
+
+def test_a_lane_that_fails_to_start_keeps_nothing_of_the_race_before(window):
+    """A new run in which plain decoding fails to build and prompt lookup starts: no picker,
+    batch or baseline of the race before is left, so prompt lookup's speedup is not taken
+    against the race before's plain batch; the speedup measured then stays in the dock."""
+    race(window, end=True)
+    plain, lookup = lanes(window)
+    window.board.reset()  # what a new run does first
+    window.runner._on_failed(plain, "no such model")
+    window.runner._on_started(lookup, header("prompt-lookup", N))
+    for i in range(4):
+        window.runner._on_batch(lookup, batch(i, N, False, 20.0))
+    window.board.drain()
+    streams, failed = window.board.streams, window.board.lanes[plain]
+    assert plain not in streams.lanes and not failed.streams.isVisibleTo(failed)
+    assert streams.baseline() is None and streams.speedup(lookup) is None
+    assert window.board.lanes[lookup].figures.text().endswith("speedup in all -")
+    assert [(m.n, m.speedup.ratio) for m in streams.points(lookup)] == [(N, pytest.approx(1.5))]
+
+
+# A pass of w tokens costs 5 + 5w ms: at 3 streams, 2 tokens a stream cost 1.75 plain passes.
+LINEAR_MS = [5.0 + 5.0 * w for w in range(1, 17 * 33)]
+CPU = [1.0, 1.63, 2.0, 2.71, 3.3, 4.0, 4.6, 5.2, 6.28]  # one stream's, as test_why_slower's
+
+
+@pytest.fixture
+def profiled(monkeypatch):
+    """The target has a stored cost profile (one stream's costs, for a lane of one)."""
+    monkeypatch.setattr("specviz.app.main_window.profile_costs",
+                        lambda _model: (CPU, "a CPU", True))
+
+
+def test_a_batch_slower_than_plain_says_why_at_its_n_though_its_stream_was_faster(
+        window, profiled):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x plain's batch: the lane says
+    why the batch lost, priced at 3 streams, as its header calls it slower."""
+    _plain, lookup = uneven_race(window, pass_ms=LINEAR_MS)
+    lane = window.board.lanes[lookup]
+    assert lane.figures.text().endswith("slower")
+    window._explain_losses(window.request().model)
+    assert ("0.83× plain decoding at 3 streams: 2 tokens a stream cost 1.8 plain steps of 3 "
+            "streams here; prompt-lookup needs 75% acceptance at K = 1 to pay, it reached "
+            "22%") in lane.message.text()
+
+
+def test_a_batch_faster_than_plain_says_no_loss_though_its_stream_was_slower(
+        window, profiled):
+    """Streams 1 and 2 keep every guess, stream 3 none: the batch reads 1.5x plain's batch,
+    the followed stream 3 0.5x plain's stream 3. The header says faster: no loss to explain."""
+    _plain, lookup = uneven_race(window, kept=(3, 3, 0), pick=2, pass_ms=LINEAR_MS)
+    lane = window.board.lanes[lookup]
+    assert window.board.model.rounds(lookup).verdict == "slower"  # stream 3 against plain's
+    assert lane.figures.text().endswith("faster")
+    window._explain_losses(window.request().model)
+    assert "plain decoding" not in lane.message.text()
+
+
+def test_at_n_streams_the_speedup_graph_and_the_cost_curves_dot_are_the_batchs(window):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x plain's batch: the speedup
+    curve, its band and the cost curve's dot give the batch's, as the header does, the dot
+    at every stream's K over a curve priced at 3 streams for every stream's acceptance."""
+    window.graphs.set_costs(CPU, "a CPU")
+    plain, lookup = uneven_race(window, pass_ms=LINEAR_MS)
+    graphs = window.graphs
+    items = graphs.lane_items(lookup)
+    assert items["speedup"].getData()[1][-1] == pytest.approx(5 / 6)
+    assert items["band"].isVisible()
+    assert items["band"].getRegion() == pytest.approx((5 / 6, 5 / 6), abs=0.01)
+    assert len(graphs.lane_items(plain)["speedup"].getData()[0] or []) == 0  # 1x by itself
+    (k,), (speedup,) = graphs.cost_curve.dot_data(lookup)
+    assert (k, speedup) == (pytest.approx(3.0), pytest.approx(5 / 6))
+    alpha = 2 / 9  # stream 1 kept 2 of its 3 guesses a step, the others none
+    assert graphs.cost_curve.curve_data(lookup)[1][1] == pytest.approx((1 + alpha) / 1.75)
+    race_axis = graphs.race_plot.getAxis("left")
+    assert race_axis.labelText == "a followed stream's tokens"  # its pace, not the lane's
+    window.board.reset()  # a new run, of one stream
+    window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})
+    assert race_axis.labelText == "tokens"
+
+
+def test_at_n_streams_the_figures_table_gives_each_lanes_batch(window, monkeypatch, tmp_path):
+    """Stream 1 reads 1.5x plain's stream 1, the batch 0.83x: a lane's row is its batch's
+    (every stream's tokens and acceptance, its speedup as its header gives it)."""
+    import csv
+
+    plain, lookup = uneven_race(window)
+    monkeypatch.setattr(window.exports, "ask", lambda *_a: str(tmp_path / "figures.csv"))
+    window.exports.figures_csv()
+    rows = {r["lane"]: r for r in csv.DictReader((tmp_path / "figures.csv").open())}
+    assert float(rows[lookup]["speedup"]) == pytest.approx(5 / 6)  # not stream 1's 1.5
+    assert float(rows[plain]["speedup"]) == 1.0
+    assert rows[lookup]["tokens"] == str(5 * 40)  # 3 a step in stream 1, 1 in the others
+    assert float(rows[lookup]["tok_per_s"]) == pytest.approx(250.0)  # 5 a 20 ms step
+    assert float(rows[lookup]["acceptance_rate"]) == pytest.approx(2 / 9)
+    assert rows[lookup]["streams"] == rows[plain]["streams"] == "3"

@@ -47,6 +47,14 @@ def test_loss_reason_only_where_the_profile_explains_a_loss(oracle, figures, cos
         assert line.startswith("0.80× plain decoding: ")
 
 
+def test_a_batchs_loss_is_said_at_its_streams_with_its_prices_at_that_n():
+    line = loss_reason("prompt-lookup", {"speedup": 0.8, "acceptance_rate": 0.2}, CPU, 4)
+    k, need = easiest_k(CPU)
+    assert line == (f"0.80× plain decoding at 4 streams: {k + 1} tokens a stream cost "
+                    f"{CPU[k]:.1f} plain steps of 4 streams here; prompt-lookup needs "
+                    f"{need:.0%} acceptance at K = {k} to pay, it reached 20%")
+
+
 def test_profile_progress_is_said_every_few_seconds_with_the_time_left():
     said, now = [], [0.0]
     report = progress_lines("cost profile of m", said.append, every_s=3.0,

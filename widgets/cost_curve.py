@@ -6,7 +6,8 @@ step, (1 - alpha^(K+1)) / (1 - alpha), over the cost of the step relative to one
 verifying K+1 tokens (from the profile; free without one, their GPU assumption). The dot is
 where the lane runs: its K (mean K for auto) and its measured speedup. On a CPU, where a batch
 of 16 costs several tokens, the curves bend down early: that is why a drafter that wins on a
-GPU can lose here.
+GPU can lose here. A lane of N streams is its batch: every stream's acceptance and K, its
+speedup over the plain batch, its curve priced at N (K+1 tokens a stream against one).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ K_LIMIT = 32
 K_VIEW = 16  # K shown at first: on a CPU the curves have peaked by then
 TOOLTIP = ("Expected tokens per step (Leviathan et al.) at each lane's measured acceptance,\n"
            "over the cost of verifying K+1 tokens on this machine (its cost profile) and of\n"
-           "drafting; the dot is where the lane runs. Dashed: the what-if curve below.")
+           "drafting; the dot is where the lane runs (a lane of N streams: its batch, priced\n"
+           "at N). Dashed: the what-if curve below.")
 
 
 def theory_curve(alpha: float, relative: Sequence[float] | None, k_max: int = K_LIMIT,
@@ -148,10 +150,14 @@ class CostCurve(QWidget):
         self._draw_what_if()
 
     def set_lane(self, lane_id: str, label: str, colour: str, acceptance: float | None,
-                 k: float, speedup: float | None) -> None:
+                 k: float, speedup: float | None, relative: Sequence[float] | None = None,
+                 streams: int = 1) -> None:
+        """A lane's curve and dot. A lane of `streams` > 1: its curve priced by `relative`
+        (a pass of n tokens a stream over one a stream, at its N; None: no curve)."""
         previous = self._lanes.get(lane_id)
         self._lanes[lane_id] = {"label": label, "colour": colour, "alpha": acceptance,
-                                "k": k, "speedup": speedup}
+                                "k": k, "speedup": speedup, "streams": streams,
+                                "relative": relative}
         self._list_lane(lane_id, label, acceptance)
         if lane_id not in self._items:
             curve = self.plot.plot(name=label)
@@ -220,10 +226,12 @@ class CostCurve(QWidget):
 
     def _draw(self, lane_id: str) -> None:
         lane, (curve, dot) = self._lanes[lane_id], self._items[lane_id]
-        if lane["alpha"] is None or not self._profiled:
+        batch = lane["streams"] > 1
+        relative = lane["relative"] if batch else self._relative
+        if lane["alpha"] is None or not self._profiled or (batch and relative is None):
             curve.setData([], [])
         else:
-            ys = theory_curve(lane["alpha"], self._relative)
+            ys = theory_curve(lane["alpha"], relative)
             curve.setData(np.arange(len(ys)), ys)
         if lane["speedup"] is None:
             dot.setData([], [])

@@ -9,6 +9,10 @@ recomputes the dirty lanes' curves with numpy and hands each curve to pyqtgraph 
 and pens are made once per lane and reused. Time axes use each lane's own compute time
 (`Totals.compute_ms`), so lanes that ran side by side or one after another compare the
 same way.
+
+A lane of N streams (the board's StreamsRace) shows its followed stream in the first three
+plots and the race, as its text view does; its speedup and its cost-curve dot are its batch's
+over the plain lane's batch, as its header and the Streams dock give them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from PySide6.QtWidgets import QGridLayout, QWidget
 
 from ..board.lanes_model import ACCEPTED, PROPOSED, SECONDS, STEP, TOKENS, BoardModel
 from ..board.palette import DARK, Theme
+from ..board.streams_race import StreamsRace
 from .cost_curve import CostCurve
 from .lane_key import LaneKey
 from .plot_style import TEXT_PT, make_plot, theme_plot
@@ -54,10 +59,11 @@ class LaneGraphs(QWidget):
     """Acceptance over steps, accepted-count histogram, acceptance by position, race, speedup."""
 
     def __init__(self, model: BoardModel, theme: Theme = DARK,
-                 parent: QWidget | None = None) -> None:
-        """`model`: the lanes model drawn."""
+                 parent: QWidget | None = None, streams: StreamsRace | None = None) -> None:
+        """`model`: the lanes model drawn; `streams`: its lanes of N streams (the board's)."""
         super().__init__(parent)
         self.model = model
+        self.streams = streams or StreamsRace()
         self._lanes: dict[str, _Lane] = {}
         self._baseline: str | None = None
         self._dirty: set[str] = set()
@@ -98,6 +104,8 @@ class LaneGraphs(QWidget):
         model.cleared.connect(self._on_cleared)
         model.baseline_changed.connect(self._set_baseline)
         model.removed.connect(self._on_removed)
+        self.streams.batched.connect(self._on_batched)
+        self.streams.started.connect(self._on_streams_started)
 
     @property
     def plots(self) -> dict[str, pg.PlotWidget]:
@@ -167,6 +175,18 @@ class LaneGraphs(QWidget):
 
     def _mark_dirty(self, lane_id: str) -> None:
         self._dirty.add(lane_id)  # drawn at the next refresh
+
+    def _on_batched(self, lane_id: str) -> None:
+        """A batch moved (also where its followed stream has ended): its speedup, and every
+        lane's where it is the plain batch they divide by."""
+        self._dirty.update(self._lanes if lane_id == self.streams.baseline() else {lane_id})
+
+    def _on_streams_started(self, lane_id: str) -> None:
+        """A lane began a batch or left streams: its speedup is a batch's, or not. The race
+        shows a followed stream's tokens (its pace), which a lane of N streams' race is not."""
+        self._on_batched(lane_id)
+        followed = "a followed stream's tokens" if self.streams.lanes else "tokens"
+        self.race_plot.setLabel("left", followed)
 
     def _counts(self, lane_id: str):
         return self.model.lanes[lane_id].counts
@@ -253,9 +273,16 @@ class LaneGraphs(QWidget):
 
     def _draw_operating_point(self, lane_id: str) -> None:
         """The lane's theoretical curve and where it runs: tokens proposed per step (the K
-        it verifies, on average) against its measured speedup."""
-        lane, figures = self._lanes[lane_id], self.model.figures(lane_id)
-        totals = self.model.lanes[lane_id].totals
+        it verifies, on average) against its measured speedup. A lane of N streams: its
+        batch's, over a curve priced at its N (someone comparing oracles under concurrency
+        compares batches; a stream's pace over a one-stream curve would say another N)."""
+        lane, batch = self._lanes[lane_id], self.streams.figures(lane_id)
+        if batch is not None:
+            self.cost_curve.set_lane(lane_id, lane.label, lane.colour, batch["acceptance_rate"],
+                                     batch["proposed_per_step"], batch["speedup"],
+                                     self.streams.lanes[lane_id].relative_costs(), batch["streams"])
+            return
+        figures, totals = self.model.figures(lane_id), self.model.lanes[lane_id].totals
         k = totals.proposed / totals.steps if totals and totals.steps else 0.0
         self.cost_curve.set_lane(lane_id, lane.label, lane.colour, figures["acceptance_rate"],
                                  k, figures["speedup"])
@@ -293,6 +320,11 @@ class LaneGraphs(QWidget):
 
     def _draw_speedup(self, lane_id: str) -> None:
         curve = self._lanes[lane_id].items["speedup"]
+        if lane_id in self.streams.lanes:
+            # The batch's: the lane's speedup at N, which its followed stream's pace is not.
+            rows = self.streams.speedup_rows(lane_id)
+            curve.setData(*(speedup_curve(*rows[0], *rows[1]) if rows else ([], [])))
+            return
         if self._baseline is None or lane_id == self._baseline:
             curve.setData([], [])
             return
@@ -302,16 +334,23 @@ class LaneGraphs(QWidget):
 
     def _draw_band(self, lane_id: str) -> None:
         """The lane's speedup interval over its races (the lanes model's rounds), across
-        the plot; hidden until two races give one."""
+        the plot; hidden until two races give one. A lane of N streams: its batch's interval
+        in this race, as its header gives it."""
         band = self._lanes[lane_id].items["band"]
-        beside = self._baseline not in (None, lane_id)  # else no speedup curve: no band
-        rounds = self.model.rounds(lane_id) if beside else None
-        region = None if rounds is None or rounds.low is None else (rounds.low, rounds.high)
+        region = self._band_region(lane_id)
         if region == (band.getRegion() if band.isVisible() else None):
-            return  # a race under way moves no band: only a race's end does
+            return  # a lane of one's race under way moves no band: only a race's end does
         if region is not None:
             band.setRegion(region)
         band.setVisible(region is not None)  # the curve redrawn with it moves the auto range
+
+    def _band_region(self, lane_id: str) -> tuple[float, float] | None:
+        if lane_id in self.streams.lanes:  # plain decoding's own reads 1x, with no interval
+            speedup = self.streams.speedup(lane_id)
+        else:
+            beside = self._baseline not in (None, lane_id)  # else no speedup curve: no band
+            speedup = self.model.rounds(lane_id) if beside else None
+        return None if speedup is None or speedup.low is None else (speedup.low, speedup.high)
 
     def _make_items(self, lane_id: str, lane: _Lane) -> None:
         lane.items = {

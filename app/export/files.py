@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QWidget
 from ...engines.atomic import cannot_write, write_bytes, written_atomically
 from ...engines.errors import SpecvizError
 
-FIGURE_COLUMNS = ("lane", "oracle", "k", "tokens", "tok_per_s", "acceptance_rate",
+FIGURE_COLUMNS = ("lane", "oracle", "k", "streams", "tokens", "tok_per_s", "acceptance_rate",
                   "mean_accepted_tokens", "speedup", "trace")
 
 

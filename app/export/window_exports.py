@@ -61,8 +61,15 @@ class WindowExports:
     def figure_rows(self) -> list[dict]:
         board = self.window.board
         return [{"lane": lane_id, "oracle": lane.oracle_name(), "k": lane.config().k,
-                 "trace": str(lane.trace_path or ""), **board.model.figures(lane_id)}
+                 "streams": 1, "trace": str(lane.trace_path or ""), **self._figures(lane_id)}
                 for lane_id, lane in board.lanes.items()]
+
+    def _figures(self, lane_id: str) -> dict:
+        """A lane's row. A lane of N streams is its batch's (every stream's tokens and
+        acceptance, its speedup over the plain batch, as its header gives it): oracles compared
+        under concurrency are compared by what their batches write, not by one stream's pace."""
+        board = self.window.board
+        return board.streams.figures(lane_id) or board.model.figures(lane_id)
 
     def page(self) -> Path | None:
         paths = self._race_traces()

@@ -197,11 +197,15 @@ class LaneBoard(QWidget):
         self.push_many(lane_id, events)
 
     def reset(self) -> None:
-        """Empty every lane and graph for a new run."""
+        """Empty every lane and graph for a new run. A lane's batch of streams goes too: it
+        comes back with the lane's start, and a lane that fails to start keeps none of the
+        race before's (its picker, its batch's speedup, the baseline it was)."""
         self._pending.clear()
         self.model.clear()
+        self.streams.end_race()
         for lane in self.lanes.values():
             lane.clear()
+            lane.streams.show_streams(None)
         self._show_figures()
 
     def drain(self) -> None:

@@ -28,14 +28,17 @@ def easiest_k(relative: Sequence[float], draft_cost: float = 0.0,
 
 
 def why_no_gain(oracle: str, relative: Sequence[float] | None, acceptance: float | None,
-                draft_cost: float = 0.0) -> str:
+                draft_cost: float = 0.0, streams: int = 1) -> str:
     """One sentence, from this machine's cost profile, on why a lane did not beat plain
     decoding: what a verification costs here, the acceptance the oracle would need at its
-    easiest K, and what it reached."""
+    easiest K, and what it reached. A batch of `streams` > 1: `relative` prices a pass of n
+    tokens a stream over plain decoding's pass of one a stream, at that many streams."""
     if not relative or len(relative) < 2:
         return ""
     k, need = easiest_k(relative, draft_cost)
-    cost = f"{k + 1} tokens cost {relative[k]:.1f} one-token steps here"
+    cost = (f"{k + 1} tokens cost {relative[k]:.1f} one-token steps here" if streams == 1
+            else f"{k + 1} tokens a stream cost {relative[k]:.1f} plain steps of {streams} "
+                 "streams here")
     if need is not None and (need < 0.01 or (acceptance is not None and acceptance >= need)):
         return ""  # drafting would pay here: what was lost is not the cost model's to explain
     reached = ("it proposed nothing that could pay" if acceptance is None
@@ -45,13 +48,16 @@ def why_no_gain(oracle: str, relative: Sequence[float] | None, acceptance: float
     return f"{cost}; {oracle} needs {need:.0%} acceptance at K = {k} to pay, {reached}"
 
 
-def loss_reason(oracle: str, figures: dict, costs: Sequence[float] | None) -> str:
+def loss_reason(oracle: str, figures: dict, costs: Sequence[float] | None,
+                streams: int = 1) -> str:
     """Why a lane ended slower than plain decoding ("" when it did not, when drafting has a
     cost of its own (a draft model's lane is judged by its pair check), or without a profile).
-    `figures` holds the lane's speedup and acceptance_rate."""
+    `figures` holds the lane's speedup and acceptance_rate; a batch of `streams` > 1, its
+    batch's, with `costs` priced at that many streams (why_no_gain)."""
     speedup = figures.get("speedup")
     if (speedup is None or speedup >= 1.0 or is_plain(oracle) or oracle in DRAFT_ORACLES
             or oracle == SERVER or not costs):
         return ""
-    why = why_no_gain(oracle, costs, figures.get("acceptance_rate"))
-    return f"{speedup:.2f}× plain decoding: {why}" if why else ""
+    why = why_no_gain(oracle, costs, figures.get("acceptance_rate"), streams=streams)
+    at = f" at {streams} streams" if streams > 1 else ""
+    return f"{speedup:.2f}× plain decoding{at}: {why}" if why else ""
