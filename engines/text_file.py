@@ -5,6 +5,7 @@ and 3.6 GB to tokenize before it was refused as longer than the context."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -46,22 +47,33 @@ def read_bytes(path: Path, what: str, limit: int) -> bytes:
     """At most `limit` bytes of a regular file: its kind is asked before it is opened (a
     FIFO's open waits for a writer), and at most one byte past the limit is read (a file
     may grow after its size was asked)."""
+    check_file(path, what, limit)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise SpecvizError(f"{what} {path} is not a regular file "
-                               f"({_kind(info.st_mode)}); give a text file")
-        data = b""
-        if info.st_size <= limit:
-            with path.open("rb") as f:
-                data = f.read(limit + 1)
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise SpecvizError(f"cannot read {what} {path}: {exc.strerror}") from None
-    size = max(info.st_size, len(data))
-    if size > limit:
-        raise SpecvizError(f"{what} {path} is {size:,} bytes, more than a run can use (at "
-                           f"most {limit:,}); give a shorter file")
+    if len(data) > limit:
+        raise SpecvizError(f"{what} {path} is {len(data):,} bytes or more, more than a run "
+                           f"can use (at most {limit:,}); give a shorter file")
     return data
+
+
+def check_file(path: Path, what: str, limit: int = MAX_BYTES) -> os.stat_result:
+    """The file's stat where it is a regular file of at most `limit` bytes; else one line
+    saying why not. Asked of a run's files before a model loads (a corpus refused after a
+    transformers model had loaded took 7 s to say so)."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise SpecvizError(f"cannot read {what} {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecvizError(f"{what} {path} is not a regular file "
+                           f"({_kind(info.st_mode)}); give a text file")
+    if info.st_size > limit:
+        raise SpecvizError(f"{what} {path} is {info.st_size:,} bytes, more than a run can use "
+                           f"(at most {limit:,}); give a shorter file")
+    return info
 
 
 def _kind(mode: int) -> str:

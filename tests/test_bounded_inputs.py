@@ -6,6 +6,7 @@ prompt was tokenized whole (50 s, 3.6 GB) before it was refused."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -87,3 +88,20 @@ def test_a_trace_or_memory_that_is_no_file_is_one_line(kind, tmp_path, tiny_mode
         done = subprocess.run([sys.executable, "-m", "specviz", *argv], capture_output=True,
                               text=True, timeout=120, preexec_fn=_memory_bounded)
         assert done.returncode == 2 and said in one_line(done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("lane, said", [
+    ({"oracle": "ngram", "ngram_corpus": "/dev/zero"}, "is not a regular file (a device)"),
+    ({"oracle": "suffix", "suffix_corpus": "/dev/zero"}, "is not a regular file (a device)"),
+    ({"oracle": "suffix", "suffix_memory": "/dev/zero"}, "cannot be a suffix memory: it is "
+                                                         "not a regular file"),
+])
+def test_a_lanes_files_are_asked_before_any_model_loads(lane, said):
+    """A corpus or memory that can never be read is refused by the lane's check, which runs
+    before the target loads (7 s of loading a transformers model before it was said)."""
+    from specviz.engines.host.run_builder import check_lane
+    from specviz.engines.host.run_spec import LaneSpec
+
+    with pytest.raises(SpecvizError, match=re.escape(said)):
+        check_lane(LaneSpec(**lane))
+    check_lane(LaneSpec(lane["oracle"], suffix_memory="off"))  # nothing given: nothing asked

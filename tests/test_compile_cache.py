@@ -43,6 +43,8 @@ def plain_start(folder, home) -> tuple[dict, list[str]]:
 
 def test_plain_decoding_compiles_width_one_and_a_second_start_reads_it(tiny_model_dir,
                                                                         tmp_path):
+    """A home of its own, no TORCHINDUCTOR_CACHE_DIR: the first start compiles width 1 into
+    the home's compile/ folder, the second finds every graph there."""
     first, said_first = plain_start(tiny_model_dir, tmp_path)
     second, said_second = plain_start(tiny_model_dir, tmp_path)
     assert first["widths"] == second["widths"] == [1]
@@ -52,6 +54,7 @@ def test_plain_decoding_compiles_width_one_and_a_second_start_reads_it(tiny_mode
     assert second["read"] == {"1": True} and second["misses"] == 0 and second["hits"] > 0
     assert said_second == ["specviz: reading the transformers step of width 1 from the "
                            "compile cache"]
+    assert any((tmp_path / "compile").iterdir())  # the home's own folder, where it read them
 
 
 @pytest.fixture

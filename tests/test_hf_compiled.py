@@ -382,24 +382,6 @@ print(json.dumps({{"compiled": b.compiled, "hits": counters["inductor"]["fxgraph
 """
 
 
-def test_a_second_start_reads_the_compiled_code_from_the_specviz_cache(tiny_model_dir,
-                                                                        tmp_path):
-    """A home of its own, no TORCHINDUCTOR_CACHE_DIR: the first start compiles into the
-    home's compile/ folder, the second finds every graph there."""
-    code = LOAD.format(folder=str(tiny_model_dir))
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-    env["SPECVIZ_HOME"] = str(tmp_path)
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, timeout=600)
-        assert done.returncode == 0, done.stderr
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert runs[0]["compiled"] == runs[1]["compiled"] == "on"
-    assert runs[0]["misses"] > 0 and runs[1]["hits"] > 0 and runs[1]["misses"] == 0
-    assert any((tmp_path / "compile").iterdir())
-
-
 def test_without_a_cpp_compiler_it_decodes_eagerly_saying_so_in_one_line(tiny_model_dir):
     code = LOAD.format(folder=str(tiny_model_dir))
     done = child(code, {"CXX": "/nonexistent/g++"})

@@ -15,12 +15,12 @@ from pathlib import Path
 from ..backends.base import Backend
 from ..errors import IncompatibleModels, SpecvizError
 from ..loop.session import KPolicy, RunSettings, Session, starting_k
-from ..oracles import Oracle, check_inputs, make_oracle
+from ..oracles import Oracle, check_inputs, make_oracle, memory_file
 from ..oracles import info as oracle_info
 from ..oracles.draft import CROSS_HINT
 from ..oracles.registry import CORPUS, HEADS, MEMORY, MODEL, Input, OracleInfo
 from ..sampling import SamplingParams
-from ..text_file import read_text
+from ..text_file import check_file, read_text
 from .k_policy import k_policy
 from .lanes import Lane, LocalLane, ServerLane
 from .model_pool import ModelPool
@@ -110,9 +110,18 @@ def described_oracle(lane: LaneSpec) -> OracleInfo:
 
 
 def check_lane(lane: LaneSpec) -> None:
-    """The lane's oracle exists and has the inputs it requires: one line, before anything
-    is loaded."""
-    check_inputs(described_oracle(lane), lane.inputs)
+    """The lane's oracle exists, has the inputs it requires and its files can be read as
+    what they are: one line, before anything is loaded."""
+    described = described_oracle(lane)
+    check_inputs(described, lane.inputs)
+    for each in described.inputs:
+        value = lane.inputs.get(each.name)
+        if value is None:
+            continue
+        if each.kind is CORPUS:
+            check_file(Path(value), each.said)
+        elif each.kind is MEMORY and value != MEMORY.off:
+            memory_file.check_kind(Path(value))
 
 
 def acquire(pool: ModelPool, model: ModelChoice, name: str,

@@ -53,10 +53,22 @@ class Contents:
 def load(path: Path) -> Contents | None:
     """The file's contents, None where there is none; SpecvizError (one line) for a folder,
     a device, a file too large to be a memory or one that cannot be read."""
+    if not check_kind(path):
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _refused(path, exc.strerror or str(exc)) from None
+    return parse(data)
+
+
+def check_kind(path: Path) -> bool:
+    """Whether the file is there; SpecvizError (one line) for a folder, a device, a file too
+    large to be a memory or one whose kind cannot be asked. Asked before a model loads."""
     try:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):  # saving it says why, as the run ends
-        return None
+        return False
     except OSError as exc:
         raise _refused(path, exc.strerror or str(exc)) from None
     if stat.S_ISDIR(info.st_mode):
@@ -65,11 +77,7 @@ def load(path: Path) -> Contents | None:
         raise _refused(path, "it is not a regular file")
     if info.st_size > MAX_BYTES:
         raise _refused(path, f"{info.st_size:,} bytes is larger than a memory grows")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise _refused(path, exc.strerror or str(exc)) from None
-    return parse(data)
+    return True
 
 
 def not_a_memory(path: Path) -> SpecvizError:
