@@ -234,3 +234,59 @@ def test_a_stream_too_short_to_repay_learning_its_drafts_odds_does_not_explore()
 
     assert given(4) == 0
     assert given(2000) == 2
+
+
+# ------------------------------------------------------------------ a fixed set of streams
+
+# Rows nearly free, width dear past a few tokens: transformers' padded batch on a CPU.
+ROWS_FREE = Profile("m", "transformers", "cpu", 2, [512], [1, 2, 4, 8, 16, 32],
+                    [[60.0, 61.0, 62.0, 90.0, 150.0, 280.0]])
+
+
+def test_guesses_pay_where_they_shorten_the_longest_stream():
+    """Where rows cost about nothing, a token written ahead by a stream that is not the
+    longest saves only its row of a later pass: not worth a wider pass. The same guesses
+    in the stream with the most tokens left shorten the run by a whole pass each."""
+    odds = {0: Odds((0.95,) * 8), 1: Odds(())}
+
+    def ks(left_guessing: int, left_other: int) -> dict[int, int]:
+        batch = BatchK([AutoK(FakeLookup(), ROWS_FREE) for _ in range(2)], ROWS_FREE,
+                       padded=True)
+        return batch.choose([Want(0, [7] * 512, 64, left_guessing),
+                             Want(1, [7] * 512, 64, left_other)], odds).ks
+
+    assert ks(60, 10)[0] > 0  # the guessing stream is the longest
+    assert ks(10, 60) == {0: 0, 1: 0}  # it is not: its tokens save a row that costs ~1 ms
+    assert ks(60, 60) == {0: 0, 1: 0}  # tied: the other still decodes every one of its 60
+    unknown = BatchK([AutoK(FakeLookup(), ROWS_FREE) for _ in range(2)], ROWS_FREE,
+                     padded=True).choose(wants(2), odds)
+    assert unknown.ks[0] > 0  # tokens left not known: every token a plain pass's share
+
+
+def test_with_rows_priced_as_tokens_the_tokens_left_change_little():
+    """Where every row costs what a token does (llama.cpp's packed batch on a busy CPU, a
+    profile rising with width), a stream ahead saves its whole row: the order of the
+    streams' tokens left moves the choice little."""
+    knee = Profile("m", "llama", "cpu", 2, [512], [1, 2, 4, 8, 16, 32],
+                   [[10.0, 10.5, 11.0, 14.0, 28.0, 56.0]])
+    odds = {i: Odds((0.9,) * 8) for i in range(4)}
+    lefts = ([64, 64, 64, 64], [64, 50, 40, 30], [30, 40, 50, 64])
+    given = [sum(batch_of(4, knee).choose(
+        [Want(i, [7] * 512, 64, left) for i, left in enumerate(lefts_)], odds).ks.values())
+        for lefts_ in lefts]
+    assert min(given) > 0 and max(given) - min(given) <= 2
+
+
+def test_passes_with_guesses_learn_their_own_scale():
+    """A pass with guesses may cost the batch more than the profile's single sequence of as
+    many tokens says (a padded 4 x 4 on transformers: 2.4x a 4 x 1, the profile's 16 tokens
+    1.9x its 4): learnt apart from the plain passes', each priced by its own."""
+    batch = batch_of(4, flat())
+    plain_price, wide_price = flat().cost_ms(4, 512), flat().cost_ms(16, 512)
+    assert batch.pass_ms(16, 512, rows=4) == pytest.approx(wide_price)  # none seen: plain's
+    for _ in range(12):
+        batch.observe_pass(4, 512, plain_price, 0.0, rows=4)
+        batch.observe_pass(16, 512, 1.5 * wide_price, 0.0, rows=4)
+    assert batch.scale == pytest.approx(1.0) and batch.wide_scale == pytest.approx(1.5)
+    assert batch.pass_ms(16, 512, rows=4) == pytest.approx(1.5 * wide_price)
+    assert batch.pass_ms(4, 512, rows=4) == pytest.approx(plain_price)
