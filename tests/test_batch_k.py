@@ -290,3 +290,28 @@ def test_passes_with_guesses_learn_their_own_scale():
     assert batch.scale == pytest.approx(1.0) and batch.wide_scale == pytest.approx(1.5)
     assert batch.pass_ms(16, 512, rows=4) == pytest.approx(1.5 * wide_price)
     assert batch.pass_ms(4, 512, rows=4) == pytest.approx(plain_price)
+
+
+def test_the_longest_streams_lead_shrinks_by_the_chances_not_their_means():
+    """Tied streams shorten the run only as far as the least of them writes: its expectation
+    is taken over every way their guesses can hold (here counted one by one), which is less
+    than the least of their means. One stream alone: its guesses' expected tokens."""
+    import itertools
+
+    from specviz.engines.cost.batch_k import Saving
+
+    worths = [0.9, 0.81, 0.729, 0.6561]  # each guess holds at 0.9 once the ones before did
+    alone = Saving([Want(0, [], 4, 20)], 10.0, 10.0)
+    assert alone.lead_shrinks([worths]) == pytest.approx(sum(worths))
+
+    tied = Saving([Want(i, [], 4, 20) for i in range(3)], 10.0, 12.0)
+    exact = 0.0
+    for taken in itertools.product(range(5), repeat=3):  # guesses each stream keeps
+        chance = 1.0
+        for t in taken:
+            chance *= (worths[t - 1] if t else 1.0) - (worths[t] if t < 4 else 0.0)
+        exact += chance * min(taken)
+    assert tied.lead_shrinks([worths] * 3) == pytest.approx(exact)
+    assert exact < sum(worths) * 0.7
+    ahead = Saving([Want(0, [], 4, 20), Want(1, [], 4, 18)], 10.0, 12.0)
+    assert ahead.lead_shrinks([worths, []]) == pytest.approx(0.9 + 0.81)  # 2 to the tie

@@ -113,26 +113,26 @@ class BatchK:
         of `order` that save the most plain decoding per ms (module docstring), none where
         that is not the oracle's margin over a plain step's."""
         n = len(wants)
+        if not n:
+            return 0, 0.0, 0.0
         plain_ms = self.pass_ms(n, n_ctx)
-        saved = Saving(wants, [self.pass_ms(rows, n_ctx) for rows in range(1, n + 1)])
-        plain_saves = saved.by([0.0] * n) / plain_ms
-        best, best_saves, best_rate = 0, plain_saves, n / plain_ms
-        expected = [0.0] * n
+        saving = Saving(wants, self.pass_ms(1, n_ctx), plain_ms)
         at = {w.index: i for i, w in enumerate(wants)}
-        given = [0] * n
-        drafting = 0.0
+        held: list[list[float]] = [[] for _ in wants]  # each stream's positions' worths
+        plain_saves = saving.by(held) / plain_ms
+        best, best_saves, best_rate = 0, plain_saves, n / plain_ms
+        expected, drafting = 0.0, 0.0
         for count, (worth, index, draft_ms) in enumerate(order, start=1):
-            i = at[index]
-            given[i] += 1
-            width = n * (1 + max(given)) if self.padded else n + count
+            held[at[index]].append(worth)
+            width = n * (1 + max(map(len, held))) if self.padded else n + count
             if width > self.widest:
                 break
-            expected[i] += worth
+            expected += worth
             drafting += draft_ms
             spent = self.pass_ms(width, n_ctx, rows=n) + drafting
-            saves = saved.by(expected) / spent
+            saves = saving.by(held) / spent
             if saves > best_saves * (1 + 1e-9):
-                best, best_saves, best_rate = count, saves, (n + sum(expected)) / spent
+                best, best_saves, best_rate = count, saves, (n + expected) / spent
         if best and best_saves < plain_saves * (1 + self.min_gain):
             return 0, n / plain_ms, n / plain_ms
         return best, best_rate, n / plain_ms
@@ -170,28 +170,51 @@ class BatchK:
 
 
 class Saving:
-    """What a batch step saves of plain decoding of what its streams have left: `by(ahead)`,
-    ms, where stream i writes its token and `ahead[i]` more (expected). `pass_ms[r - 1]` is
-    a plain pass over r streams."""
+    """What a batch step saves of plain decoding of what its streams have left, in ms:
+    `by(held)`, where stream i writes its token and guesses that hold with the chances
+    `held[i]` (its positions' worths, in order).
 
-    def __init__(self, wants: Sequence[Want], pass_ms: Sequence[float]) -> None:
-        self.left = None if any(w.left is None for w in wants) else [w.left for w in wants]
-        # What each row adds to a plain pass, the first row the whole of one (never below 0:
-        # a profile's noise must not make a row pay for being kept).
-        self.rows = [max(0.0, b - a) for a, b in zip([0.0, *pass_ms], pass_ms)]
-        self.share = pass_ms[-1] / len(pass_ms) if pass_ms else 0.0
-        self.before = self._left_ms(self.left) if self.left is not None else 0.0
+    A plain pass over r streams is priced as one pass plus r rows (`one_ms` for one stream,
+    `plain_ms` for all of them, the rows between): so plain decoding of what is left costs a
+    pass for each token of the longest stream and a row for each token of every stream. A
+    step saves its rows' worth for every token written, and a pass for each token by which
+    the longest stream's lead shrinks: its expected shrink `lead_shrinks` is taken over the
+    chances, not from their means (with three streams tied, each likely to take 3 of 4
+    guesses, the least of them is nearer 2)."""
 
-    def by(self, ahead: Sequence[float]) -> float:
-        if self.left is None:  # unknown: each token a plain pass's share
-            return self.share * (len(ahead) + sum(ahead))
-        after = [max(0.0, left - 1 - a) for left, a in zip(self.left, ahead)]
-        return self.before - self._left_ms(after)
+    def __init__(self, wants: Sequence[Want], one_ms: float, plain_ms: float) -> None:
+        n = len(wants)
+        self.n = n
+        self.share = plain_ms / n  # a token's worth where the tokens left are not known
+        self.row = max(0.0, (plain_ms - one_ms) / (n - 1)) if n > 1 else 0.0
+        self.passing = max(0.0, plain_ms - n * self.row)  # never below 0: a profile's noise
+        lefts = [w.left for w in wants]
+        known = all(left is not None for left in lefts)
+        # How many tokens each stream has fewer than the longest (None: not known).
+        self.gaps = [max(lefts) - left for left in lefts] if known else None
 
-    def _left_ms(self, left: Sequence[float]) -> float:
-        """Plain decoding of `left` tokens a stream: the longest pays the first row of every
-        pass, the next the second row's, and so on."""
-        return sum(t * row for t, row in zip(sorted(left, reverse=True), self.rows))
+    def by(self, held: Sequence[Sequence[float]]) -> float:
+        tokens = self.n + sum(map(sum, held))
+        if self.gaps is None:
+            return self.share * tokens
+        return self.passing * (1 + self.lead_shrinks(held)) + self.row * tokens
+
+    def lead_shrinks(self, held: Sequence[Sequence[float]]) -> float:
+        """The expected tokens, beyond the step's one, by which the most any stream has
+        left falls: the sum over d of the chance that every stream within d of the longest
+        writes the guesses that bring it d below where it was."""
+        assert self.gaps is not None
+        total, d = 0.0, 1
+        while True:
+            chance = 1.0
+            for gap, worths in zip(self.gaps, held):
+                needed = d - gap  # the guesses this stream must hold
+                if needed > 0:
+                    chance *= worths[needed - 1] if needed <= len(worths) else 0.0
+                    if not chance:
+                        return total
+            total += chance
+            d += 1
 
 
 def positions_by_worth(wants: Sequence[Want], odds: dict[int, Odds],
