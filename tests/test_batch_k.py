@@ -315,3 +315,23 @@ def test_the_longest_streams_lead_shrinks_by_the_chances_not_their_means():
     assert exact < sum(worths) * 0.7
     ahead = Saving([Want(0, [], 4, 20), Want(1, [], 4, 18)], 10.0, 12.0)
     assert ahead.lead_shrinks([worths, []]) == pytest.approx(0.9 + 0.81)  # 2 to the tie
+
+
+def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
+    """Asking and pricing every stream's odds costs about 1% of a step of 16 streams: after
+    IDLE_STEPS plain steps in a row they are asked every LOOKUP_EVERY-th step only, and at
+    once again where guesses pay."""
+    from specviz.engines.cost.auto_k import IDLE_STEPS, LOOKUP_EVERY
+
+    batch = batch_of(3, linear())
+    asked = []
+    for step in range(IDLE_STEPS + 3 * LOOKUP_EVERY):
+        if not batch.resting():
+            asked.append(step)
+            batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
+    assert asked == [*range(IDLE_STEPS + 1),
+                     *range(IDLE_STEPS + LOOKUP_EVERY, IDLE_STEPS + 3 * LOOKUP_EVERY,
+                            LOOKUP_EVERY)]
+    batch.profile = flat(per_row=0.8)  # guesses pay now: asked at every step again
+    batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
+    assert batch.last.width > 3 and not batch.resting()

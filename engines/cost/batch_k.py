@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .auto_k import EXPLORE_K, STALL, AutoK, Odds, settle
+from .auto_k import EXPLORE_K, IDLE_STEPS, LOOKUP_EVERY, STALL, AutoK, Odds, settle
 from .profile import Profile
 
 
@@ -80,6 +80,7 @@ class BatchK:
         self.wide_scale: float | None = None
         self.seen = self.seen_wide = 0
         self.overhead_ms = 0.0  # a batch step's bookkeeping beside its pass and guessing
+        self.idle = 0  # steps in a row at which no stream guessed
         self.last: Choice | None = None
 
     def pass_ms(self, width: int, n_ctx: int, rows: int | None = None) -> float:
@@ -88,6 +89,18 @@ class BatchK:
         wide = rows is not None and width > rows and self.wide_scale is not None
         scale = self.wide_scale if wide else self.scale
         return scale * self.profile.cost_ms(width, n_ctx) + self.overhead_ms
+
+    def resting(self) -> bool:
+        """Whether this step goes plain without asking the streams: in a stretch where nothing
+        paid (IDLE_STEPS steps in a row), they are asked every LOOKUP_EVERY-th step only, as a
+        single run's auto K looks (auto_k._worth_looking). Asking every stream's odds and
+        pricing them is about 1% of a step of 16 streams on a CPU, more on a GPU's short
+        steps: enough to read slower than plain decoding where speculation stays off."""
+        idle = self.idle - IDLE_STEPS
+        if idle < 0 or idle % LOOKUP_EVERY == 0:
+            return False
+        self.idle += 1
+        return True
 
     def choose(self, wants: Sequence[Want], odds: dict[int, Odds] | None = None) -> Choice:
         """K for each stream of `wants`, from `odds` (each stream's policy's `odds` at its
@@ -100,6 +113,7 @@ class BatchK:
         ks = {w.index: 0 for w in wants}
         for _, index, _ in order[:count]:
             ks[index] += 1
+        self.idle = 0 if count else self.idle + 1
         for w in wants:
             self.policies[w.index].chosen(ks[w.index], rate, w.context, odds[w.index])
         width = (len(wants) * (1 + max(ks.values(), default=0)) if self.padded

@@ -279,6 +279,8 @@ class StreamsSession(RunControls):
         the odds each stream's policy has learnt; a stream whose oracle fails to say leaves."""
         if self.batch_k is None:
             return None
+        if self.batch_k.resting():
+            return {s.index: 0 for s in self._live()}
         odds = {s.index: found for s in self._live()
                 if (found := self._guarded(s, s.k_policy.odds, s.context)) is not None}
         wants = [Want(s.index, s.context, s.room, s.settings.max_tokens - s.totals.tokens)
