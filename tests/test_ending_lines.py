@@ -83,8 +83,9 @@ def test_sigterm_left_as_it_was_once_main_returns():
 
 
 @pytest.fixture(scope="module")
-def traces(tiny_model_dir, tmp_path_factory):
-    return record_race(tiny_model_dir, tmp_path_factory.mktemp("ending-traces"),
+def traces(tiny_gguf_path, tmp_path_factory):
+    """On the tiny GGUF: what an export onto a full disk says is not the model's."""
+    return record_race(tiny_gguf_path, tmp_path_factory.mktemp("ending-traces"),
                        max_tokens=16)
 
 
