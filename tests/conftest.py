@@ -144,6 +144,18 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_gguf_path(tmp_path_factory) -> Path:
+    """A tiny random llama GGUF (tests/tiny_gguf.py), for a child `specviz` whose test is not
+    about the backend: llama.cpp loads it in well under a second and never imports torch,
+    where a child on the tiny transformers model spends seconds importing torch first. Its
+    context is 4096 tokens, as the command line's default asks: it decodes thousands of
+    tokens a second, and a test that stops a run midway needs a run that lasts."""
+    from tiny_gguf import write_tiny_gguf
+
+    return write_tiny_gguf(tmp_path_factory.mktemp("tiny-gguf") / "tiny.gguf", context=4096)
+
+
+@pytest.fixture(scope="session")
 def tiny_backend(tiny_model_dir):
     from specviz.engines.backends.hf import TransformersBackend
 

@@ -1,4 +1,4 @@
-"""Traces of a three-lane race on the tiny random model, for the export tests."""
+"""Traces of a three-lane race on a tiny random model, for the export tests."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ ORACLES = ("none", "prompt-lookup", "ngram")
 
 
 def record_race(model_dir: Path, folder: Path, max_tokens: int) -> list[Path]:
-    """One trace per oracle of ORACLES, of PROMPT, in `folder`."""
+    """One trace per oracle of ORACLES, of PROMPT, in `folder`: on transformers for a model
+    folder, on llama.cpp for a .gguf file (the backend its format calls for)."""
     paths = []
     for oracle in ORACLES:
         path = folder / f"{oracle}.jsonl"
-        assert main(["run", "--target", str(model_dir), "--backend", "transformers",
-                     "--no-chat", "--prompt", PROMPT, "--max-tokens", str(max_tokens),
-                     "--k", "3", "--oracle", oracle, "--trace", str(path)]) == 0
+        assert main(["run", "--target", str(model_dir), "--no-chat", "--prompt", PROMPT,
+                     "--max-tokens", str(max_tokens), "--k", "3", "--oracle", oracle,
+                     "--trace", str(path)]) == 0
         paths.append(path)
     return paths

@@ -145,15 +145,18 @@ def test_seed_minus_one_draws_a_seed_and_says_it(smollm2_path, capsys):
     assert len(seeds) == 2  # drawn, not a fixed stand-in
 
 
-def test_a_reader_that_stops_early_ends_the_run_without_a_traceback(tiny_model_dir):
+def test_a_reader_that_stops_early_ends_the_run_without_a_traceback(tiny_gguf_path):
     """`specviz run ... | head -c 1`: the pipe closes under the streamed text; the run ends as
-    a shell reports SIGPIPE (141), with nothing on stderr."""
+    a shell reports SIGPIPE (141), with nothing on stderr. (On the tiny GGUF: the pipe is not
+    the backend's, and the child starts in a second, not the seconds torch takes to import.
+    It decodes 400 tokens in a tenth of a second: 4000 keep the run going seconds after the
+    pipe has closed.)"""
     import subprocess
     import sys
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "specviz", "run", "--target", str(tiny_model_dir), "--backend",
-         "transformers", "--prompt", "x", "--no-chat", "--max-tokens", "400"],
+        [sys.executable, "-m", "specviz", "run", "--target", str(tiny_gguf_path), "--prompt",
+         "x", "--no-chat", "--max-tokens", "4000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout.read(1)
     child.stdout.close()

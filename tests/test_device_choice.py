@@ -96,3 +96,19 @@ def test_this_machines_facts_are_read_and_used():
     from specviz.engines.machine.hardware import read_cpu
 
     assert facts.cpu_bf16 == bool({"avx512_bf16", "amx_bf16"} & read_cpu().flags)
+
+
+def test_a_cpus_facts_are_read_without_importing_torch():
+    """As DeviceFacts.cpu says: a process that only asks (the window, `specviz shot`,
+    `specviz export`) does not pay for torch's import (1.2-1.4 s each, when its flags came
+    from precision.py)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from specviz.engines.machine.device_choice import DeviceFacts\n"
+            "DeviceFacts.cpu()\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -37,14 +37,15 @@ sys.exit(main(sys.argv[1:]))
                                               (signal.SIGHUP, "hung up"),
                                               (signal.SIGQUIT, "quit")])
 def test_an_ending_signal_ends_a_run_with_one_line_and_its_trace_whole(
-        tiny_model_dir, tmp_path, signum, word):
+        tiny_gguf_path, tmp_path, signum, word):
     """SIGHUP (a closed terminal) and SIGQUIT (Ctrl-\\) as SIGTERM: they ended the run with
-    status 129 and 131 and no word."""
+    status 129 and 131 and no word. (On the tiny GGUF: how a run ends is not the backend's,
+    and the child starts in a second, not the seconds torch takes to import.)"""
     trace = tmp_path / "run.jsonl"
     child = subprocess.Popen(
-        [sys.executable, "-c", PACED_RUN, "run", "--target", str(tiny_model_dir), "--backend",
-         "transformers", "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "400",
-         "--k", "2", "--oracle", "prompt-lookup", "--json", "--trace", str(trace)],
+        [sys.executable, "-c", PACED_RUN, "run", "--target", str(tiny_gguf_path), "--no-chat",
+         "--prompt", "def add(a, b):", "--max-tokens", "400", "--k", "2", "--oracle",
+         "prompt-lookup", "--json", "--trace", str(trace)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_steps(trace, child)
@@ -82,8 +83,9 @@ def test_sigterm_left_as_it_was_once_main_returns():
 
 
 @pytest.fixture(scope="module")
-def traces(tiny_model_dir, tmp_path_factory):
-    return record_race(tiny_model_dir, tmp_path_factory.mktemp("ending-traces"),
+def traces(tiny_gguf_path, tmp_path_factory):
+    """On the tiny GGUF: what an export onto a full disk says is not the model's."""
+    return record_race(tiny_gguf_path, tmp_path_factory.mktemp("ending-traces"),
                        max_tokens=16)
 
 

@@ -64,11 +64,18 @@ def signed_in_once_free(served, within_s: float = 30.0) -> Conn:
         time.sleep(0.05)
 
 
-def tiny_spec(model_dir, max_tokens=16, **lanes) -> dict:
+def tiny_spec(model, max_tokens=16, backend="transformers", **lanes) -> dict:
     lanes = lanes or {"a": rs.LaneSpec("none"), "b": rs.LaneSpec("prompt-lookup", 4)}
     return rs.to_dict(rs.RunSpec(
-        rs.RunRequest(PROMPT, rs.ModelChoice(str(model_dir), "transformers", "cpu", 1),
+        rs.RunRequest(PROMPT, rs.ModelChoice(str(model), backend, "cpu", 1),
                       max_tokens=max_tokens, chat=False), lanes))
+
+
+# The tests that stop a run midway run it on the tiny GGUF: how an engine dies or follows its
+# client out is not the backend's, and an engine on it starts in a second, not the seconds
+# torch takes to import. It decodes thousands of tokens a second: 4000 (of its context of
+# 4096) keep the run going for seconds.
+LONG_RUN = 4000
 
 
 def with_request(spec: dict, **fields) -> dict:
@@ -188,9 +195,9 @@ def test_bad_messages_are_refused_one_by_one_and_a_run_still_works(served, tiny_
 
 
 def test_an_engine_killed_mid_run_is_said_and_the_next_client_gets_a_fresh_one(
-        served, tiny_model_dir):
+        served, tiny_gguf_path):
     conn, hello = signed_in(served)
-    conn.send("run", spec=tiny_spec(tiny_model_dir, max_tokens=2000))
+    conn.send("run", spec=tiny_spec(tiny_gguf_path, max_tokens=LONG_RUN, backend="llama"))
     conn.until("event")
     os.kill(hello["pid"], signal.SIGKILL)
     seen = conn.until("died")
@@ -201,9 +208,9 @@ def test_an_engine_killed_mid_run_is_said_and_the_next_client_gets_a_fresh_one(
     again.send("shutdown")
 
 
-def test_a_client_that_leaves_mid_run_takes_its_engine_with_it(served, tiny_model_dir):
+def test_a_client_that_leaves_mid_run_takes_its_engine_with_it(served, tiny_gguf_path):
     conn, hello = signed_in(served)
-    conn.send("run", spec=tiny_spec(tiny_model_dir, max_tokens=2000))
+    conn.send("run", spec=tiny_spec(tiny_gguf_path, max_tokens=LONG_RUN, backend="llama"))
     conn.until("event")
     conn.close()
     assert gone(hello["pid"], srv.CLOSE_S + 10)

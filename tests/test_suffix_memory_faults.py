@@ -28,10 +28,12 @@ A, B, C = line("a", [1, 2]), line("b", [3, 4]), line("c", [5, 6])
 
 def run_args(target: Path, *extra: object) -> list[str]:
     # A thread count given: stderr holds only what the memory says, never a note that other
-    # work (the suite's other worker) took a core while the run decoded.
-    return ["run", "--target", str(target), "--backend", "transformers", "--dtype", "float32",
-            "--threads", "1", "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "8",
-            "--k", "4", "--oracle", "suffix", "--json", *map(str, extra)]
+    # work (the suite's other worker) took a core while the run decoded. The target is the
+    # tiny GGUF (llama.cpp, picked by its format): what the memory does is the same on either
+    # backend, and a child on it starts in a second, not the seconds torch takes to import.
+    return ["run", "--target", str(target), "--threads", "1", "--no-chat", "--prompt",
+            "def add(a, b):", "--max-tokens", "8", "--k", "4", "--oracle", "suffix", "--json",
+            *map(str, extra)]
 
 
 # ---------------------------------------------------------------- not a memory: refused
@@ -53,12 +55,12 @@ def _folder(path: Path) -> None:
     lambda p: (p.write_text(A), __import__("os").truncate(p, memory_file.MAX_BYTES + 1)),
 ], ids=["folder", "text", "binary", "json-object", "json-array", "json-pretty", "wrong-types",
         "too-large"])
-def test_a_path_that_is_not_a_memory_is_refused_untouched(make, capsys, tiny_model_dir,
+def test_a_path_that_is_not_a_memory_is_refused_untouched(make, capsys, tiny_gguf_path,
                                                           tmp_path):
     path = tmp_path / "given"
     make(path)
     before = files_in(tmp_path)
-    code = main(run_args(tiny_model_dir, "--suffix-memory", path))
+    code = main(run_args(tiny_gguf_path, "--suffix-memory", path))
     out, err = capsys.readouterr()
     assert code == 2 and out == "", err
     assert err.startswith(f"specviz: {path} cannot be a suffix memory")
@@ -123,7 +125,7 @@ def test_the_models_own_memory_that_holds_no_run_is_set_aside_not_refused():
 
 
 @pytest.mark.parametrize("where", ["home", "given"])
-def test_a_read_only_memory_is_read_and_the_run_goes_on_unsaved(where, tiny_model_dir,
+def test_a_read_only_memory_is_read_and_the_run_goes_on_unsaved(where, tiny_gguf_path,
                                                                tmp_path):
     """A memory in a read-only folder (SPECVIZ_HOME, or a path given): read, one line that
     the run is not saved, exit 0, every file as it was."""
@@ -131,13 +133,13 @@ def test_a_read_only_memory_is_read_and_the_run_goes_on_unsaved(where, tiny_mode
     home.mkdir()
     given = [] if where == "home" else ["--suffix-memory", home / "m.jsonl"]
     env = {"SPECVIZ_HOME": str(home)}
-    first = specviz(*run_args(tiny_model_dir, *given), env=env)
+    first = specviz(*run_args(tiny_gguf_path, *given), env=env)
     assert first.returncode == 0, first.stderr
     for p in [home, *home.rglob("*")]:
         p.chmod(0o555 if p.is_dir() else 0o444)
     before = files_in(home)
     try:
-        done = specviz(*run_args(tiny_model_dir, *given), env=env, read_only=True)
+        done = specviz(*run_args(tiny_gguf_path, *given), env=env, read_only=True)
         after = files_in(home)
     finally:
         for p in [home, *home.rglob("*")]:
@@ -149,18 +151,26 @@ def test_a_read_only_memory_is_read_and_the_run_goes_on_unsaved(where, tiny_mode
 
 
 def test_a_full_disk_while_saving_leaves_whole_runs_and_the_next_run_reads_them(
-        tiny_model_dir, tiny_backend, tmp_path):
+        tiny_gguf_path, tmp_path):
+    from specviz.engines.backends.llama import LlamaBackend
+
     path = tmp_path / "m.jsonl"
-    named = memory_file.owner_line(owner_of(tiny_backend)).decode()  # as a run begins one
-    earlier = named + line("earlier", list(range(300)) * 10)
+    backend = LlamaBackend(tiny_gguf_path, n_ctx=64, threads=1)
+    try:
+        named = memory_file.owner_line(owner_of(backend)).decode()  # as a run begins one
+    finally:
+        backend.close()
+    # 3000 tokens of ids the tiny GGUF's vocabulary holds (288: a memory holding a token past
+    # it is refused as another model's)
+    earlier = named + line("earlier", list(range(250)) * 12)
     path.write_text(earlier)
-    done = specviz(*run_args(tiny_model_dir, "--suffix-memory", path),
+    done = specviz(*run_args(tiny_gguf_path, "--suffix-memory", path),
                    fsize=len(earlier) + 30)  # the new run's line fits in part only
     assert done.returncode == 0 and json.loads(done.stdout)["tokens"] == 8, done.stderr
     assert done.stderr.count("specviz:") == 1, done.stderr
     assert f"the suffix memory could not be saved: File too large ({path})" in done.stderr
     assert path.read_text() == earlier  # the part written undone
-    again = specviz(*run_args(tiny_model_dir, "--suffix-memory", path))
+    again = specviz(*run_args(tiny_gguf_path, "--suffix-memory", path))
     assert again.returncode == 0 and again.stderr == "", again.stderr
     runs = SuffixMemory.open(path).runs
     assert [len(r.tokens) for r in runs] == [3000, 8] and runs[0].label == "earlier"

@@ -17,9 +17,11 @@ SMALL = Path(__file__).parent / "data" / "small_trace.jsonl"
 
 
 def run_args(target: Path, *extra: object) -> list[str]:
-    return ["run", "--target", str(target), "--backend", "transformers", "--dtype", "float32",
-            "--no-chat", "--prompt", "def add(a, b):", "--max-tokens", "8", "--k", "4",
-            "--oracle", "prompt-lookup", *map(str, extra)]
+    # The target is the tiny GGUF (llama.cpp, picked by its format): a trace is written the
+    # same from either backend, and a child on it starts in a second, not the seconds torch
+    # takes to import.
+    return ["run", "--target", str(target), "--no-chat", "--prompt", "def add(a, b):",
+            "--max-tokens", "8", "--k", "4", "--oracle", "prompt-lookup", *map(str, extra)]
 
 
 # ---------------------------------------------------------------- writing
@@ -35,26 +37,26 @@ def test_a_trace_that_cannot_be_made_is_one_line_naming_it(where, tmp_path):
     assert files_in(tmp_path) == before
 
 
-def test_the_command_line_says_a_missing_trace_folder_in_one_line(tiny_model_dir, tmp_path):
-    done = specviz(*run_args(tiny_model_dir, "--trace", tmp_path / "missing/dir/t.jsonl"))
+def test_the_command_line_says_a_missing_trace_folder_in_one_line(tiny_gguf_path, tmp_path):
+    done = specviz(*run_args(tiny_gguf_path, "--trace", tmp_path / "missing/dir/t.jsonl"))
     assert done.returncode == 2 and done.stdout == ""
     assert one_line(done.stderr) == (f"specviz: cannot write {tmp_path}/missing/dir/t.jsonl: "
                                      "No such file or directory")
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_full_disk_ends_the_trace_at_its_last_whole_line(tiny_model_dir, tmp_path):
+def test_a_full_disk_ends_the_trace_at_its_last_whole_line(tiny_gguf_path, tmp_path):
     """The file-size limit falls after the header, then after one step: one line each, saying
     how many steps the trace keeps, and the trace holds whole lines only."""
     whole = tmp_path / "whole.jsonl"
-    assert specviz(*run_args(tiny_model_dir, "--trace", whole)).returncode == 0
+    assert specviz(*run_args(tiny_gguf_path, "--trace", whole)).returncode == 0
     lines = whole.read_bytes().splitlines(keepends=True)
     assert json.loads(lines[1])["kind"] == "step"
     for limit, kept, n in ((len(lines[0]) + 5, "no step", 1),
                            (len(lines[0]) + len(lines[1]) + len(lines[2]) // 2,
                             "its first step", 2)):
         trace = tmp_path / f"cut-{n}.jsonl"
-        done = specviz(*run_args(tiny_model_dir, "--trace", trace), fsize=limit)
+        done = specviz(*run_args(tiny_gguf_path, "--trace", trace), fsize=limit)
         assert done.returncode == 2, done.stderr
         assert one_line(done.stderr) == (f"specviz: cannot write {trace}: File too large "
                                          f"(the trace keeps {kept})")

@@ -17,7 +17,9 @@ N_EMBD, N_FF, N_LAYER, N_HEAD = 256, 512, 2, 4
 WORDS = ["▁def", "▁return", "▁the", "▁a", "(", ")", ":", "▁=", "▁+", "▁x", "▁y"]
 
 
-def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
+def write_tiny_gguf(path: Path, seed: int = 0, context: int = 512) -> Path:
+    """The model, written to `path`; `context`: the context length it says it was trained
+    on (llama.cpp caps a context asked for at it)."""
     rng = np.random.default_rng(seed)
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + WORDS
     types = ([TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
@@ -27,7 +29,7 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     types += [TokenType.UNUSED] * (n_vocab - len(types))
 
     w = GGUFWriter(str(path), "llama")
-    w.add_context_length(512)
+    w.add_context_length(context)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_feed_forward_length(N_FF)

@@ -42,8 +42,7 @@ class DeviceFacts:
     @classmethod
     def cpu(cls) -> DeviceFacts:
         """The processor's facts alone (no torch import: enough for a CPU's dtype)."""
-        from .hardware import read_cpu
-        from .precision import BF16_FLAGS
+        from .hardware import BF16_FLAGS, read_cpu
 
         return cls(cpu_bf16=any(flag in read_cpu().flags for flag in BF16_FLAGS))
 

@@ -18,6 +18,11 @@ KEY_FEATURES = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16",
                 "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
 
 
+# x86 instructions that multiply bfloat16 matrices natively; without them PyTorch converts
+# bfloat16 back to float32 around each product, which is slower than float32 throughout.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
 @dataclass(frozen=True)
 class CpuFacts:
     model: str

@@ -27,11 +27,10 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from .hardware import BF16_FLAGS
+
 ENGINES = ("x86", "fbgemm", "onednn", "qnnpack")  # PyTorch's quantized CPU kernels
 PRECISIONS = ("auto", "bf16", "fp32")
-# x86 instructions that multiply bfloat16 matrices natively; without them PyTorch converts
-# bfloat16 back to float32 around each product, which is slower than float32 throughout.
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def int8_engine(device: str, engines: Sequence[str]) -> str | None:
