@@ -272,8 +272,12 @@ class StepEvent:
 
     def marked_declined(self, reason: str) -> StepEvent:
         """This step, recorded as one where the oracle proposed nothing, and why."""
+        return dataclasses.replace(self, **self.declined_changes(reason))
+
+    def declined_changes(self, reason: str) -> dict:
+        """What `marked_declined` changes, for a caller that changes more at once."""
         totals = dataclasses.replace(self.totals, declined=self.totals.declined + 1)
-        return dataclasses.replace(self, declined=reason, totals=totals)
+        return {"declined": reason, "totals": totals}
 
 
 def decline_reasons(steps: Iterable[StepEvent]) -> dict[str, int]:

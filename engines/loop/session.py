@@ -274,12 +274,17 @@ def propose(run: Proposing, room: int, chosen: int | None = None
 
 def noted(run: Proposing, event: ev.StepEvent, chosen: int, k: int,
           proposal: Proposal | TreeProposal) -> ev.StepEvent:
-    """The step's event with why it guessed nothing, if so, and what auto K made of it."""
+    """The step's event with why it guessed nothing, if so, and what auto K made of it (one
+    copy of the event: a batch of 16 streams makes 16 a step)."""
+    changes: dict = {}
     if not event.proposed and not event.tree and not is_plain(run.oracle.name):
-        event = event.marked_declined(why_declined(run.k_policy, chosen, k, proposal))
+        changes = event.declined_changes(why_declined(run.k_policy, chosen, k, proposal))
     if run.k_policy:
-        explored = run.k_policy.explored and bool(event.proposed or event.tree)
-        event = dataclasses.replace(event, auto_k=True, explored=explored)
+        changes.update(auto_k=True,
+                       explored=run.k_policy.explored and bool(event.proposed or event.tree))
+    if changes:
+        event = dataclasses.replace(event, **changes)
+    if run.k_policy:
         run.k_policy.observe(event)
     return event
 
