@@ -10,16 +10,15 @@ step how much to verify; where no count beats the plain batch by the oracle's ma
 stream guesses and the steps say why.
 
 What a stream's tokens are worth depends on the batch. Its streams are a fixed set (none
-joins when one leaves), so the run lasts as long as its longest stream, and plain decoding
-of what is left would cost each step's pass over the streams still in it: sorted by the
-tokens they have left, the longest pays a whole one-row pass per token and each next one
-only what its row adds (`left_ms`). A token written ahead by a stream that is not the
-longest saves only its row in a later pass. Where a pass costs about the same whatever its
-rows (transformers on a CPU: four rows cost what one does), that is nearly nothing, and a
-wide pass to write it is a loss: a batch of four on smollm2 read 0.86x of plain decoding
-while it valued every token alike. So the batch takes the count that saves the most plain
-decoding per millisecond spent. Where a stream's tokens left are not known, every token is
-worth a plain pass's share (tokens per millisecond, as a stream that ends is replaced).
+joins when one leaves), so the run lasts as long as its longest stream, and plain decoding of
+what is left costs a pass for each token the longest stream has left and a row for each token
+of every stream (`Saving`). A token written ahead by a stream that is not the longest saves
+only its row. Where a pass costs about the same whatever its rows (transformers on a CPU: four
+rows cost what one does), that is nearly nothing, and a wide pass to write it is a loss: a
+batch of four on smollm2 read 0.86x of plain decoding while every token was valued alike. So
+the batch takes the count that saves the most plain decoding per millisecond spent. Where a
+stream's tokens left are not known, every token is worth a plain pass's share (tokens per
+millisecond, as where a stream that ends is replaced).
 
 With one stream this is single-stream auto K priced at its own width.
 """
