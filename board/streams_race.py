@@ -235,10 +235,8 @@ class StreamsRace:
         each batch's time (the Streams dock's dot at this N); None before both have tokens.
         A stream's pace against plain's same stream is not the lane's: its streams differ."""
         base = self.baseline()
-        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
-        if lane is None or plain is None or lane.n != plain.n:
-            return None
-        if not lane.batches or not plain.batches:
+        lane, plain = self._with_plain(lane_id)
+        if lane is None or plain is None or not lane.batches or not plain.batches:
             return None
         if lane_id == base:
             return from_ratios([1.0])  # plain decoding against itself, as a single lane's
@@ -269,11 +267,19 @@ class StreamsRace:
                                                    tuple[np.ndarray, np.ndarray]] | None:
         """The lane's race rows and the plain lane's it divides by (its speedup over time);
         None for plain decoding itself or without a plain lane at the same N."""
-        base = self.baseline()
-        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
-        if lane is None or plain is None or lane_id == base or lane.n != plain.n:
+        lane, plain = self._with_plain(lane_id)
+        if lane is None or plain is None or lane_id == self.baseline():
             return None
         return lane.race_rows(), plain.race_rows()
+
+    def _with_plain(self, lane_id: str) -> tuple[LaneStreams | None, LaneStreams | None]:
+        """The lane and the plain lane it divides by, each None where there is none (the
+        plain lane too where it decodes another number of streams)."""
+        base = self.baseline()
+        lane, plain = self.lanes.get(lane_id), self.lanes.get(base) if base else None
+        if lane is None or plain is None or lane.n != plain.n:
+            return lane, None
+        return lane, plain
 
     def end_race(self) -> None:
         """A new run begins: every lane's batch goes until its next start (a lane that fails

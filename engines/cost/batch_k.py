@@ -94,7 +94,8 @@ class BatchK:
         paid (IDLE_STEPS steps in a row), they are asked every LOOKUP_EVERY-th step only, as a
         single run's auto K looks (auto_k._worth_looking). Asking every stream's odds and
         pricing them is about 1% of a step of 16 streams on a CPU, more on a GPU's short
-        steps: enough to read slower than plain decoding where speculation stays off."""
+        steps: enough to read slower than plain decoding where speculation stays off. A step
+        it rests is counted as one more plain step."""
         idle = self.idle - IDLE_STEPS
         if idle < 0 or idle % LOOKUP_EVERY == 0:
             return False
