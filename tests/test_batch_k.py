@@ -6,6 +6,8 @@ a batched run under it stays lossless per stream."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cost import FakeLookup
 
 from specviz.engines import events as ev
@@ -13,7 +15,7 @@ from specviz.engines.bench.compare import check_stream_against_plain
 from specviz.engines.cost import profile as prof
 from specviz.engines.cost import profile_widths
 from specviz.engines.cost.auto_k import AutoK, Odds
-from specviz.engines.cost.batch_k import BatchK, Want
+from specviz.engines.cost.batch_k import BatchK, Want, positions_by_worth
 from specviz.engines.cost.profile import Profile
 from specviz.engines.loop.session import RunSettings, Session
 from specviz.engines.loop.streams import BatchStep, StreamsSession
@@ -318,7 +320,7 @@ def test_the_longest_streams_lead_shrinks_by_the_chances_not_their_means():
 
 
 def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
-    """Asking and pricing every stream's odds costs about 1% of a step of 16 streams: after
+    """Asking and pricing every stream's odds costs about 0.6% of a step of 16 streams: after
     IDLE_STEPS plain steps in a row they are asked every LOOKUP_EVERY-th step only, and at
     once again where guesses pay."""
     from specviz.engines.cost.auto_k import IDLE_STEPS, LOOKUP_EVERY
@@ -335,3 +337,44 @@ def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
     batch.profile = flat(per_row=0.8)  # guesses pay now: asked at every step again
     batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
     assert batch.last.width > 3 and not batch.resting()
+
+
+def _best_count_by_hand(batch: BatchK, order, asked: list[Want], n_ctx: int) -> int:
+    """The count that saves the most plain decoding per ms, every count priced anew."""
+    from specviz.engines.cost.batch_k import Saving
+
+    n = len(asked)
+    plain = batch.pass_ms(n, n_ctx)
+    saving = Saving(asked, batch.pass_ms(1, n_ctx), plain)
+    best, best_saves = 0, saving.by([[] for _ in asked]) / plain
+    for count in range(1, len(order) + 1):
+        held = [[w for w, i, _ in order[:count] if i == want.index] for want in asked]
+        width = n * (1 + max(map(len, held))) if batch.padded else n + count
+        if width > batch.widest:
+            break
+        spent = batch.pass_ms(width, n_ctx, rows=n) + sum(d for _, _, d in order[:count])
+        if saving.by(held) / spent > best_saves * (1 + 1e-9):
+            best, best_saves = count, saving.by(held) / spent
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 12), st.integers(1, 40)),
+                min_size=1, max_size=6),
+       st.lists(st.floats(5.0, 30.0), min_size=7, max_size=7), st.booleans(),
+       st.floats(0.5, 3.0))
+def test_the_batch_takes_the_count_that_saves_the_most_per_ms(streams, costs, padded, wide):
+    """A step of 16 streams weighs up to 80 counts, every width priced at once and the
+    expected tokens summed as it goes: the count a by-hand pricing of each count takes
+    (dips in the profile, a padded batch and a learnt wide scale included)."""
+    profile = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 2, 4, 8, 16, 32, 64],
+                      [costs, [1.2 * c for c in costs]])
+    batch = BatchK([AutoK(FakeLookup(), profile) for _ in streams], profile, padded=padded)
+    n = len(streams)
+    batch.observe_pass(n + 3, 600, wide * profile.cost_ms(n + 3, 600), 0.4, rows=n)
+    asked = [Want(i, [7] * 600, room, left) for i, (_, room, left) in enumerate(streams)]
+    odds = {i: Odds(tuple(a ** (j + 1) for j in range(8))) for i, (a, _, _) in
+            enumerate(streams)}
+    order = positions_by_worth(asked, odds, lambda w: 0.1 * w.index)
+    assert batch._best_count(order, asked, 600)[0] == _best_count_by_hand(batch, order,
+                                                                          asked, 600)

@@ -111,6 +111,21 @@ def test_profile_costs_along_the_context_are_the_bilinear_interpolation(contexts
             assert p.cost_ms(b, context) == pytest.approx(want, rel=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.1, 500), min_size=4, max_size=4), st.integers(0, 3000),
+       st.lists(st.integers(0, 40), min_size=1, max_size=20))
+def test_a_profiles_costs_at_once_are_its_costs_one_at_a_time(ms, context, widths):
+    """What a batch's auto K asks at once (every width up to the widest) is what pricing each
+    width alone gives, a dip and the extrapolation past the largest batch kept."""
+    p = Profile("m", "llama", "cpu", 2, [128, 1024], [1, 4, 8, 16],
+                [ms, [2 * x for x in reversed(ms)]])
+    assert p.costs_ms(widths, context) == pytest.approx([p.cost_ms(w, context)
+                                                         for w in widths], rel=1e-12)
+    inside = [w for w in widths if w <= 16]
+    assert p.costs_ms(inside, context) == pytest.approx([p.cost_ms(w, context)
+                                                         for w in inside], rel=1e-12)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=12),
        st.lists(st.floats(1, 100), min_size=13, max_size=13), st.floats(1.01, 1.5))

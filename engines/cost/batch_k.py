@@ -93,7 +93,7 @@ class BatchK:
         """Whether this step goes plain without asking the streams: in a stretch where nothing
         paid (IDLE_STEPS steps in a row), they are asked every LOOKUP_EVERY-th step only, as a
         single run's auto K looks (auto_k._worth_looking). Asking every stream's odds and
-        pricing them is about 1% of a step of 16 streams on a CPU, more on a GPU's short
+        pricing them is about 0.6% of a step of 16 streams on a CPU, more on a GPU's short
         steps: enough to read slower than plain decoding where speculation stays off. A step
         it rests is counted as one more plain step."""
         idle = self.idle - IDLE_STEPS
@@ -135,21 +135,32 @@ class BatchK:
         held: list[list[float]] = [[] for _ in wants]  # each stream's positions' worths
         plain_saves = saving.by(held) / plain_ms
         best, best_saves, best_rate = 0, plain_saves, n / plain_ms
-        expected, drafting = 0.0, 0.0
+        expected, drafting, longest = 0.0, 0.0, 0
+        wide_ms = self._wide_prices(n, n_ctx)  # by width, from n + 1
         for count, (worth, index, draft_ms) in enumerate(order, start=1):
             held[at[index]].append(worth)
-            width = n * (1 + max(map(len, held))) if self.padded else n + count
+            longest = max(longest, len(held[at[index]]))
+            width = n * (1 + longest) if self.padded else n + count
             if width > self.widest:
                 break
             expected += worth
             drafting += draft_ms
-            spent = self.pass_ms(width, n_ctx, rows=n) + drafting
-            saves = saving.by(held) / spent
+            spent = wide_ms[width - n - 1] + drafting
+            saves = saving.by(held, n + expected) / spent
             if saves > best_saves * (1 + 1e-9):
                 best, best_saves, best_rate = count, saves, (n + expected) / spent
         if best and best_saves < plain_saves * (1 + self.min_gain):
             return 0, n / plain_ms, n / plain_ms
         return best, best_rate, n / plain_ms
+
+    def _wide_prices(self, rows: int, n_ctx: int) -> list[float]:
+        """`pass_ms` of every width from rows + 1 to the widest, over `rows` streams."""
+        widths = range(rows + 1, self.widest + 1)
+        if not widths:
+            return []
+        scale = self.wide_scale if self.wide_scale is not None else self.scale
+        return [scale * ms + self.overhead_ms
+                for ms in self.profile.costs_ms(widths, n_ctx)]
 
     def _may_explore(self, want: Want) -> bool:
         """Where learning a stream's odds cannot pay (a short run, a drafter whose first read
@@ -207,8 +218,10 @@ class Saving:
         # How many tokens each stream has fewer than the longest (None: not known).
         self.gaps = [max(lefts) - left for left in lefts] if known else None
 
-    def by(self, held: Sequence[Sequence[float]]) -> float:
-        tokens = self.n + sum(map(sum, held))
+    def by(self, held: Sequence[Sequence[float]], tokens: float | None = None) -> float:
+        """`tokens`: the step's expected tokens, where the caller keeps their sum."""
+        if tokens is None:
+            tokens = self.n + sum(map(sum, held))
         if self.gaps is None:
             return self.share * tokens
         return self.passing * (1 + self.lead_shrinks(held)) + self.row * tokens

@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ..backends.base import Backend
 from ..errors import SpecvizError
 from . import profile_shape
@@ -71,6 +73,15 @@ class Profile:
         cheaper draft.
         """
         return max(0.0, _interp(self.batches, self._row_at(context), n_tokens))
+
+    def costs_ms(self, widths: Sequence[int], context: int) -> list[float]:
+        """`cost_ms` of each of `widths`, at once (a batch's auto K prices every width up to
+        the widest each step it asks)."""
+        top = self.batches[-1]
+        if len(self.batches) == 1 or max(widths, default=0) > top:
+            return [self.cost_ms(w, context) for w in widths]
+        ms = np.interp(np.asarray(widths, dtype=float), self.batches, self._row_at(context))
+        return np.maximum(ms, 0.0).tolist()
 
     def _row_at(self, context: int) -> list[float]:
         """Every batch's cost at this context (bilinear interpolation, the context first:

@@ -216,24 +216,24 @@ class Session(RunControls):
             tree = proposal.pruned(k, self.target.eos_ids,
                                    _stopping_nodes(proposal, stream, self.settings.stop))
             event = tree_step(self, tree, k, totals, stream, rng, t0)
-        else:
-            event = self._linear_step(proposal, k, totals, stream, rng, t0)
-        return noted(self, event, chosen, k, proposal)
+            return noted(self, event, chosen, k, proposal)
+        return observed(self, self._linear_step(proposal, chosen, k, totals, stream, rng, t0))
 
     def rollback(self, n: int) -> None:
         """The target's cache keeps its first `n` tokens (the context and accepted guesses)."""
         self.target.truncate(n)
 
-    def _linear_step(self, proposal: Proposal, k: int, totals: ev.Totals, stream: TextStream,
-                     rng, t0: float) -> ev.StepEvent:
-        proposal = _before_stop(_before_eos(proposal.cut(k), self.target.eos_ids), stream,
+    def _linear_step(self, found: Proposal, chosen: int, k: int, totals: ev.Totals,
+                     stream: TextStream, rng, t0: float) -> ev.StepEvent:
+        proposal = _before_stop(_before_eos(found.cut(k), self.target.eos_ids), stream,
                                 self.settings.stop)
+        marks = step_marks(self, chosen, k, found, bool(proposal))
         t1 = time.perf_counter()
         logits = self.target.forward([self.context[-1], *proposal.tokens], "all")
         sync_device(self.target)
         t2 = time.perf_counter()
         return judge_linear(self, proposal, logits, k, totals, stream, rng,
-                            (_ms(t1 - t0), _ms(t2 - t1)), t2)
+                            (_ms(t1 - t0), _ms(t2 - t1)), t2, marks)
 
     def _check_fits(self) -> None:
         n, n_ctx = len(self.prompt_ids), self.target.n_ctx
@@ -272,21 +272,33 @@ def propose(run: Proposing, room: int, chosen: int | None = None
     return chosen, k, (run.oracle.propose(run.context, k) if k else Proposal())
 
 
-def noted(run: Proposing, event: ev.StepEvent, chosen: int, k: int,
-          proposal: Proposal | TreeProposal) -> ev.StepEvent:
-    """The step's event with why it guessed nothing, if so, and what auto K made of it (one
-    copy of the event: a batch of 16 streams makes 16 a step)."""
-    changes: dict = {}
-    if not event.proposed and not event.tree and not is_plain(run.oracle.name):
-        changes = event.declined_changes(why_declined(run.k_policy, chosen, k, proposal))
+def step_marks(run: Proposing, chosen: int, k: int, proposal: Proposal | TreeProposal,
+               sends: bool) -> dict:
+    """What a step's event says of its choice: why it guessed nothing, if so (`sends`: it
+    verified a guess), and what auto K made of it."""
+    marks: dict = {}
+    if not sends and not is_plain(run.oracle.name):
+        marks["declined"] = why_declined(run.k_policy, chosen, k, proposal)
     if run.k_policy:
-        changes.update(auto_k=True,
-                       explored=run.k_policy.explored and bool(event.proposed or event.tree))
-    if changes:
-        event = dataclasses.replace(event, **changes)
+        marks.update(auto_k=True, explored=run.k_policy.explored and sends)
+    return marks
+
+
+def observed(run: Proposing, event: ev.StepEvent) -> ev.StepEvent:
+    """The step's event, learnt from by auto K."""
     if run.k_policy:
         run.k_policy.observe(event)
     return event
+
+
+def noted(run: Proposing, event: ev.StepEvent, chosen: int, k: int,
+          proposal: Proposal | TreeProposal) -> ev.StepEvent:
+    """A tree step's event with its marks (`step_marks`), learnt from by auto K (a linear
+    step's event is built with them: a batch of 16 streams makes 16 a step)."""
+    marks = step_marks(run, chosen, k, proposal, bool(event.proposed or event.tree))
+    if "declined" in marks:
+        marks.update(event.declined_changes(marks["declined"]))
+    return observed(run, dataclasses.replace(event, **marks) if marks else event)
 
 
 class Judged(Protocol):
@@ -303,10 +315,12 @@ class Judged(Protocol):
 
 def judge_linear(run: Judged, proposal: Proposal, logits: np.ndarray, k: int,
                  totals: ev.Totals, stream: TextStream, rng, times: tuple[float, float],
-                 t2: float) -> ev.StepEvent:
+                 t2: float, marks: dict | None = None) -> ev.StepEvent:
     """The step's event from the target's rows for the pending token and `proposal`: the
     verdict, the cache rolled back to what it kept, the context extended. `times`: the
-    proposal's and the pass's ms; `t2` when the pass ended."""
+    proposal's and the pass's ms; `t2` when the pass ended; `marks` what `step_marks` says
+    of the step's choice."""
+    marks = marks or {}
     s = run.settings
     if s.typical is None:
         verdict = verify(proposal.tokens, proposal.q_rows, logits, s.params, rng)
@@ -317,10 +331,11 @@ def judge_linear(run: Judged, proposal: Proposal, logits: np.ndarray, k: int,
     run.keep([*proposal.tokens[: verdict.n_accepted], verdict.token])
     proposed, target, text = _event_tokens(proposal, verdict, stream)
     timing = ev.Timing(*times, _ms_since(t2))
-    totals = totals.after_step(len(proposal), verdict.n_accepted, timing)
+    totals = totals.after_step(len(proposal), verdict.n_accepted, timing,
+                               declined="declined" in marks)
     lossy = s.typical is not None and not s.params.greedy
     return ev.StepEvent(totals.steps - 1, run.oracle.name, k, position, proposed, target,
-                        text, timing, totals, lossy=lossy)
+                        text, timing, totals, lossy=lossy, **marks)
 
 
 def why_declined(k_policy: KPolicy | None, chosen: int, k: int,

@@ -40,8 +40,9 @@ from .session import (
     _token_chars,
     check_k,
     judge_linear,
-    noted,
+    observed,
     propose,
+    step_marks,
 )
 from .tree_verify import children_of
 
@@ -294,9 +295,9 @@ class StreamsSession(RunControls):
     def _judge(self, s: Stream, linear: Proposal, logits: np.ndarray, k: int,
                text: TextStream, times: tuple[float, float], chosen: int,
                proposal: Proposal | TreeProposal) -> ev.StepEvent:
-        event = judge_linear(s, linear, logits, k, s.totals, text, s.rng, times,
-                             time.perf_counter())
-        event = noted(s, event, chosen, k, proposal)
+        marks = step_marks(s, chosen, k, proposal, bool(linear))
+        event = observed(s, judge_linear(s, linear, logits, k, s.totals, text, s.rng, times,
+                                         time.perf_counter(), marks))
         s.totals = event.totals
         return event
 
