@@ -331,6 +331,7 @@ def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
         if not batch.resting():
             asked.append(step)
             batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
+        batch.stepped(sent=False)
     assert asked == [*range(IDLE_STEPS + 1),
                      *range(IDLE_STEPS + LOOKUP_EVERY, IDLE_STEPS + 3 * LOOKUP_EVERY,
                             LOOKUP_EVERY)]
@@ -378,3 +379,20 @@ def test_the_batch_takes_the_count_that_saves_the_most_per_ms(streams, costs, pa
     order = positions_by_worth(asked, odds, lambda w: 0.1 * w.index)
     assert batch._best_count(order, asked, 600)[0] == _best_count_by_hand(batch, order,
                                                                           asked, 600)
+
+
+def test_positions_given_that_found_nothing_to_send_let_the_batch_rest():
+    """A stream still to be learnt is given positions at good odds; where its oracle finds
+    nothing to send (the rules on a chat prompt), those are plain steps too, and the batch
+    rests as where nothing paid (every step asked, a one-stream batch read 0.98x)."""
+    from specviz.engines.cost.auto_k import IDLE_STEPS
+
+    batch = batch_of(1, flat(per_row=0.05))
+    for _ in range(IDLE_STEPS + 1):
+        assert not batch.resting()
+        assert batch.choose(wants(1), {0: Odds((0.9,) * 8, exploring=True)}).ks[0] > 0
+        batch.stepped(sent=False)
+    assert batch.resting()
+    batch.stepped(sent=False)
+    batch.stepped(sent=True)
+    assert not batch.resting()

@@ -273,6 +273,7 @@ class StreamsSession(RunControls):
         if self.batch_k is not None and width:
             self.batch_k.observe_pass(self.batch_k.computed(widths), n_ctx, pass_ms,
                                       timing.other_ms, rows=len(widths))
+            self.batch_k.stepped(width > len(widths))
         return BatchStep(index, tuple(steps), width, timing, left)
 
     def _batch_ks(self) -> dict[int, int] | None:
