@@ -85,9 +85,12 @@ class BatchK:
     def pass_ms(self, width: int, n_ctx: int, rows: int | None = None) -> float:
         """Expected ms of a pass of `width` tokens at a context of `n_ctx` over `rows`
         streams (None: a token each), with a step's overhead."""
-        wide = rows is not None and width > rows and self.wide_scale is not None
-        scale = self.wide_scale if wide else self.scale
-        return scale * self.profile.cost_ms(width, n_ctx) + self.overhead_ms
+        wide = rows is not None and width > rows
+        return self._scale(wide) * self.profile.cost_ms(width, n_ctx) + self.overhead_ms
+
+    def _scale(self, wide: bool) -> float:
+        """Live / profiled ms: of passes with guesses (`wide`, once one is seen), or plain."""
+        return self.wide_scale if wide and self.wide_scale is not None else self.scale
 
     def resting(self) -> bool:
         """Whether this step goes plain without asking the streams: in a stretch where nothing
@@ -160,7 +163,7 @@ class BatchK:
         widths = range(rows + 1, self.widest + 1)
         if not widths:
             return []
-        scale = self.wide_scale if self.wide_scale is not None else self.scale
+        scale = self._scale(wide=True)
         return [scale * ms + self.overhead_ms
                 for ms in self.profile.costs_ms(widths, n_ctx)]
 
