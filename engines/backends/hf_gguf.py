@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ..atomic import sync_folder
+from ..models import gguf_read
 
 FOLDER = "gguf-meta"  # under the cache folder
 CONFIG = "config.json"
@@ -27,6 +28,7 @@ def tokenizer_and_config(folder: Path, gguf: str, store: Path):
     """(tokenizer, config) of `folder / gguf`, kept in `store` after the first read."""
     from transformers import AutoConfig, AutoTokenizer
 
+    gguf_read.install()  # transformers parses the file twice here
     kept = store / _key(folder / gguf)
     if (kept / CONFIG).is_file():
         try:

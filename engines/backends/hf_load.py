@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import BackendError
-from ..models import home_dir
+from ..models import gguf_read, home_dir
 from . import hf_gguf
 
 
@@ -20,6 +20,7 @@ def load(path: Path, device: str, dtype):
     hf_logging.disable_progress_bar()  # our own progress reporting; keep the terminal clean
     hf_gguf.quiet_conversion()
     hf_gguf.name_maps_once()
+    gguf_read.install()
 
     if not path.exists():
         raise BackendError(f"model not found: {path}")

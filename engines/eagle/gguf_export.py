@@ -58,9 +58,9 @@ def target_facts(model: Path) -> TargetFacts:
 
 
 def _gguf_facts(model: Path) -> TargetFacts:
-    from gguf import GGUFReader
+    from ..models.gguf_read import reader_class
 
-    reader = GGUFReader(model)
+    reader = reader_class()(model)
 
     def field(key: str):
         f = reader.get_field(key)

@@ -15,10 +15,12 @@ from ..errors import ModelError
 @lru_cache(maxsize=8)
 def read_metadata(path: str | Path) -> dict[str, str | int | float | bool]:
     """Scalar and string metadata of a GGUF file, keyed by GGUF field name."""
-    from gguf import GGUFReader, GGUFValueType
+    from gguf import GGUFValueType
+
+    from .gguf_read import reader_class
 
     try:
-        reader = GGUFReader(str(path))
+        reader = reader_class()(str(path))
     except (OSError, ValueError) as exc:
         raise ModelError(f"{path} is not a readable GGUF file: {exc}") from None
     meta: dict[str, str | int | float | bool] = {}

@@ -1,0 +1,91 @@
+"""gguf's reader over a plain array reads what gguf's own reads (engines/models/gguf_read.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+from gguf.quants import quantize
+from tiny_gguf import write_tiny_gguf
+
+from specviz.engines.models import gguf_read
+
+
+def write_every_kind(path):
+    """A GGUF with a field of every value type, arrays of strings and numbers, and tensors
+    quantised and not."""
+    w = GGUFWriter(str(path), "llama")
+    w.add_string("t.string", "héllo ✓ <|im_start|>")
+    w.add_bool("t.bool", True)
+    w.add_int8("t.int8", -7)
+    w.add_uint16("t.uint16", 65535)
+    w.add_int32("t.int32", -123456)
+    w.add_uint64("t.uint64", 2**40 + 3)
+    w.add_float32("t.float32", 0.25)
+    w.add_float64("t.float64", -1e-300)
+    w.add_array("t.strings", ["", "a", "βγ", "x" * 300])
+    w.add_array("t.ints", list(range(-5, 500)))
+    w.add_array("t.floats", [0.5, -2.0, 3.25])
+    rng = np.random.default_rng(0)
+    w.add_tensor("q", quantize(rng.standard_normal((8, 64)).astype(np.float32),
+                               GGMLQuantizationType.Q4_0), raw_dtype=GGMLQuantizationType.Q4_0)
+    w.add_tensor("f", rng.standard_normal((3, 5)).astype(np.float32))
+    w.add_tensor("h", rng.standard_normal(7).astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def same_reading(a, b) -> None:
+    assert list(a.fields) == list(b.fields)
+    for name, fa in a.fields.items():
+        fb = b.fields[name]
+        assert (fa.offset, fa.data, fa.types) == (fb.offset, fb.data, fb.types), name
+        assert len(fa.parts) == len(fb.parts), name
+        for pa, pb in zip(fa.parts, fb.parts):
+            assert pa.dtype == pb.dtype and np.array_equal(pa, pb), name
+        if fa.types:
+            assert fa.contents() == fb.contents(), name
+    assert (a.data_offset, a.alignment) == (b.data_offset, b.alignment)
+    assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
+    for ta, tb in zip(a.tensors, b.tensors):
+        assert (ta.tensor_type, list(ta.shape), ta.n_elements, ta.data_offset) == (
+            tb.tensor_type, list(tb.shape), tb.n_elements, tb.data_offset)
+        assert ta.data.dtype == tb.data.dtype and np.array_equal(ta.data, tb.data)
+
+
+@pytest.mark.parametrize("write", [write_every_kind, write_tiny_gguf])
+def test_the_plain_reader_reads_every_field_and_tensor_as_ggufs_own(tmp_path, write):
+    path = write(tmp_path / "m.gguf")
+    plain = gguf_read.reader_class()
+    assert plain is not GGUFReader and issubclass(plain, GGUFReader)
+    read = plain(path)
+    same_reading(GGUFReader(path), read)
+    assert type(read.tensors[0].data) is np.ndarray  # not a memmap: sliced in C
+
+
+def test_a_reader_that_slices_otherwise_is_kept_as_it_is():
+    class Other(GGUFReader):
+        def _get(self, offset, dtype, count=1):  # another release's signature
+            return super()._get(offset, dtype, count)
+
+    gguf_read._PLAIN.pop(Other, None)
+    import gguf
+    kept = gguf.GGUFReader
+    try:
+        gguf.GGUFReader = Other
+        assert gguf_read.reader_class() is Other
+    finally:
+        gguf.GGUFReader = kept
+
+
+def test_install_replaces_ggufs_reader_once(monkeypatch):
+    import gguf
+
+    monkeypatch.setattr(gguf, "GGUFReader", GGUFReader)
+    gguf_read.install()
+    installed = gguf.GGUFReader
+    gguf_read.install()
+    assert gguf.GGUFReader is installed and installed._plain_base is GGUFReader
