@@ -34,7 +34,9 @@ pytestmark = pytest.mark.gui
 
 
 def run(shape: list[tuple[int, int]], ms: list[float] | float = 100.0) -> list[StepEvent]:
-    """Events of a run: per step (proposed, accepted), each step taking `ms` of verify time."""
+    """Events of a run at K = 4 (the most `random_shape` proposes): per step (proposed,
+    accepted), each step taking `ms` of verify time. K stays put, as a run's K does until
+    the person changes it: a K marker on every step drew thousands of lines."""
     durations = ms if isinstance(ms, list) else [ms] * len(shape)
     events, tokens, proposed, accepted, verify = [], 0, 0, 0, 0.0
     for i, ((n_prop, n_acc), step_ms) in enumerate(zip(shape, durations, strict=True)):
@@ -48,7 +50,7 @@ def run(shape: list[tuple[int, int]], ms: list[float] | float = 100.0) -> list[S
         kind = (TARGET_PLAIN if not n_prop
                 else TARGET_BONUS if n_acc == n_prop else TARGET_CORRECTION)
         events.append(StepEvent(
-            step=i, oracle="test", k=max(n_prop, 1), position=20 + tokens, proposed=tokens_,
+            step=i, oracle="test", k=4, position=20 + tokens, proposed=tokens_,
             target=TargetToken(id=0, text=" t", kind=kind, p_target=0.9, margin=1.0),
             text="", timing=Timing(0.0, step_ms, 0.0),
             totals=Totals(tokens, i + 1, proposed, accepted, 0.0, verify, 0.0),
@@ -233,7 +235,8 @@ def _k_markers(plot: pg.PlotWidget) -> list[tuple[float, str]]:
 
 def test_k_change_markers(graphs):
     add_lane(graphs, "a", "a", DARK.lanes[0])
-    feed(graphs, "a", run([(4, 2)] * 4 + [(8, 2)], ms=100.0))  # K 4, then 8 from step 4
+    events = run([(4, 2)] * 4 + [(8, 2)], ms=100.0)
+    feed(graphs, "a", [*events[:4], replace(events[4], k=8)])  # K 4, then 8 from step 4
     # At the time the step with the new K began: when the step before it ended.
     assert _k_markers(graphs.race_plot) == [(pytest.approx(0.4), "K=8")]
     assert _k_markers(graphs.speedup_plot) == [(pytest.approx(0.4), "K=8")]
@@ -399,8 +402,8 @@ def test_half_the_plots_paint_a_moment_later(graphs, qtbot):
     graphs.show()
     qtbot.waitExposed(graphs)
     add_lane(graphs, "a", "a", DARK.lanes[0])
-    # One K throughout: a K change would mark the race and speedup plots at once.
-    events = [replace(e, k=4) for e in run(random_shape(60, seed=3), ms=20.0)]
+    # One K throughout (`run`'s): a K change would mark the race and speedup plots at once.
+    events = run(random_shape(60, seed=3), ms=20.0)
     feed(graphs, "a", events[:30])
     graphs.refresh()
     counter = _PaintCounter({name: plot.viewport() for name, plot in graphs.plots.items()})
