@@ -81,3 +81,19 @@ def test_the_standard_library_makes_code_and_prose_prompts(tmp_path):
     assert not any("_private" in p or "test_skipped" in p for p in prompts)
     assert stdlib_prompts(8, seed=1, root=tmp_path / "nowhere") == []
     assert len(stdlib_prompts(300)) == 300  # this Python's own library: plenty
+
+
+def test_a_functions_source_is_what_ast_reads_from_the_whole_text():
+    import ast
+
+    from specviz.engines.training.stdlib_prompts import _LINE, source_segment
+
+    text = ("def é(a):\r\n    return 'ü' + a\r\n\f\ndef one(): return 1\r"
+            "class K:\n    def m(self, x='λ'):  # ✓\n        return [x,\n                x]\n"
+            "async def last(b):\n    return await b")
+    tree = ast.parse(text)
+    lines = _LINE.findall(text)
+    nodes = [n for n in ast.walk(tree) if getattr(n, "end_lineno", None) is not None]
+    assert len(nodes) > 20
+    for node in nodes:
+        assert source_segment(lines, node) == ast.get_source_segment(text, node)

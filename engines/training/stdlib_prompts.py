@@ -11,6 +11,7 @@ is fixed by the seed and the Python version, so the answers' cache key stays sta
 from __future__ import annotations
 
 import ast
+import re
 import sysconfig
 from pathlib import Path
 
@@ -34,6 +35,9 @@ SKIP = ("test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages",
         "turtledemo", "pydoc_data", "__pycache__")
 LINES = (4, 30)  # a function this long makes a prompt; longer ones answer past max_new
 PROSE_CHARS = (200, 1500)
+# A line of Python source as the parser counts lines: ended by \r\n, \r or \n only (a form
+# feed, which str.splitlines also splits at, is inside a line).
+_LINE = re.compile(r".*?(?:\r\n|\r|\n)|.+", re.S)
 
 
 def stdlib_prompts(count: int, seed: int = 0, root: Path | None = None) -> list[str]:
@@ -73,10 +77,23 @@ def _pieces(path: Path) -> tuple[list[str], list[str]]:
     functions = []
     public = (n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
               and not n.name.startswith("_"))
+    lines = _LINE.findall(text)
     for node in public:
-        source = ast.get_source_segment(text, node)
+        source = source_segment(lines, node)
         if source and LINES[0] <= source.count("\n") + 1 <= LINES[1]:
             functions.append(source)
     doc = (ast.get_docstring(tree) or "").strip()
     docs = [doc] if PROSE_CHARS[0] <= len(doc) <= PROSE_CHARS[1] else []
     return functions, docs
+
+
+def source_segment(lines: list[str], node: ast.AST) -> str:
+    """`ast.get_source_segment(text, node)` from the text's lines (`_LINE`), split once a
+    file: it splits the whole text again for every node asked, which was 93% of making 300
+    prompts (20 s on a 2-core EPYC). Columns are UTF-8 byte offsets, as the parser gives."""
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first].encode()[node.col_offset:node.end_col_offset].decode()
+    head = lines[first].encode()[node.col_offset:].decode()
+    tail = lines[last].encode()[:node.end_col_offset].decode()
+    return head + "".join(lines[first + 1:last]) + tail
