@@ -10,6 +10,7 @@ bytes (tests/test_gguf_read.py), the tensors as ndarray views of the map rather 
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -23,13 +24,12 @@ def reader_class():
     """PlainReader where this gguf's reader slices as expected, else gguf's own."""
     from gguf import GGUFReader
 
-    base = getattr(GGUFReader, "_plain_base", GGUFReader)
-    if _PLAIN.get(base) is None:
-        _PLAIN[base] = _plain_subclass(base) if _slices_as_expected(base) else base
-    return _PLAIN[base]
+    return _plain_for(getattr(GGUFReader, "_plain_base", GGUFReader))
 
 
-_PLAIN: dict[type, type] = {}
+@functools.cache
+def _plain_for(base: type) -> type:
+    return _plain_subclass(base) if _slices_as_expected(base) else base
 
 
 def install() -> None:
