@@ -88,3 +88,22 @@ def test_install_replaces_ggufs_reader_once(monkeypatch):
     installed = gguf.GGUFReader
     gguf_read.install()
     assert gguf.GGUFReader is installed and installed._plain_base is GGUFReader
+
+
+def test_inside_shared_a_file_is_parsed_once_and_let_go_after(tmp_path):
+    path = write_every_kind(tmp_path / "m.gguf")
+    plain = gguf_read.reader_class()
+    with gguf_read.shared():
+        first = plain(path)
+        assert plain(str(path)) is first  # the same file, however named
+        with gguf_read.shared():  # nested, as a load inside a load
+            assert plain(path) is first
+        assert plain(path) is first
+        assert plain(path, "c") is not first  # opened otherwise than for reading: its own
+        other = write_every_kind(tmp_path / "other.gguf")
+        assert plain(other) is not first
+        write_every_kind(path)  # rewritten: another file
+        assert plain(path) is not first
+    assert not gguf_read._read  # let go
+    assert plain(path) is not plain(path)  # outside: a parse each
+    same_reading(GGUFReader(path), plain(path))

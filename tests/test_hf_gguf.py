@@ -7,6 +7,7 @@ import numpy as np
 
 from specviz.engines.backends import hf_gguf
 from specviz.engines.backends.hf import TransformersBackend
+from specviz.engines.models import gguf_read
 
 TEXTS = ["Hello world", "def f(x):\n    return x  # ünïcode ✓", "  spaces\t\ttabs\n\n",
          "<|im_start|>user\nhi<|im_end|>"]
@@ -15,11 +16,18 @@ TEXTS = ["Hello world", "def f(x):\n    return x  # ünïcode ✓", "  spaces\t\
 def test_a_second_load_reads_the_kept_tokenizer_and_config_and_computes_the_same(
         smollm2_path, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    parses = []
+    reader = gguf_read.reader_class()
+    parse = reader._build_fields
+    monkeypatch.setattr(reader, "_build_fields",
+                        lambda self, *a: parses.append(1) or parse(self, *a))
     first = TransformersBackend(smollm2_path, device="cpu", dtype="float32")
+    assert len(parses) == 1  # the tokenizer's, the config's and the weights' read shared
     assert "GGUF tensors" not in capfd.readouterr().err  # transformers' own bar, silenced
     kept = list((tmp_path / hf_gguf.FOLDER).iterdir())
     assert len(kept) == 1 and (kept[0] / hf_gguf.CONFIG).is_file()
     second = TransformersBackend(smollm2_path, device="cpu", dtype="float32")
+    assert len(parses) == 2  # the weights' alone
     for text in TEXTS:
         for special in (True, False):
             assert first.tokenize(text, special) == second.tokenize(text, special)

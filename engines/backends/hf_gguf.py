@@ -29,15 +29,16 @@ def tokenizer_and_config(folder: Path, gguf: str, store: Path):
     """(tokenizer, config) of `folder / gguf`, kept in `store` after the first read."""
     from transformers import AutoConfig, AutoTokenizer
 
-    gguf_read.install()  # transformers parses the file twice here
+    gguf_read.install()  # transformers parses the file for each below: once, shared
     kept = store / _key(folder / gguf)
     if (kept / CONFIG).is_file():
         try:
             return AutoTokenizer.from_pretrained(kept), AutoConfig.from_pretrained(kept)
         except (OSError, ValueError):
             _discard(kept)  # damaged: read from the file again
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-    config = AutoConfig.from_pretrained(folder, gguf_file=gguf)
+    with gguf_read.shared():
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+        config = AutoConfig.from_pretrained(folder, gguf_file=gguf)
     _keep(kept, tok, config)
     return tok, config
 

@@ -35,17 +35,18 @@ def load(path: Path, device: str, dtype):
         raise BackendError(f"{path} is not a Hugging Face model folder (no config.json)")
     t0 = time.perf_counter()
     try:
-        if gguf:
-            tok, kwargs["config"] = hf_gguf.tokenizer_and_config(
-                folder, gguf, home_dir("cache") / hf_gguf.FOLDER)
-        else:
-            tok = AutoTokenizer.from_pretrained(folder)
-        # A GGUF is de-quantized to float32 whatever is asked; asked for another dtype,
-        # transformers warns that its packed-weight kernels compute in float32, though it
-        # packs nothing here (the `kernels` package is not installed): loaded in float32 and
-        # its weights converted, the same model, no warning.
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch.float32 if gguf else dtype, **kwargs)
+        with gguf_read.shared():  # the tokenizer's, the config's and the weights' parse: one
+            if gguf:
+                tok, kwargs["config"] = hf_gguf.tokenizer_and_config(
+                    folder, gguf, home_dir("cache") / hf_gguf.FOLDER)
+            else:
+                tok = AutoTokenizer.from_pretrained(folder)
+            # A GGUF is de-quantized to float32 whatever is asked; asked for another dtype,
+            # transformers warns that its packed-weight kernels compute in float32, though
+            # it packs nothing here (the `kernels` package is not installed): loaded in
+            # float32 and its weights converted, the same model, no warning.
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=torch.float32 if gguf else dtype, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BackendError(f"transformers could not load {path}: {first_line(exc)}") from None
     if gguf:
