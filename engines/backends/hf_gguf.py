@@ -5,8 +5,9 @@ three parses of every field (the vocabulary is most of it), 3.9 s and 3.0 s of a
 smollm2-135m load on a 2-core EPYC before the weights' own 12.7 s. The tokenizer and config
 saved the first time and loaded from their small files after take 0.1 s, and the model built
 from the kept config computes the same logits (tests/test_hf_gguf.py). Kept per file (its
-path, size and modification time) and transformers release, in the cache folder. Each parse
-that is left runs over a plain array, not gguf's memmap (models/gguf_read.py).
+path, size and modification time) and transformers release, in the cache folder. A load's
+reads of the file share one parse, over a plain array rather than gguf's memmap
+(models/gguf_read.py).
 """
 
 from __future__ import annotations
