@@ -107,3 +107,21 @@ def test_inside_shared_a_file_is_parsed_once_and_let_go_after(tmp_path):
     assert not gguf_read._read  # let go
     assert plain(path) is not plain(path)  # outside: a parse each
     same_reading(GGUFReader(path), plain(path))
+
+
+def test_a_string_longer_than_the_file_is_one_line(tmp_path):
+    """A hostile length (2^62 bytes) for the first key: gguf's own reader raises IndexError;
+    ours, as for every other damage, ValueError, and the metadata reader says it in a line."""
+    import struct
+
+    from specviz.engines.errors import ModelError
+    from specviz.engines.models.gguf_meta import read_metadata
+
+    data = write_every_kind(tmp_path / "m.gguf").read_bytes()
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(data[:24] + struct.pack("<Q", 2**62) + data[32:2000])
+    with pytest.raises(ValueError, match="past the end of the file"):
+        gguf_read.reader_class()(path)
+    with pytest.raises(ModelError, match="is not a readable GGUF file") as said:
+        read_metadata(path)
+    assert "\n" not in str(said.value)

@@ -21,7 +21,7 @@ def read_metadata(path: str | Path) -> dict[str, str | int | float | bool]:
 
     try:
         reader = reader_class()(str(path))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, IndexError) as exc:  # IndexError: gguf's own reader's
         raise ModelError(f"{path} is not a readable GGUF file: {exc}") from None
     meta: dict[str, str | int | float | bool] = {}
     for name, field in reader.fields.items():

@@ -106,7 +106,10 @@ def _plain_subclass(base: type) -> type:
     def __init__(self, path, mode="r"):
         if "data" in self.__dict__:
             return  # a shared reader, parsed already
-        base.__init__(self, path, mode)
+        try:
+            base.__init__(self, path, mode)
+        except IndexError as exc:  # a length past the file's end: said as gguf says the rest
+            raise ValueError(f"a field runs past the end of the file ({exc})") from None
         key = _file_key(path, mode)
         if key:
             with _lock:
