@@ -17,7 +17,14 @@ from psygnal import Signal
 from ..engines import events as ev
 from ..engines.host.run_spec import LaneSpec
 from ..engines.oracles import is_plain
-from ..engines.speedup import Speedup, from_ratios, round_ratio, step_ratio, stretch_speedup
+from ..engines.speedup import (
+    Speedup,
+    from_ratios,
+    round_ratio,
+    step_ratio,
+    stretch_speedup,
+    widened,
+)
 from ..engines.stalls import of_events
 
 TREE_LOOKBACK = 8  # the last steps of a run, short of room, may be plain ones
@@ -314,7 +321,9 @@ class BoardModel:
             return None
         if len(rounds) == 1 and lane.race.joined and rounds[0].alone is not None:
             return rounds[0].alone  # one race: stretches of its text
-        return from_ratios([r.ratio for r in rounds], stalls=sum(r.stalls for r in rounds))
+        return widened(from_ratios([r.ratio for r in rounds],
+                                   stalls=sum(r.stalls for r in rounds)),
+                       [r.alone for r in rounds])
 
     def declined(self, lane_id: str) -> dict[str, int] | None:
         """Steps with nothing proposed, by why; None where it cannot be said (plain decoding,

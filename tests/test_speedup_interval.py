@@ -84,6 +84,46 @@ def test_noisy_equal_work_stays_within_noise():
     assert sp.from_stretches(lane, plain).verdict == sp.NOISE
 
 
+def _round(rng, slower: float, noise: float = 0.04, n: int = 128) -> tuple[list, list]:
+    """One round's steps, a token each, the lane `slower` times plain's pace, `noise` each."""
+    from specviz.engines.stalls import StepTime
+
+    def steps(scale):
+        return [StepTime(1, 1, ms, ms) for ms in scale * 10 * (1 + rng.normal(0, noise, n))]
+
+    return steps(slower), steps(1.0)
+
+
+def test_rounds_that_agree_by_chance_are_no_surer_than_their_stretches():
+    """Two rounds whose ratios agree (here: the same steps twice): Student's t on the two
+    alone is a sliver that calls 2.8% "slower"; the rounds' stretches say their mean is
+    known to a few per cent only."""
+    rng = __import__("numpy").random.default_rng(7)
+    times = [_round(rng, 1.03, noise=0.3)] * 2
+    ratios = [sp.step_ratio(a, b)[0] for a, b in times]
+    sliver = sp.from_ratios(ratios)
+    assert sliver.verdict == sp.SLOWER and sliver.high - sliver.low < 1e-9
+    found = sp.from_rounds(times)
+    assert found.ratio == pytest.approx(sliver.ratio) and found.verdict == sp.NOISE
+    one = sp.from_steps(*times[0])  # one round: its stretches' interval
+    pooled = math.log(one.high / one.low) / 2 / sp.t95(one.stretches - 1) / math.sqrt(2)
+    assert math.log(found.high / found.ratio) == pytest.approx(
+        sp.t95(2 * (one.stretches - 1)) * pooled)
+
+
+def test_rounds_that_disagree_keep_their_own_wider_interval():
+    rng = __import__("numpy").random.default_rng(4)
+    times = [_round(rng, 0.8), _round(rng, 1.25)]
+    ratios = [sp.step_ratio(a, b)[0] for a, b in times]
+    assert sp.from_rounds(times) == sp.from_ratios(ratios)
+
+
+def test_rounds_whose_lane_is_slower_still_read_slower():
+    rng = __import__("numpy").random.default_rng(5)
+    found = sp.from_rounds([_round(rng, 1.25) for _ in range(3)])
+    assert found.verdict == sp.SLOWER and found.high < 0.85
+
+
 def test_two_runs_step_by_turns_until_both_end():
     def run(name, n):
         for i in range(n):

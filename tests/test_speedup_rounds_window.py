@@ -82,6 +82,33 @@ def test_racing_again_adds_a_round_and_two_give_an_interval():
     assert board.rounds("plain") is None  # plain decoding is no rival of itself
 
 
+def timed(oracle: str, ms: list[float]) -> list[ev.Event]:
+    """A lane's events: a token a step, each step taking its `ms`, then its summary."""
+    events, total = [], 0.0
+    for i, step_ms in enumerate(ms):
+        total += step_ms
+        totals = ev.Totals(i + 1, i + 1, 0, 0, 0.0, total, 0.0)
+        events.append(replace(make_step(i, 4, oracle=oracle), totals=totals,
+                              timing=ev.Timing(0.0, step_ms, 0.0)))
+    return [*events, ev.SummaryEvent(oracle, "max-tokens", "", events[-1].totals, 1.0, total)]
+
+
+def test_races_that_agree_by_chance_are_no_surer_than_their_stretches():
+    """Two races with the same ratio: the rounds' interval is as wide as their stretches
+    pooled say, not the sliver two equal ratios give."""
+    rng = __import__("numpy").random.default_rng(7)
+    plain_ms = list(10 * (1 + rng.normal(0, 0.3, 128)))
+    lane_ms = list(10.3 * (1 + rng.normal(0, 0.3, 128)))
+    board = two_lanes()
+    for _ in range(2):
+        race(board, plain=(header("none", 1), timed("none", plain_ms)),
+             lookup=(header(), timed("prompt-lookup", lane_ms)))
+    two = board.rounds("lookup")
+    assert two.rounds == 2 and two.ratios[0] == pytest.approx(two.ratios[1])
+    assert from_ratios(two.ratios).high - from_ratios(two.ratios).low < 1e-9
+    assert two.low < two.ratio * 0.97 and two.high > two.ratio * 1.03
+
+
 def test_a_replay_stepping_back_over_a_race_s_end_adds_no_round():
     board = two_lanes()
     (plain_header, plain_events), (lane_header, lane_events) = plain(), lookup(1.2)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..loop.streams import BatchEvent, BatchStep, StreamsSession, StreamsSummary
-from ..speedup import FASTER, Speedup, from_ratios, from_steps, step_ratio
+from ..speedup import FASTER, Speedup, from_rounds, from_steps
 from ..stalls import StepTime
 from .rounds import by_turns
 
@@ -103,8 +103,7 @@ def measure(n: int, make_lane: MakeRun, make_plain: MakeRun, rounds: int = 1) ->
         one_round(iter(make_lane(n)), iter(make_plain(n)), r % 2 == 0, (lane, plain))
     times = [(step_times(a), step_times(b)) for a, b in zip(lane.steps, plain.steps)]
     if rounds > 1:
-        speedup = from_ratios([step_ratio(a, b)[0] for a, b in times],
-                              stalls=sum(step_ratio(a, b)[1] for a, b in times))
+        speedup = from_rounds(times)
     else:
         speedup = from_steps(*times[0])
     tokens, width = lane.per_stream_step()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import events as ev
 from ..loop.session import Session
-from ..speedup import Speedup, from_ratios, step_ratio, stretch_speedup
+from ..speedup import Speedup, from_rounds, stretch_speedup
 from ..stalls import StepTime, of_events
 
 OnEvent = Callable[[ev.Event], None]
@@ -68,14 +68,10 @@ class Rounds:
     # Every round's step times, lane and plain: each round's ratio with its stalls set aside.
     times: list[tuple[list[StepTime], list[StepTime]]] = field(default_factory=list)
 
-    def ratios(self) -> list[float]:
-        return [step_ratio(lane, plain)[0] for lane, plain in self.times]
-
     def speedup(self) -> Speedup:
         """Several rounds: their ratios; one: the stretches of its text."""
         if len(self.lane) > 1:
-            return from_ratios(self.ratios(),
-                               stalls=sum(step_ratio(a, b)[1] for a, b in self.times))
+            return from_rounds(self.times)
         return stretch_speedup(self.lane_steps, self.plain_steps)
 
 
