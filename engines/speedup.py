@@ -117,7 +117,15 @@ def from_rounds(times: Sequence[tuple[Sequence[StepTime], Sequence[StepTime]]],
     set aside) and Student's t over them, `widened` by each round's stretches."""
     ratios, stalls = zip(*(step_ratio(lane, plain) for lane, plain in times))
     return widened(from_ratios(ratios, resolution, sum(stalls)),
-                   [from_steps(lane, plain) for lane, plain in times], resolution)
+                   [_alone(lane, plain) for lane, plain in times], resolution)
+
+
+def _alone(lane: Sequence[StepTime], plain: Sequence[StepTime]) -> Speedup | None:
+    """One round's own speedup, None where it has none (a round that wrote nothing)."""
+    try:
+        return from_steps(lane, plain)
+    except ValueError:
+        return None
 
 
 def widened(found: Speedup, rounds: Sequence[Speedup | None],

@@ -124,6 +124,17 @@ def test_rounds_whose_lane_is_slower_still_read_slower():
     assert found.verdict == sp.SLOWER and found.high < 0.85
 
 
+def test_a_round_that_wrote_nothing_is_left_out_as_before():
+    from specviz.engines.stalls import StepTime
+
+    rng = __import__("numpy").random.default_rng(6)
+    empty = ([StepTime(0, 1, 10.0, 10.0)], [StepTime(0, 1, 10.0, 10.0)])
+    times = [_round(rng, 1.0), _round(rng, 1.1), empty]
+    found = sp.from_rounds(times)
+    assert found.rounds == 2 and found.ratio == pytest.approx(
+        sp.from_ratios([sp.step_ratio(*t)[0] for t in times[:2]]).ratio)
+
+
 def test_two_runs_step_by_turns_until_both_end():
     def run(name, n):
         for i in range(n):
