@@ -124,6 +124,39 @@ def test_ngram_asks_more_sightings_of_shorter_ngrams():
     assert oracle.propose(longest, 1).tokens == [8]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=2, max_size=60), st.integers(1, 6),
+       st.integers(0, 2**16))
+def test_ngram_counts_the_tokens_since_it_was_last_asked_whenever_it_is_asked(
+        tokens, every, seed):
+    """A resting batch asks its streams every few steps only, and the cache counts what came
+    since when asked: asked every `every` steps, its answers are those of a cache asked at
+    every step, each token counted once."""
+    steps = random.Random(seed)
+    prompt, rest = tokens[:2], tokens[2:]
+    asked_always, asked_now_and_then = (NGramOracle(max_ngram=3, min_ngram=1) for _ in "ab")
+    for oracle in (asked_always, asked_now_and_then):
+        oracle.start(run_context(prompt))
+    context, step = list(prompt), 0
+    while rest:
+        taken = steps.randint(1, 3)  # a step keeps its accepted guesses and one token
+        context += rest[:taken]
+        rest = rest[taken:]
+        for oracle in (asked_always, asked_now_and_then):
+            oracle.observe(context)
+        step += 1
+        expected = (asked_always.match_length(context), asked_always.propose(context, 4).tokens)
+        if step % every == 0:
+            assert (asked_now_and_then.match_length(context),
+                    asked_now_and_then.propose(context, 4).tokens) == expected
+    counted = NGramCache(1, 3, positions=True)
+    counted.add(context)
+    for oracle in (asked_always, asked_now_and_then):
+        oracle.match_length(context)
+        assert oracle._dynamic.stats == counted.stats
+        assert oracle._dynamic.after == counted.after
+
+
 def test_ngram_corpus_seeds_a_static_cache():
     oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
     oracle.start(run_context([1, 7]))
