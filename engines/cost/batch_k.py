@@ -92,14 +92,15 @@ class BatchK:
         """Live / profiled ms: of passes with guesses (`wide`, once one is seen), or plain."""
         return self.wide_scale if wide and self.wide_scale is not None else self.scale
 
-    def resting(self) -> bool:
-        """Whether this step goes plain without asking the streams: in a stretch where nothing
-        paid (IDLE_STEPS steps in a row), they are asked every LOOKUP_EVERY-th step only, as a
-        single run's auto K looks (auto_k._worth_looking). Asking every stream's odds and
-        pricing them is about 0.6% of a step of 16 streams on a CPU, more on a GPU's short
-        steps: enough to read slower than plain decoding where speculation stays off."""
+    def resting(self, streams: int) -> bool:
+        """Whether this step goes plain without asking the `streams` live streams: in a
+        stretch where nothing paid (IDLE_STEPS steps in a row), they are asked every
+        `rest_every(streams)`-th step only. Asking 16 streams' odds and pricing them took
+        about 1.3 ms with the n-gram cache on a 2-core CPU (1% of a step), more of a GPU's
+        short steps: at every step, enough to read slower than plain decoding where
+        speculation stays off."""
         idle = self.idle - IDLE_STEPS
-        return not (idle < 0 or idle % LOOKUP_EVERY == 0)
+        return not (idle < 0 or idle % rest_every(streams) == 0)
 
     def stepped(self, sent: bool) -> None:
         """After each batch step: whether any stream sent a guess. Positions given that found
@@ -197,6 +198,15 @@ class BatchK:
         self.scale = settle(self.scale, pass_ms / predicted, self.seen)
         self.overhead_ms = settle(self.overhead_ms, other_ms, self.seen)
         self.seen += 1
+
+
+def rest_every(streams: int) -> int:
+    """Every how many steps a resting batch asks its streams: every LOOKUP_EVERY-th, as a
+    single run's auto K looks (auto_k._worth_looking), or every `streams`-th where there are
+    more, so that asking costs one stream's lookup a step at most on average, however wide
+    the batch. A copy is then found up to that many steps late, at widths where a stream's
+    guesses rarely paid on a CPU (docs/results/concurrency.md)."""
+    return max(LOOKUP_EVERY, streams)
 
 
 class Saving:

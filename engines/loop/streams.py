@@ -281,7 +281,7 @@ class StreamsSession(RunControls):
         the odds each stream's policy has learnt; a stream whose oracle fails to say leaves."""
         if self.batch_k is None:
             return None
-        if self.batch_k.resting():
+        if self.batch_k.resting(len(self._live())):
             return {s.index: 0 for s in self._live()}
         odds = {s.index: found for s in self._live()
                 if (found := self._guarded(s, s.k_policy.odds, s.context)) is not None}
