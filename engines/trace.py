@@ -1,7 +1,10 @@
 """Traces: a run as JSON Lines, written as it goes, replayable without a model.
 
 Line 1 is a header (models with checksums, backend, device, settings, machine, prompt);
-every further line is one event (`events.to_json`). Each line goes to the file in one write,
+every further line is one event (`events.to_json`). A run of N streams (its header's
+`streams`: every stream's prompt) stores a line per batched pass instead, every stream's step
+in it, and the batch's summary (`batch_events.to_dict`); read, its `events` are stream 1's,
+and `stream(i)` is the trace of stream i + 1. Each line goes to the file in one write,
 whole, so a crash loses at most the step in flight; a write that fails (a full disk) is cut
 back to the last whole line and ends the trace with one line saying how many steps it keeps.
 Reading stops at the first bad line with an error that names it, and everything before it
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from . import batch_events as batches
 from . import events as ev
 from .atomic import cannot_write
 from .bounded_json import JSONProblem, loads
@@ -42,9 +46,12 @@ class TraceWriter:
             raise cannot_write(self.path, exc) from None
         self._line({"kind": "header", "format": FORMAT, "schema": ev.SCHEMA_VERSION, **header})
 
-    def write(self, event: ev.Event) -> None:
-        self._line(ev.to_dict(event))
-        if isinstance(event, ev.StepEvent):
+    def write(self, event: ev.Event | batches.BatchEvent) -> None:
+        if isinstance(event, batches.BatchStep | batches.StreamsSummary):
+            self._line(batches.to_dict(event))
+        else:
+            self._line(ev.to_dict(event))
+        if isinstance(event, ev.StepEvent | batches.BatchStep):
             self.steps += 1
 
     def _line(self, record: dict[str, Any]) -> None:
@@ -85,12 +92,14 @@ class TraceWriter:
 
 @dataclass
 class Trace:
-    """A trace as read: its header, the events that parsed, and the first problem, if any."""
+    """A trace as read: its header, the events that parsed (of a run of N streams, stream
+    1's), the batch's records where it is one, and the first problem, if any."""
 
     path: Path
     header: dict[str, Any]
     events: list[ev.Event] = field(default_factory=list)
     problem: TraceError | None = None
+    batches: list[batches.BatchEvent] = field(default_factory=list)
 
     @property
     def steps(self) -> list[ev.StepEvent]:
@@ -100,6 +109,30 @@ class Trace:
     def summary(self) -> ev.SummaryEvent | None:
         last = self.events[-1] if self.events else None
         return last if isinstance(last, ev.SummaryEvent) else None
+
+    @property
+    def streams(self) -> int:
+        """How many streams the run decoded at once (1: a single run)."""
+        return len(self.header.get("streams", {}).get("prompts", [])) or 1
+
+    def stream(self, index: int) -> Trace:
+        """Stream `index + 1` as a trace of its own: its prompt in the header, its events."""
+        if not 0 <= index < self.streams:
+            raise TraceError(f"{self.path} holds {self.streams} stream(s), not a stream "
+                             f"{index + 1}")
+        if index == 0:
+            return self
+        of = self.header["streams"]
+        header = {**self.header, "prompt": of["prompts"][index],
+                  "prompt_text": _nth(of, "prompt_texts", index, of["prompts"][index]),
+                  "token_chars": _nth(of, "token_chars", index, []), "prompt_ids": []}
+        return Trace(self.path, header, batches.stream_events(self.batches, index),
+                     self.problem, self.batches)
+
+
+def _nth(streams: dict[str, Any], name: str, index: int, default: Any) -> Any:
+    values = streams.get(name, [])
+    return values[index] if index < len(values) else default
 
 
 def iter_trace(path: str | Path) -> Iterator[dict[str, Any] | ev.Event]:
@@ -134,13 +167,19 @@ def read_trace(path: str | Path) -> Trace:
     trace = Trace(Path(path), header)  # type: ignore[arg-type]
     try:
         for item in items:
-            trace.events.append(item)  # type: ignore[arg-type]
+            if isinstance(item, batches.BatchStep | batches.StreamsSummary):
+                trace.batches.append(item)
+            else:
+                trace.events.append(item)  # type: ignore[arg-type]
     except TraceError as exc:
         trace.problem = exc
+    if trace.batches:  # stream 1's, then what the window ended it with (the engine died)
+        trace.events = batches.stream_events(trace.batches, 0) + trace.events
     return trace
 
 
-def _parse(path: Path, number: int, line: bytes) -> dict[str, Any] | ev.Event:
+def _parse(path: Path, number: int, line: bytes
+           ) -> dict[str, Any] | ev.Event | batches.BatchEvent:
     where = f"{path}, line {number}"
     if len(line) > MAX_LINE:
         raise TraceError(f"{where}: longer than {MAX_LINE:,} bytes, not a line of a trace")
@@ -156,6 +195,8 @@ def _parse(path: Path, number: int, line: bytes) -> dict[str, Any] | ev.Event:
     if number == 1:
         return _header(where, record)
     try:
+        if record.get("kind") in batches.KINDS:
+            return batches.from_dict(record)
         return ev.from_dict(record)
     except ValueError as exc:
         raise TraceError(f"{where}: {exc}") from None
@@ -170,6 +211,10 @@ HEADER_TYPES: dict[str, tuple[type, ...]] = {
     "compile": (str, NoneType),
     "target": (dict,), "draft": (dict, NoneType), "server": (dict, NoneType),
     "settings": (dict,), "machine": (dict,), "prompt_ids": (list,), "token_chars": (list,),
+    "streams": (dict,),
+}
+STREAMS_TYPES: dict[str, tuple[type, ...]] = {
+    "n": (int,), "prompts": (list,), "prompt_texts": (list,), "token_chars": (list,),
 }
 SETTINGS_TYPES: dict[str, tuple[type, ...]] = {
     "k": (int, NoneType), "max_tokens": (int, NoneType), "auto_k": (bool,),
@@ -182,9 +227,21 @@ def _header(where: str, record: dict[str, Any]) -> dict[str, Any]:
         raise TraceError(f"{where}: not a specviz trace (no header)")
     _check_types(where, record, HEADER_TYPES, "")
     _check_types(where, record.get("settings", {}), SETTINGS_TYPES, "settings.")
+    _check_streams(where, record.get("streams"))
     if record.get("schema", 0) > ev.SCHEMA_VERSION:
         raise TraceError(f"{where}: written by a newer specviz (schema {record['schema']})")
     return record
+
+
+def _check_streams(where: str, streams: dict[str, Any] | None) -> None:
+    """A run of N streams: each stream's prompt a string, its texts and characters lists."""
+    if streams is None:
+        return
+    _check_types(where, streams, STREAMS_TYPES, "streams.")
+    for name, kind in (("prompts", str), ("prompt_texts", str), ("token_chars", list)):
+        if not all(isinstance(v, kind) for v in streams.get(name, [])):
+            raise TraceError(f"{where}: the header's streams.{name} holds other than "
+                             f"{kind.__name__}s")
 
 
 def _check_types(where: str, record: dict[str, Any], types: dict[str, tuple[type, ...]],

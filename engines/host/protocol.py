@@ -34,7 +34,7 @@ From the engine:
   event    {lane, event}                a step or summary event (engines.events.to_dict)
   batch    {lane, batch}                a lane of N streams (run spec's request.streams > 1):
                                         a batch step or the batch's summary
-                                        (engines.host.batch_wire.to_dict)
+                                        (engines.host.batch_events.to_dict)
   failed   {lane, message}              the lane ended with this one-line error
   refused  {lane, message}              a control was refused (the lane runs on)
   note     {lane, text}                 what the person should know of a lane that ended
@@ -55,10 +55,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from .. import batch_events
 from .. import events as ev
 from ..bounded_json import loads
 from ..errors import SpecvizError
-from . import batch_wire
 
 VERSION = 1
 TO_ENGINE = ("run", "set_k", "set_auto", "set_knob", "pause", "resume", "stop", "profile",
@@ -101,7 +101,7 @@ def encode(kind: str, **fields) -> bytes:
     if kind == "event":
         fields = {**fields, "event": ev.to_dict(fields["event"])}
     elif kind == "batch":
-        fields = {**fields, "batch": batch_wire.to_dict(fields["batch"])}
+        fields = {**fields, "batch": batch_events.to_dict(fields["batch"])}
     return (json.dumps({"v": VERSION, "msg": kind, **fields}, ensure_ascii=False,
                        separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -126,7 +126,7 @@ def decode(line: bytes | str) -> Message:
             raise ProtocolError(f"bad event: {exc}") from None
     elif kind == "batch":
         try:
-            data["batch"] = batch_wire.from_dict(data["batch"])
+            data["batch"] = batch_events.from_dict(data["batch"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"bad batch: {exc}") from None
     return Message(kind, data)

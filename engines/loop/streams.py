@@ -23,6 +23,7 @@ import numpy as np
 from .. import events as ev
 from ..backends.base import Backend, sync_device
 from ..backends.stream_cache import MAX_STREAMS, StreamCache, streams_that_fit
+from ..batch_events import REASON_FAILED, BatchEvent, BatchStep, StreamsSummary
 from ..cost.batch_k import BatchK, Want
 from ..errors import ContextOverflow, SpecvizError
 from ..oracles.base import Oracle, Proposal, RunContext, TreeProposal
@@ -45,8 +46,6 @@ from .session import (
     step_marks,
 )
 from .tree_verify import children_of
-
-REASON_FAILED = "failed"  # the stream's oracle raised: it left the batch, the others went on
 
 
 def check_streams(n: int) -> int:
@@ -90,48 +89,6 @@ class Stream:
                    self.cache.n_ctx - len(self.context)) - 1
 
 
-@dataclass(frozen=True)
-class BatchStep:
-    """One pass over every live stream: each stream's step, and the batch's times."""
-
-    index: int
-    steps: tuple[tuple[int, ev.StepEvent], ...]  # (stream, its step)
-    width: int  # tokens the pass verified: every stream's pending token and guesses
-    timing: ev.Timing  # every stream's guessing, the pass, verifying and bookkeeping
-    left: tuple[tuple[int, str], ...] = ()  # streams that left after it, and why
-
-    @property
-    def tokens(self) -> int:
-        return sum(len(e.emitted_ids) for _, e in self.steps)
-
-
-@dataclass(frozen=True)
-class StreamsSummary:
-    """The batched run's end: each stream's summary and the batch's figures."""
-
-    summaries: tuple[ev.SummaryEvent, ...]
-    steps: int
-    compute_ms: float  # the batch steps' time: guessing, passes, verifying
-    prefill_ms: float
-    wall_ms: float
-    paces: tuple[float, ...]  # each stream's tokens/s over the steps it was in the batch
-
-    @property
-    def tokens(self) -> int:
-        return sum(s.totals.tokens for s in self.summaries)
-
-    @property
-    def tok_per_s(self) -> float:
-        """Every stream's tokens over the batch's compute time."""
-        return self.tokens / (self.compute_ms / 1000) if self.compute_ms > 0 else 0.0
-
-    @property
-    def failures(self) -> tuple[tuple[int, str], ...]:
-        return tuple((i, s.error or "") for i, s in enumerate(self.summaries)
-                     if s.reason == REASON_FAILED)
-
-
-BatchEvent = BatchStep | StreamsSummary
 
 
 class StreamsSession(RunControls):
