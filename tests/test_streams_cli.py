@@ -9,6 +9,8 @@ import json
 import pytest
 
 from specviz.app.cli.main import main
+from specviz.engines.batch_events import BatchStep
+from specviz.engines.trace import read_trace
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +54,48 @@ def test_run_streams_baseline_is_batched_plain_decoding_with_an_interval(gguf, c
 def test_run_streams_text_names_each_stream(gguf, capsys):
     assert main(run_args(gguf, "--streams", "2")) == 0
     captured = capsys.readouterr()
-    assert "--- stream 0" in captured.out and "--- stream 1" in captured.out
+    assert "--- stream 1" in captured.out and "--- stream 2" in captured.out
     assert "2 streams: 24 tokens" in captured.err
+
+
+def test_run_streams_traces_every_stream_and_replay_prints_each(gguf, tmp_path, capsys):
+    """Sampled, each stream has its own seed and so its own text: the trace keeps all three,
+    stream by stream, and `replay --print` gives each (or the one asked for)."""
+    path = tmp_path / "streams.jsonl"
+    assert main(run_args(gguf, "--streams", "3", "--temperature", "1", "--trace", str(path),
+                         "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    texts = [s["text"] for s in result["streams_detail"]]
+    assert len(set(texts)) > 1  # the streams differ: a trace of stream 1 thrice would not
+    trace = read_trace(path)
+    assert trace.problem is None and trace.streams == 3
+    assert sum(isinstance(b, BatchStep) for b in trace.batches) == result["steps"]
+    assert trace.events == trace.stream(0).events  # a reader of one stream reads stream 1
+    for i, text in enumerate(texts):
+        one = trace.stream(i)
+        assert one.summary.text == text and "".join(e.text for e in one.steps) == text
+    assert main(["replay", "--print", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("--- stream")] == [
+        "--- stream 1", "--- stream 2", "--- stream 3"]
+    assert main(["replay", "--print", "--stream", "2", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "--- stream 1" not in out and texts[1] in out
+    assert main(["replay", "--print", "--stream", "4", str(path)]) == 2
+    assert "holds 3 stream(s), not a stream 4" in one_line(capsys.readouterr().err)
+
+
+def test_run_streams_baseline_traces_the_first_rounds_speculating_batch(gguf, tmp_path,
+                                                                       capsys):
+    path = tmp_path / "streams.jsonl"
+    assert main(run_args(gguf, "--streams", "2", "--baseline", "--rounds", "2",
+                         "--trace", str(path), "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    trace = read_trace(path)
+    assert trace.streams == 2 and trace.header["oracle"] == "prompt-lookup"
+    assert [trace.stream(i).summary.text for i in range(2)] == [
+        s["text"] for s in result["streams_detail"]]
+    assert sum(isinstance(b, BatchStep) for b in trace.batches) == result["steps"]
 
 
 @pytest.mark.parametrize("n", ["0", "17", "two"])

@@ -13,6 +13,7 @@ from streams_factory import batch, guesses, header, summary
 
 from specviz.engines import events as ev
 from specviz.engines.loop.streams import BatchStep
+from specviz.engines.trace import read_trace
 
 N = 3
 
@@ -75,6 +76,29 @@ def test_a_race_that_ended_then_one_of_one_stream_hides_the_picker_again(window)
     window.runner._on_started(plain, {"oracle": "none", "prompt": "p"})
     lane = window.board.lanes[plain]
     assert not lane.streams.isVisibleTo(lane)
+
+
+def test_a_race_of_n_streams_traces_every_streams_steps(window):
+    """The lane's trace keeps each batch step whole: every stream's steps and summary can be
+    read back (a trace of stream 1 alone lost the others)."""
+    race(window, end=True)
+    trace = read_trace(window.board.lanes[lanes(window)[1]].trace_path)
+    assert trace.problem is None and trace.streams == N
+    for s in range(N):
+        assert [e.text for e in trace.stream(s).steps] == [f"s{s}t{i}" for i in range(4)]
+        assert trace.stream(s).summary.text == f"text{s}"
+        assert trace.stream(s).header["prompt"] == f"p{s}"
+    assert [e.text for e in trace.steps] == ["s0t0", "s0t1", "s0t2", "s0t3"]  # as before
+
+
+def test_a_race_of_n_streams_cut_off_by_the_engine_keeps_every_streams_steps(window):
+    race(window)
+    window.runner._lane_ids = list(lanes(window))  # as a run's start sets them
+    window.runner._on_died("the engine process ended (killed)")
+    trace = read_trace(window.board.lanes[lanes(window)[1]].trace_path)
+    assert trace.problem is None
+    assert "killed" in trace.summary.error and len(trace.steps) == 4  # stream 1's end
+    assert [len(trace.stream(s).steps) for s in range(N)] == [4] * N
 
 
 def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):

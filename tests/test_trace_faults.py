@@ -100,6 +100,11 @@ def _header_with(**fields) -> str:
     ({"settings.auto_k": "yes"}, 'settings.auto_k is "yes", not bool'),
     ({"backend": ["llama"]}, "backend is"),
     ({"prompt": "x" * 1000, "schema": "1"}, 'schema is "1"'),
+    ({"streams": 3}, "streams is 3, not dict"),
+    ({"streams": {"prompts": "abc"}}, 'streams.prompts is "abc", not list'),
+    ({"streams": {"prompts": ["a", 2]}}, "streams.prompts holds other than strs"),
+    ({"streams": {"prompts": ["a"], "token_chars": ["xy"]}},
+     "streams.token_chars holds other than lists"),
 ], ids=lambda v: str(v)[:30])
 def test_a_header_of_the_wrong_types_is_one_line(fields, message, tmp_path, capsys):
     rest = SMALL.read_text(encoding="utf-8").splitlines(keepends=True)[1:]
@@ -150,7 +155,16 @@ def _step_of_type(name: str, value) -> bytes:
     (2, _step_of_type("timing", [1, 2]), "line 2: malformed step record: "
                                          "specviz.engines.events.Timing() argument after ** "),
     (2, _step_of_type("timing", None), "line 2: malformed step record: "),
-], ids=["deep header", "deep step", "huge number", "string step", "list timing", "no timing"])
+    (2, b'{"kind": "batch_step", "index": 0}', "line 2: malformed batch: KeyError('steps')"),
+    (2, b'{"kind": "batch_step", "index": "one", "width": 2, "steps": [], "timing": {}, '
+        b'"left": []}', "line 2: invalid literal for int()"),
+    (2, b'{"kind": "batch_step", "index": 0, "width": 2, "steps": [[0]], "timing": {}, '
+        b'"left": []}', "line 2: not enough values to unpack"),
+    (2, b'{"kind": "batch_summary", "steps": 1, "compute_ms": 1, "prefill_ms": 0, '
+        b'"wall_ms": 1, "paces": [], "summaries": [{"kind": "step"}]}',
+     "line 2: malformed step record"),
+], ids=["deep header", "deep step", "huge number", "string step", "list timing", "no timing",
+        "batch without width", "batch index a word", "stream without step", "summary a step"])
 def test_a_hostile_line_is_one_line_naming_it(number, line, message, tmp_path, capsys):
     """Nested JSON raised RecursionError out of every reader: `replay --print` printed a
     34-line traceback, `export` 43."""

@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("--print", action="store_true", dest="print_",
                    help="print to the terminal instead of opening the window")
     p.add_argument("--show-rejected", action="store_true")
+    p.add_argument("--stream", type=int, default=None, metavar="I",
+                   help="of a trace of several streams, print stream I only (from 1; "
+                        "default: each in turn)")
     p.add_argument("--speed", type=float, default=1.0,
                    help="playback speed in the window, 0.1 to 1 (default: recorded pace)")
     p.set_defaults(func=replay)
@@ -33,7 +36,7 @@ def replay(args: argparse.Namespace) -> int:
         return open_window(replay=args.files, speed=args.speed)
     status = 0
     for path in args.files:
-        status |= _print_trace(path, args.show_rejected)
+        status |= _print_trace(path, args.show_rejected, args.stream)
     return status
 
 
@@ -61,19 +64,28 @@ def _headers(paths: list[Path]) -> list[TraceHead]:
     return headers
 
 
-def _print_trace(path: Path, show_rejected: bool) -> int:
+def _print_trace(path: Path, show_rejected: bool, stream: int | None = None) -> int:
     trace = read_trace(path)
-    printer = EventPrinter(show_rejected=show_rejected)
+    indices = range(trace.streams) if stream is None else [stream - 1]
+    streams = [(i, trace.stream(i)) for i in indices]  # no such stream: one line, first
     head = trace.header
     print(f"# {path}: {head.get('oracle')} on {head.get('target', {}).get('name')} "
           f"({head.get('backend')}, {head.get('device')})", file=sys.stderr)
-    for event in trace.events:
-        if isinstance(event, ev.StepEvent):
-            printer.step(event)
-    print()
-    if trace.summary:
-        print(summary_line(trace.summary), file=sys.stderr)
+    for index, one in streams:
+        if trace.streams > 1:
+            print(f"--- stream {index + 1}")
+        _print_events(one.events, show_rejected)
+        if one.summary:
+            print(summary_line(one.summary), file=sys.stderr)
     if trace.problem:
         print(f"specviz: {trace.problem} (everything before it was shown)", file=sys.stderr)
         return 2
     return 0
+
+
+def _print_events(events: list[ev.Event], show_rejected: bool) -> None:
+    printer = EventPrinter(show_rejected=show_rejected)
+    for event in events:
+        if isinstance(event, ev.StepEvent):
+            printer.step(event)
+    print()

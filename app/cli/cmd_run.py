@@ -40,7 +40,9 @@ def register(sub) -> None:
     options.add_server_args(p)
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
-    out.add_argument("--trace", type=Path, help="record every step to this JSONL file")
+    out.add_argument("--trace", type=Path,
+                     help="record every step to this JSONL file (with --streams, every "
+                          "stream's)")
     out.add_argument("--baseline", action="store_true",
                      help="also decode plainly in the same process, the two stepped by turns, "
                           "and report the speedup with its interval")

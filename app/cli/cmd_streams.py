@@ -6,22 +6,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 from ...engines import atomic
 from ...engines.backends.stream_cache import MAX_STREAMS
 from ...engines.bench import concurrency as conc
 from ...engines.bench import served
-from ...engines.errors import SpecvizError
 from ...engines.host.model_pool import ModelPool
 from ...engines.host.run_builder import settings as run_settings
 from ...engines.host.run_spec import AUTO
 from ...engines.host.server_lanes import spawn_plan
 from ...engines.host.stream_builder import PROMPT_SETS, StreamsBuilder, prompt_set
+from ...engines.host.stream_lanes import streams_header
+from ...engines.loop.streams import BatchEvent, StreamsSession
 from ...engines.oracles import is_plain
 from ...engines.oracles.registry import PLAIN, SPAWNED
-from ...engines.trace import machine_info
+from ...engines.trace import TraceWriter, machine_info
 from . import options
 from .console import speedup_words
 
@@ -67,16 +70,16 @@ def _say(text: str) -> None:
 
 
 def run_streams(args: argparse.Namespace, prompt: str | None) -> int:
-    if args.trace:
-        raise SpecvizError("--trace records one stream's steps: leave it out with --streams")
     prompts = prompt_set(args.stream_prompts or "given", prompt)
     request = options.run_request(args, prompts[0])
     pool = ModelPool()
-    lane = StreamsBuilder(options.lane_spec(args, args.oracle), request, pool, _say)
+    spec = options.lane_spec(args, args.oracle)
+    lane = StreamsBuilder(spec, request, pool, _say)
     plain = (StreamsBuilder(options.lane_spec(args, PLAIN), request, pool, _say)
              if args.baseline else None)
     try:
-        result = _measured(args, lane, plain, prompts)
+        traced = partial(_traced, args.trace, spec, request, prompts)
+        result = _measured(args, lane, plain, prompts, traced)
     finally:
         for builder in (lane, plain):
             if builder:
@@ -90,22 +93,42 @@ def run_streams(args: argparse.Namespace, prompt: str | None) -> int:
 
 
 def _measured(args, lane: StreamsBuilder, plain: StreamsBuilder | None,
-              prompts: list[str]) -> dict:
+              prompts: list[str], traced) -> dict:
+    """The run's figures; `traced(session)` steps a session, writing it to --trace."""
     n = args.streams
     if plain is None:
         session = lane.session(prompts, n)
-        summary = session.run_to_end()
+        for _ in traced(session):
+            pass
+        summary = session.summary
         return {**_run_figures(args, summary), "streams_detail": _streams(summary)}
     kept: list = []
 
     def lane_run(k: int):
         kept.append(lane.session(prompts, k))
-        return kept[-1]
+        return traced(kept[-1]) if len(kept) == 1 else kept[-1]  # the first round's
 
     point = conc.measure(n, lane_run, partial(plain.session, prompts), args.rounds)
     summary = kept[0].summary
     return {**_run_figures(args, summary), **point.to_dict(),
             "streams_detail": _streams(summary)}
+
+
+def _traced(path: Path | None, spec, request, prompts: list[str],
+            session: StreamsSession) -> Iterable[BatchEvent]:
+    """The session, each batch step and its summary written to `path` as it steps, after a
+    header naming every stream's prompt (a trace of N streams: engines/trace.py)."""
+    if path is None:
+        return session
+    return _written(session, TraceWriter(path, streams_header(spec, request, session,
+                                                              prompts, _say)))
+
+
+def _written(session: StreamsSession, writer: TraceWriter) -> Iterator[BatchEvent]:
+    with writer:
+        for batch in session:
+            writer.write(batch)
+            yield batch
 
 
 def _run_figures(args, summary) -> dict:
@@ -128,7 +151,7 @@ def _streams(summary) -> list[dict]:
 
 def _print_run(result: dict) -> None:
     for s in result["streams_detail"]:
-        print(f"--- stream {s['stream']} ({s['reason']}, {s['tokens']} tokens, "
+        print(f"--- stream {s['stream'] + 1} ({s['reason']}, {s['tokens']} tokens, "
               f"{s['pace']:.1f} tokens/s)")
         print(s["text"])
     line = (f"{result['streams']} streams: {result['tokens']} tokens, "

@@ -255,16 +255,13 @@ class LiveRunner(QObject):
             self._end_lane(lane_id)
 
     def _on_batch(self, lane_id: str, batch: BatchStep | StreamsSummary) -> None:
-        """A lane of N streams: its trace records stream 1 (the header's), its view the
-        stream picked."""
-        if isinstance(batch, StreamsSummary):
-            first: list[ev.Event] = list(batch.summaries[:1])
-        else:
-            first = [e for stream, e in batch.steps if stream == 0]
-        for event in first:
-            self._trace(lane_id, event)
-            if isinstance(event, ev.StepEvent):
-                self._received.setdefault(lane_id, []).append(event)
+        """A lane of N streams: its trace records every stream's step of each batch, its
+        view the stream picked; stream 1's steps are kept for a summary should the engine
+        die (the header's stream)."""
+        self._trace(lane_id, batch)
+        if isinstance(batch, BatchStep):
+            self._received.setdefault(lane_id, []).extend(
+                e for stream, e in batch.steps if stream == 0)
         if not self._running_said:
             self._running_said = True
             self.statusChanged.emit("running", True)
@@ -289,7 +286,7 @@ class LiveRunner(QObject):
             self._end_lane(lane_id)
         self._finish()
 
-    def _trace(self, lane_id: str, event: ev.Event) -> None:
+    def _trace(self, lane_id: str, event: ev.Event | BatchStep | StreamsSummary) -> None:
         """The event into the lane's trace; a write that fails (the trace then keeps its
         whole records only) is said in the lane, which runs on untraced."""
         writer = self._writers.get(lane_id)
