@@ -12,7 +12,7 @@ at N divides a speculating lane's batch steps by the plain lane's of the same ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from psygnal import Signal
@@ -198,6 +198,15 @@ class StreamsRace:
             self.lanes[lane_id] = lane
         self.started.emit(lane_id)
         return lane
+
+    def restart(self, lane_id: str) -> None:
+        """A replay stepping back: the lane's batch kept from its first step again, the
+        stream it follows kept (nothing for a lane of one stream)."""
+        lane = self.lanes.get(lane_id)
+        if lane is not None:
+            self.lanes[lane_id] = replace(lane, batches=[], summary=None, seconds=[],
+                                          written=[])  # each stream's steps: __post_init__
+            self._stale = True
 
     def take(self, lane_id: str, batch: BatchStep | StreamsSummary) -> list[ev.Event]:
         """Keep a lane's batch event; what its view shows of it."""

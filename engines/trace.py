@@ -93,13 +93,15 @@ class TraceWriter:
 @dataclass
 class Trace:
     """A trace as read: its header, the events that parsed (of a run of N streams, stream
-    1's), the batch's records where it is one, and the first problem, if any."""
+    1's), the batch's records where it is one, every record in the order written, and the
+    first problem, if any."""
 
     path: Path
     header: dict[str, Any]
     events: list[ev.Event] = field(default_factory=list)
     problem: TraceError | None = None
     batches: list[batches.BatchEvent] = field(default_factory=list)
+    records: list[ev.Event | batches.BatchEvent] = field(default_factory=list)  # as written
 
     @property
     def steps(self) -> list[ev.StepEvent]:
@@ -127,7 +129,7 @@ class Trace:
                   "prompt_text": _nth(of, "prompt_texts", index, of["prompts"][index]),
                   "token_chars": _nth(of, "token_chars", index, []), "prompt_ids": []}
         return Trace(self.path, header, batches.stream_events(self.batches, index),
-                     self.problem, self.batches)
+                     self.problem, self.batches, self.records)
 
 
 def _nth(streams: dict[str, Any], name: str, index: int, default: Any) -> Any:
@@ -167,6 +169,7 @@ def read_trace(path: str | Path) -> Trace:
     trace = Trace(Path(path), header)  # type: ignore[arg-type]
     try:
         for item in items:
+            trace.records.append(item)  # type: ignore[arg-type]
             if isinstance(item, batches.BatchStep | batches.StreamsSummary):
                 trace.batches.append(item)
             else:

@@ -13,7 +13,7 @@ from streams_factory import batch, guesses, header, summary
 
 from specviz.engines import events as ev
 from specviz.engines.loop.streams import BatchStep
-from specviz.engines.trace import read_trace
+from specviz.engines.trace import TraceWriter, read_trace
 
 N = 3
 
@@ -99,6 +99,50 @@ def test_a_race_of_n_streams_cut_off_by_the_engine_keeps_every_streams_steps(win
     assert trace.problem is None
     assert "killed" in trace.summary.error and len(trace.steps) == 4  # stream 1's end
     assert [len(trace.stream(s).steps) for s in range(N)] == [4] * N
+
+
+def recorded(folder, oracle: str, plain: bool, steps: int = 4):
+    """A trace of a race of N streams, as the window writes one."""
+    path = folder / f"{oracle}.jsonl"
+    kept = [batch(i, N, plain, 10.0 if plain else 20.0) for i in range(steps)]
+    with TraceWriter(path, header(oracle, N)) as writer:
+        for step in kept:
+            writer.write(step)
+        writer.write(summary(kept))
+    return path
+
+
+def test_a_replayed_batch_step_is_due_when_the_batchs_compute_reaches_it(tmp_path):
+    from specviz.app.run.trace_player import due_times
+
+    records = read_trace(recorded(tmp_path, "prompt-lookup", False)).records
+    assert due_times(records) == [20.0, 40.0, 60.0, 80.0, 80.0]  # its summary with its last
+
+
+def test_a_replayed_race_of_n_streams_is_a_batch_again(window, tmp_path):
+    """Replayed, a trace of N streams has its picker and total, follows the stream picked,
+    steps back a batch step at a time and gives the Streams dock its measured N."""
+    player = window.open_replay([recorded(tmp_path, "none", True),
+                                 recorded(tmp_path, "prompt-lookup", False)])
+    player.finish()
+    window.board.drain()
+    _plain, lookup = window.board.lanes.values()
+    assert lookup.streams.isVisibleTo(lookup)
+    assert lookup.streams.total.text() == "3 streams · 450.0 tok/s in all · this one 150.0 tok/s"
+    assert [e.text for e in lookup.view.events] == ["s0t0", "s0t1", "s0t2", "s0t3"]
+    lookup.streams.combo.activated.emit(2)
+    window.board.drain()
+    assert [e.text for e in lookup.view.events] == ["s2t0", "s2t1", "s2t2", "s2t3"]
+    player.step(-1)  # back a batch step: its summary goes with it, the pick stays
+    window.board.drain()
+    assert [e.text for e in lookup.view.events] == ["s2t0", "s2t1", "s2t2"]
+    assert lookup.streams.total.text() == "3 streams · 450.0 tok/s in all · this one 150.0 tok/s"
+    assert window.board.streams.lanes[lookup.lane_id].tokens == 27
+    assert window.board.model.figures(lookup.lane_id)["tokens"] == 9  # stream 3's own
+    player.step(1)
+    window.board.drain()
+    assert [m.n for m in window.board.streams.points(lookup.lane_id)] == [N]
+    assert window.board.streams.speedup(lookup.lane_id).ratio == pytest.approx(1.5)
 
 
 def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):

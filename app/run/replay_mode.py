@@ -44,11 +44,15 @@ class ReplayControl(QObject):
             lane.trace_path = trace.path
             if trace.problem:
                 lane.show_message(trace.problem)
-            lanes[lane.lane_id] = trace.events
+            if trace.batched:  # a race of N streams: its picker and the Streams dock
+                self.board.start_streams(lane.lane_id, header)
+                lanes[lane.lane_id] = trace.records
+            else:
+                lanes[lane.lane_id] = trace.events
         self.board.update_baseline()
         self.player = ReplayPlayer(lanes, speed, self)
-        self.player.advanced.connect(self.board.push_many)
-        self.player.rewound.connect(self.board.rewind)
+        self.player.advanced.connect(self.board.push_records)
+        self.player.rewound.connect(self.board.rewind_records)
         self.player.finished.connect(self.changed)
         self.player.play()
         self.changed.emit()

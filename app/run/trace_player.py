@@ -1,9 +1,9 @@
 """Replaying traces: each lane's events at their recorded pace, slower, or step by step.
 
 The clock is compute time: an event is due when the replay clock passes its lane's running
-`totals.compute_ms`, so lanes race exactly as their own compute time says, whatever the
-machine doing the replay. Figures come from the events alone, so a replay always draws the
-same numbers.
+`totals.compute_ms` (a batch step of N streams, when it passes the batch's compute so far),
+so lanes race exactly as their own compute time says, whatever the machine doing the replay.
+Figures come from the events alone, so a replay always draws the same numbers.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ...engines import events as ev
+from ...engines.batch_events import BatchEvent, BatchStep, StreamsSummary
 from ...engines.errors import TraceError
 from ...engines.trace import read_trace
 
 MIN_SPEED, MAX_SPEED = 0.1, 1.0
+Record = ev.Event | BatchEvent
 TICK_MS = 16
 
 
@@ -30,6 +32,11 @@ class LoadedTrace:
     header: dict = field(default_factory=dict)
     events: list[ev.Event] = field(default_factory=list)
     problem: str | None = None
+    records: list[Record] = field(default_factory=list)  # a batch's records, where it is one
+
+    @property
+    def batched(self) -> bool:
+        return any(isinstance(r, BatchStep | StreamsSummary) for r in self.records)
 
 
 def load_trace(path: str | Path) -> LoadedTrace:
@@ -38,11 +45,24 @@ def load_trace(path: str | Path) -> LoadedTrace:
     except TraceError as exc:  # unreadable header: nothing to play, only the message
         return LoadedTrace(Path(path), problem=str(exc))
     problem = str(trace.problem) if trace.problem else None
-    return LoadedTrace(trace.path, trace.header, trace.events, problem)
+    return LoadedTrace(trace.path, trace.header, trace.events, problem, trace.records)
 
 
-def _due_ms(event: ev.Event) -> float:
-    return event.totals.compute_ms
+def due_times(records: list[Record]) -> list[float]:
+    """When each record is due on the compute clock: an event at its totals' compute time, a
+    batch step when the batch's compute reaches its end, the batch's summary with its last
+    step (never before a record that came before it)."""
+    due, batch_ms = [], 0.0
+    for record in records:
+        if isinstance(record, BatchStep):
+            batch_ms += record.timing.total_ms
+            at = batch_ms
+        elif isinstance(record, StreamsSummary):
+            at = batch_ms
+        else:
+            at = record.totals.compute_ms
+        due.append(max(at, due[-1]) if due else at)
+    return due
 
 
 class ReplayPlayer(QObject):
@@ -52,10 +72,11 @@ class ReplayPlayer(QObject):
     rewound = Signal(str, list)  # lane id, every event to show now (redraw from scratch)
     finished = Signal()
 
-    def __init__(self, lanes: dict[str, list[ev.Event]], speed: float = 1.0,
+    def __init__(self, lanes: dict[str, list[Record]], speed: float = 1.0,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._events = lanes
+        self._due = {lane: due_times(records) for lane, records in lanes.items()}
         self._shown = dict.fromkeys(lanes, 0)
         self._clock_ms = 0.0
         self._speed = 1.0
@@ -87,8 +108,7 @@ class ReplayPlayer(QObject):
     @property
     def end_ms(self) -> float:
         """The compute time of the last lane's last event: when the race is over."""
-        return max((_due_ms(events[-1]) for events in self._events.values() if events),
-                   default=0.0)
+        return max((due[-1] for due in self._due.values() if due), default=0.0)
 
     def advance_to(self, clock_ms: float) -> None:
         """Show what is due by this compute time (a video frame's moment); never goes back."""
@@ -110,8 +130,8 @@ class ReplayPlayer(QObject):
             elif delta < 0 and shown > 0:
                 self._shown[lane] = _before_last_step(events, shown)
                 self.rewound.emit(lane, events[: self._shown[lane]])
-        self._clock_ms = max((_due_ms(self._events[lane][n - 1])
-                              for lane, n in self._shown.items() if n), default=0.0)
+        self._clock_ms = max((self._due[lane][n - 1] for lane, n in self._shown.items() if n),
+                             default=0.0)
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -121,8 +141,8 @@ class ReplayPlayer(QObject):
 
     def _release(self) -> None:
         for lane, events in self._events.items():
-            end = self._shown[lane]
-            while end < len(events) and _due_ms(events[end]) <= self._clock_ms:
+            end, due = self._shown[lane], self._due[lane]
+            while end < len(events) and due[end] <= self._clock_ms:
                 end += 1
             self._show(lane, end)
         if self.done:
@@ -136,16 +156,20 @@ class ReplayPlayer(QObject):
             self.advanced.emit(lane, self._events[lane][start:end])
 
 
-def _after_next_step(events: list[ev.Event], shown: int) -> int:
+def _after_next_step(events: list[Record], shown: int) -> int:
     """How many events to show after one more step: a run's summary comes with its last step."""
     end = shown + 1
-    if end < len(events) and isinstance(events[end], ev.SummaryEvent):
+    if end < len(events) and _is_summary(events[end]):
         end += 1
     return end
 
 
-def _before_last_step(events: list[ev.Event], shown: int) -> int:
+def _before_last_step(events: list[Record], shown: int) -> int:
     end = shown - 1  # drops events[end]; a summary goes together with its last step
-    if end > 0 and isinstance(events[end], ev.SummaryEvent):
+    if end > 0 and _is_summary(events[end]):
         end -= 1
     return end
+
+
+def _is_summary(record: Record) -> bool:
+    return isinstance(record, ev.SummaryEvent | StreamsSummary)

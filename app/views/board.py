@@ -17,6 +17,7 @@ from ...board.lanes_model import BoardModel
 from ...board.palette import Theme
 from ...board.streams_race import StreamsRace
 from ...engines import events as ev
+from ...engines.batch_events import BatchStep, StreamsSummary
 from ...engines.host.run_spec import LaneSpec
 from ...widgets.graphs import LaneGraphs
 from ..state.run_setup import MAX_LANES
@@ -185,6 +186,21 @@ class LaneBoard(QWidget):
     def push_many(self, lane_id: str, events: list[ev.Event]) -> None:
         for event in events:
             self.push(lane_id, event)
+
+    def push_records(self, lane_id: str, records: list) -> None:
+        """A replayed trace's records: a batch's to its streams, a single run's events."""
+        for record in records:
+            if isinstance(record, BatchStep | StreamsSummary):
+                self.push_batch(lane_id, record)
+            else:
+                self.push(lane_id, record)
+
+    def rewind_records(self, lane_id: str, records: list) -> None:
+        """Redraw a replayed lane from scratch with `records` (stepping back): a batch's from
+        its first step again, the stream it follows kept."""
+        self.streams.restart(lane_id)
+        self.rewind(lane_id, [])
+        self.push_records(lane_id, records)
 
     def rewind(self, lane_id: str, events: list[ev.Event]) -> None:
         """Redraw a lane from scratch with `events` (a replay stepping back)."""
