@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 from . import batch_events as batches
 from . import events as ev
 from .atomic import cannot_write
+from .backends.stream_cache import MAX_STREAMS
 from .bounded_json import JSONProblem, loads
 from .errors import SpecvizError, TraceError
 
@@ -241,6 +242,9 @@ def _check_streams(where: str, streams: dict[str, Any] | None) -> None:
     if streams is None:
         return
     _check_types(where, streams, STREAMS_TYPES, "streams.")
+    if len(streams.get("prompts", [])) > MAX_STREAMS:  # every reader walks each stream
+        raise TraceError(f"{where}: the header's streams name {len(streams['prompts'])} "
+                         f"prompts, more than the {MAX_STREAMS} a run decodes")
     for name, kind in (("prompts", str), ("prompt_texts", str), ("token_chars", list)):
         if not all(isinstance(v, kind) for v in streams.get(name, [])):
             raise TraceError(f"{where}: the header's streams.{name} holds other than "

@@ -75,7 +75,8 @@ def test_run_streams_traces_every_stream_and_replay_prints_each(gguf, tmp_path, 
         one = trace.stream(i)
         assert one.summary.text == text and "".join(e.text for e in one.steps) == text
     assert main(["replay", "--print", str(path)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"3 streams: 36 tokens, {result['tok_per_s']:.1f} tokens/s in all" in err
     assert [line for line in out.splitlines() if line.startswith("--- stream")] == [
         "--- stream 1", "--- stream 2", "--- stream 3"]
     assert main(["replay", "--print", "--stream", "2", str(path)]) == 0

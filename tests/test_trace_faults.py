@@ -105,6 +105,7 @@ def _header_with(**fields) -> str:
     ({"streams": {"prompts": ["a", 2]}}, "streams.prompts holds other than strs"),
     ({"streams": {"prompts": ["a"], "token_chars": ["xy"]}},
      "streams.token_chars holds other than lists"),
+    ({"streams": {"prompts": ["a"] * 17}}, "streams name 17 prompts, more than the 16"),
 ], ids=lambda v: str(v)[:30])
 def test_a_header_of_the_wrong_types_is_one_line(fields, message, tmp_path, capsys):
     rest = SMALL.read_text(encoding="utf-8").splitlines(keepends=True)[1:]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...board.one_prompt import check_one_prompt
 from ...engines import events as ev
+from ...engines.batch_events import StreamsSummary
 from ...engines.errors import SpecvizError
 from ...engines.trace import iter_trace, read_trace
 from .console import EventPrinter, summary_line
@@ -77,6 +78,10 @@ def _print_trace(path: Path, show_rejected: bool, stream: int | None = None) -> 
         _print_events(one.events, show_rejected)
         if one.summary:
             print(summary_line(one.summary), file=sys.stderr)
+    total = next((b for b in trace.batches if isinstance(b, StreamsSummary)), None)
+    if total is not None and stream is None:
+        print(f"{len(total.summaries)} streams: {total.tokens} tokens, "
+              f"{total.tok_per_s:.1f} tokens/s in all", file=sys.stderr)
     if trace.problem:
         print(f"specviz: {trace.problem} (everything before it was shown)", file=sys.stderr)
         return 2
