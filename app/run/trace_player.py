@@ -32,7 +32,7 @@ class LoadedTrace:
     header: dict = field(default_factory=dict)
     events: list[ev.Event] = field(default_factory=list)
     problem: str | None = None
-    records: list[Record] = field(default_factory=list)  # a batch's records, where it is one
+    records: list[Record] = field(default_factory=list)  # every record, in the order written
 
     @property
     def batched(self) -> bool:
