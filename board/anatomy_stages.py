@@ -298,11 +298,12 @@ def plain_cost(steps: Sequence[ev.StepEvent],
     return None
 
 
-def profile_cost(profile, position: int) -> PlainCost:
-    """One token's forward at this context on a measured cost profile
-    (engines.cost.profile.Profile)."""
-    return PlainCost(profile.cost_ms(1, position),
-                     f"cost profile {profile.backend}/{profile.device}: 1 token at context "
+def profile_cost(profile, position: int, streams: int = 1) -> PlainCost:
+    """A plain step's forward at this context on a measured cost profile
+    (engines.cost.profile.Profile): one token, or a token of each of a batch's `streams`."""
+    tokens = "1 token" if streams == 1 else f"{streams} tokens (one a stream)"
+    return PlainCost(profile.cost_ms(streams, position),
+                     f"cost profile {profile.backend}/{profile.device}: {tokens} at context "
                      f"{position}")
 
 

@@ -31,6 +31,7 @@ from .errors import SpecvizError, TraceError
 
 FORMAT = "specviz-trace"
 MAX_LINE = 64 << 20  # bytes: a step whose token is megabytes long fits many times over
+BATCH_RECORDS = (batches.BatchStep, batches.StreamsSummary)  # a run of N streams' lines
 
 
 class TraceWriter:
@@ -48,7 +49,7 @@ class TraceWriter:
         self._line({"kind": "header", "format": FORMAT, "schema": ev.SCHEMA_VERSION, **header})
 
     def write(self, event: ev.Event | batches.BatchEvent) -> None:
-        if isinstance(event, batches.BatchStep | batches.StreamsSummary):
+        if isinstance(event, BATCH_RECORDS):
             self._line(batches.to_dict(event))
         else:
             self._line(ev.to_dict(event))
@@ -94,15 +95,20 @@ class TraceWriter:
 @dataclass
 class Trace:
     """A trace as read: its header, the events that parsed (of a run of N streams, stream
-    1's), the batch's records where it is one, every record in the order written, and the
-    first problem, if any."""
+    1's, or the stream `shown`), every record in the order written, and the first problem,
+    if any."""
 
     path: Path
     header: dict[str, Any]
     events: list[ev.Event] = field(default_factory=list)
     problem: TraceError | None = None
-    batches: list[batches.BatchEvent] = field(default_factory=list)
     records: list[ev.Event | batches.BatchEvent] = field(default_factory=list)  # as written
+    shown: int = 0  # of a run of N streams, the stream whose events these are (0: stream 1)
+
+    @property
+    def batches(self) -> list[batches.BatchEvent]:
+        """The batch's records, where the run decoded N streams at once."""
+        return [r for r in self.records if isinstance(r, BATCH_RECORDS)]
 
     @property
     def steps(self) -> list[ev.StepEvent]:
@@ -130,7 +136,7 @@ class Trace:
                   "prompt_text": _nth(of, "prompt_texts", index, of["prompts"][index]),
                   "token_chars": _nth(of, "token_chars", index, []), "prompt_ids": []}
         return Trace(self.path, header, batches.stream_events(self.batches, index),
-                     self.problem, self.batches, self.records)
+                     self.problem, self.records, index)
 
 
 def _nth(streams: dict[str, Any], name: str, index: int, default: Any) -> Any:
@@ -171,14 +177,12 @@ def read_trace(path: str | Path) -> Trace:
     try:
         for item in items:
             trace.records.append(item)  # type: ignore[arg-type]
-            if isinstance(item, batches.BatchStep | batches.StreamsSummary):
-                trace.batches.append(item)
-            else:
+            if not isinstance(item, BATCH_RECORDS):
                 trace.events.append(item)  # type: ignore[arg-type]
     except TraceError as exc:
         trace.problem = exc
-    if trace.batches:  # stream 1's, then what the window ended it with (the engine died)
-        trace.events = batches.stream_events(trace.batches, 0) + trace.events
+    if found := trace.batches:  # stream 1's, then what the window ended it with (the engine died)
+        trace.events = batches.stream_events(found, 0) + trace.events
     return trace
 
 

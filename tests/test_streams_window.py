@@ -145,6 +145,30 @@ def test_a_replayed_race_of_n_streams_is_a_batch_again(window, tmp_path):
     assert window.board.streams.speedup(lookup.lane_id).ratio == pytest.approx(1.5)
 
 
+def test_an_exported_page_shows_the_stream_the_batchs_lanes_follow(window, tmp_path,
+                                                                   monkeypatch):
+    """Each stream has its own prompt and a page is of one: lanes following different
+    streams are one line in the status bar, not a file; following one, the page shows it."""
+    from test_export_page import embedded
+
+    window.open_replay([recorded(tmp_path, "none", True),
+                        recorded(tmp_path, "prompt-lookup", False)]).finish()
+    window.board.drain()
+    out = tmp_path / "race.html"
+    monkeypatch.setattr(window.exports, "ask", lambda *_a: str(out))
+    for lane in window.board.lanes.values():
+        lane.streams.combo.activated.emit(2)
+        if lane is not list(window.board.lanes.values())[-1]:
+            assert window.exports.page() is None and not out.exists()
+            assert "the lanes follow streams 1, 3" in window.status_text.text()
+    assert window.exports.page() == out
+    lanes = embedded(out.read_text(encoding="utf-8"))["lanes"]
+    assert [lane["title"].rsplit(" · ", 1)[1] for lane in lanes] == ["stream 3 of 3"] * 2
+    assert [step["target"]["text"] for step in lanes[1]["steps"]] == [
+        "s2t0", "s2t1", "s2t2", "s2t3"]  # the factory's stream 3 (its target's tokens)
+    assert "stream 3 of each batch" in window.status_text.text()
+
+
 def test_the_streams_graph_puts_a_dot_per_n_over_the_predicted_curve(window):
     """Races at 3, 2 and 8 streams: a dot at each N (with its interval), the dashed curve
     from the profile's pass prices with its crossover marked, the measured one ringed."""

@@ -42,6 +42,8 @@ def register(sub) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--step", type=int, metavar="N", help="the step (0-based; default: 0)")
     which.add_argument("--steps", metavar="A-B", help="a run of steps, one after another")
+    p.add_argument("--stream", type=int, default=1, metavar="I",
+                   help="of a trace of several streams, stream I's steps (from 1; default: 1)")
     p.add_argument("--plain", type=Path, metavar="TRACE",
                    help="a plain-decoding trace of the same machine: one plain step's cost is "
                         "its mean step (default: the trace's own steps that guessed nothing)")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         settings = AnatomySettings(video, args.stage_seconds)
         check_output(args.out, settings)  # a bad setting stops before anything is read
     profile = _profile(args.profile) if args.profile else None
-    anatomies = trace_anatomies(args.trace, first, last, profile, args.plain)
+    anatomies = trace_anatomies(args.trace, first, last, profile, args.plain, args.stream - 1)
     if settings is None:
         return _window(anatomies, args.theme)
     return _export(anatomies, args.out, settings)

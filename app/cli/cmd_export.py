@@ -23,6 +23,8 @@ def register(sub) -> None:
                    help="trace files recorded with --trace, one lane each, of one prompt")
     p.add_argument("out", type=Path, metavar="OUT",
                    help="OUT.html (a page that replays the race), OUT.mp4, OUT.webm or OUT.gif")
+    p.add_argument("--stream", type=int, default=1, metavar="I",
+                   help="of traces of several streams, stream I of each (from 1; default: 1)")
     p.add_argument("--theme", choices=("light", "dark"), default="light",
                    help="the colours (the page can switch; default: light)")
     video = p.add_argument_group("video (OUT.mp4, OUT.webm, OUT.gif)")
@@ -56,7 +58,7 @@ def export(args: argparse.Namespace) -> int:
 def _page(args: argparse.Namespace) -> Path:
     from ..export.page import write_page
 
-    return write_page(args.traces, args.out, theme=args.theme)
+    return write_page(args.traces, args.out, theme=args.theme, stream=args.stream - 1)
 
 
 def _video(args: argparse.Namespace) -> Path:
@@ -68,7 +70,7 @@ def _video(args: argparse.Namespace) -> Path:
 
     settings = VideoSettings.for_format(
         args.out.suffix.lower(), size=args.size and parse_size(args.size), fps=args.fps,
-        speed=args.speed, hold_s=args.hold, theme=args.theme,
+        speed=args.speed, hold_s=args.hold, theme=args.theme, stream=args.stream - 1,
         graphs=tuple(n.strip() for n in args.graphs.split(",") if n.strip()))
     checked_race(args.traces, args.out, settings)  # a bad setting stops before any window
     _app, loop = make_app(offscreen_if_headless=True)

@@ -29,8 +29,9 @@ from ...board.anatomy_stages import (
 )
 from ...board.palette import THEMES
 from ...engines.atomic import written_atomically
+from ...engines.batch_events import BatchStep
 from ...engines.errors import SpecvizError
-from ...engines.trace import read_trace
+from ...engines.trace import Trace, read_trace
 from ...widgets.anatomy import AnatomyView
 from .files import png_bytes
 from .race_window import picture
@@ -64,12 +65,14 @@ def parse_steps(step: int | None, steps: str | None) -> tuple[int, int]:
 
 
 def trace_anatomies(path: Path, first: int, last: int, profile=None,
-                    baseline: Path | None = None) -> list[Anatomy]:
-    """The anatomies of steps first..last of a trace. A plain step's cost: a plain trace's
-    steps (`baseline`, the same machine's race), else a cost profile's one token at each
-    step's context (an engines.cost.profile.Profile), else the trace's own steps that
-    guessed nothing."""
-    trace = read_trace(path)
+                    baseline: Path | None = None, stream: int = 0) -> list[Anatomy]:
+    """The anatomies of steps first..last of a trace (of a batch of streams, of stream
+    `stream + 1`). A plain step's cost: a plain trace's steps (`baseline`, the same machine's
+    race, of as many streams), else a cost profile's pass of a token a live stream at each
+    step's context (an engines.cost.profile.Profile), else the trace's own steps that guessed
+    nothing."""
+    whole = read_trace(path)
+    trace = whole.stream(stream)
     if trace.problem is not None and not trace.steps:
         raise SpecvizError(f"corrupt trace: {trace.problem}")
     steps = trace.steps
@@ -81,21 +84,36 @@ def trace_anatomies(path: Path, first: int, last: int, profile=None,
         raise SpecvizError(f"{path} has steps 0 to {len(steps) - 1}: there is no step {last}")
     if last - first + 1 > MAX_STEPS:
         raise SpecvizError(f"{last - first + 1} steps: at most {MAX_STEPS} in one export")
-    plain = plain_cost(steps, _plain_steps(baseline) if baseline else ())
+    plain = plain_cost(steps, _plain_steps(baseline, whole.streams) if baseline else ())
+    rows = live_streams(whole, stream) or [1] * len(steps)
     prompt, tokens = trace.header.get("prompt") or "", prompt_tokens(trace.header)
     return [anatomy(steps[n], context_pieces(prompt, steps[:n], prompt_tokens=tokens),
-                    profile_cost(profile, steps[n].position)
+                    profile_cost(profile, steps[n].position, rows[n])
                     if profile is not None and baseline is None else plain)
             for n in range(first, last + 1)]
 
 
-def _plain_steps(path: Path) -> list:
+def live_streams(trace: Trace, stream: int) -> list[int]:
+    """Of a trace of a batch, how many streams were in the batch at each of stream
+    `stream + 1`'s steps (a plain step of the batch is a pass of a token each)."""
+    return [len(b.steps) for b in trace.batches if isinstance(b, BatchStep)
+            for i, _ in b.steps if i == stream]
+
+
+def _plain_steps(path: Path, streams: int) -> list:
     trace = read_trace(path)
     if not trace.steps:
         raise SpecvizError(f"{path}: no steps to price a plain step with")
     if any(step.proposed or step.tree for step in trace.steps):
         raise SpecvizError(f"{path} is not a plain-decoding trace: its steps guessed tokens")
+    if trace.streams != streams:
+        raise SpecvizError(f"{path} decoded {_streams(trace.streams)} at once and the trace "
+                           f"{_streams(streams)}: a plain step's cost is of as many")
     return trace.steps
+
+
+def _streams(n: int) -> str:
+    return f"{n} stream{'s' if n != 1 else ''}"
 
 
 # ---------------------------------------------------------------- pictures

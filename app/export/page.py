@@ -43,11 +43,13 @@ _DROPPED_STEP_FIELDS = ("oracle", "kind", "position", "text", "tree", "path", "l
 _WORDED_FIELDS = ("reject_reason", "accept_prob", "draw", "verified_by")
 
 
-def write_page(trace_paths: list[Path], out: Path, theme: str = "light") -> Path:
-    """Write the replay page of these traces to `out`, atomically; `out`."""
+def write_page(trace_paths: list[Path], out: Path, theme: str = "light", stream: int = 0
+               ) -> Path:
+    """Write the replay page of these traces to `out`, atomically; `out`. Of traces of a
+    batch of streams, each lane shows stream `stream + 1`."""
     if theme not in THEMES:
         raise SpecvizError(f"unknown theme '{theme}': give {' or '.join(THEMES)}")
-    return _write_atomically(Path(out), render_page(read_race(trace_paths), theme))
+    return _write_atomically(Path(out), render_page(read_race(trace_paths, stream), theme))
 
 
 def render_page(traces: list[Trace], theme: str = "light") -> str:
@@ -94,9 +96,10 @@ def kind_css() -> str:
 # ---------------------------------------------------------------- checks
 
 
-def read_race(trace_paths: list[Path]) -> list[Trace]:
-    """The traces of one race, whole and of one prompt, or one line saying why not."""
-    traces = [_checked(read_trace(path)) for path in trace_paths]
+def read_race(trace_paths: list[Path], stream: int = 0) -> list[Trace]:
+    """The traces of one race, whole and of one prompt, or one line saying why not. Of a
+    trace of a batch of streams, stream `stream + 1` (each stream had a prompt of its own)."""
+    traces = [_checked(read_trace(path).stream(stream)) for path in trace_paths]
     if not traces:
         raise SpecvizError("no trace to export: give at least one TRACE before OUT")
     check_one_prompt(traces)
@@ -138,7 +141,8 @@ def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
     auto = any(step.auto_k for step in steps)
     return {
         "name": trace.path.stem,
-        "title": lane_title(oracle, head.get("settings", {}).get("k"), auto, trace.path.stem),
+        "title": _of_streams(lane_title(oracle, head.get("settings", {}).get("k"), auto,
+                                        trace.path.stem), trace),
         "oracle": oracle,
         "plain": is_plain(oracle),
         "target": _model_name(head.get("target")),
@@ -151,6 +155,12 @@ def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
             "error": summary.error},
         "steps": [_step(step, shown, words) for step in steps],
     }
+
+
+def _of_streams(title: str, trace: Trace) -> str:
+    """A lane of a batch says which of its streams it shows: its pace is that stream's."""
+    n = trace.streams
+    return title if n == 1 else f"{title} · stream {trace.shown + 1} of {n}"
 
 
 def _step(step: ev.StepEvent, shown: tuple[int, int] | None,

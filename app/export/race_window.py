@@ -37,8 +37,10 @@ PLATFORM_NOISE = ("This plugin does not support",)
 @contextmanager
 def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[int, int],
                 theme: str, presentation: bool = True, graphs: Sequence[str] = ("race",),
-                on_screen: bool = True) -> Iterator[tuple[QMainWindow, ReplayPlayer]]:
-    """The window with these traces opened and paused at their start, and its player.
+                on_screen: bool = True, stream: int = 0
+                ) -> Iterator[tuple[QMainWindow, ReplayPlayer]]:
+    """The window with these traces opened and paused at their start, and its player; each
+    lane of a batch of streams following stream `stream + 1`.
 
     `on_screen` False lays the window out without showing it (an export from inside the
     running app must not flash a second window at the person)."""
@@ -58,6 +60,9 @@ def race_window(window_class: WindowClass, paths: Sequence[Path], size: tuple[in
             if player is None:
                 raise SpecvizError("the window could not open the traces")
             player.pause()
+            if stream:
+                for lane_id in list(window.board.streams.lanes):
+                    window.board.pick_stream(lane_id, stream)
             settle(window)
             yield window, player
         finally:

@@ -54,6 +54,7 @@ class VideoSettings:
     hold_s: float = 2.0  # the final frame stays this long
     theme: str = "light"
     graphs: tuple[str, ...] = ("race",)
+    stream: int = 0  # of traces of a batch of streams, the one each lane follows (0: the first)
 
     @classmethod
     def for_format(cls, suffix: str, **given) -> VideoSettings:
@@ -117,7 +118,7 @@ def checked_race(trace_paths: Sequence[Path], out: Path, settings: VideoSettings
         raise SpecvizError(f"unknown video format '{Path(out).suffix}': give .mp4, .webm or "
                            ".gif")
     check(settings, suffix)
-    return read_race(list(trace_paths))
+    return read_race(list(trace_paths), settings.stream)
 
 
 def export_video(trace_paths: Sequence[Path], out: Path, settings: VideoSettings,
@@ -148,7 +149,8 @@ def frames(window_class: WindowClass, paths: Sequence[Path], times: Sequence[flo
            settings: VideoSettings, on_screen: bool) -> Iterator[QImage]:
     """The window at each of these compute times (never going back)."""
     with race_window(window_class, paths, layout_size(settings.size), settings.theme,
-                     graphs=settings.graphs, on_screen=on_screen) as (window, player):
+                     graphs=settings.graphs, on_screen=on_screen,
+                     stream=settings.stream) as (window, player):
         for ms in times:
             player.advance_to(ms)
             settle(window)
@@ -158,7 +160,8 @@ def frames(window_class: WindowClass, paths: Sequence[Path], times: Sequence[flo
 def final_frame(window_class: WindowClass, paths: Sequence[Path], settings: VideoSettings,
                 on_screen: bool) -> QImage:
     with race_window(window_class, paths, layout_size(settings.size), settings.theme,
-                     graphs=settings.graphs, on_screen=on_screen) as (window, player):
+                     graphs=settings.graphs, on_screen=on_screen,
+                     stream=settings.stream) as (window, player):
         player.finish()
         settle(window)
         return picture(window, settings.size)

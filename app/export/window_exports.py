@@ -73,23 +73,27 @@ class WindowExports:
 
     def page(self) -> Path | None:
         paths = self._race_traces()
-        if paths is None:
+        stream = None if paths is None else self._followed()
+        if stream is None:
             return None
         out = self.ask(self.window, "Export page", "specviz-race.html", "HTML page (*.html)")
         if not out:
             return None
         theme = self.window.theme.name
-        return self._reported(lambda: write_page(paths, Path(out), theme=theme))
+        return self._reported(lambda: write_page(paths, Path(out), theme=theme, stream=stream),
+                              _saved(stream))
 
     def video(self) -> Path | None:
         paths = self._race_traces()
-        if paths is None:
+        stream = None if paths is None else self._followed()
+        if stream is None:
             return None
         out = self.ask(self.window, "Export video", "specviz-race.mp4", VIDEO_KINDS)
         if not out:
             return None
         out = Path(out)
-        settings = VideoSettings.for_format(out.suffix.lower(), theme=self.window.theme.name)
+        settings = VideoSettings.for_format(out.suffix.lower(), theme=self.window.theme.name,
+                                            stream=stream)
         dialog = QProgressDialog(f"Drawing {out.name}…", "Cancel", 0, 0, self.window)
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.setMinimumDuration(300)
@@ -101,10 +105,23 @@ class WindowExports:
 
         try:
             return self._reported(lambda: export_video(
-                paths, out, settings, type(self.window), progress, on_screen=False))
+                paths, out, settings, type(self.window), progress, on_screen=False),
+                _saved(stream))
         finally:
             dialog.close()
             self.window.set_theme(self.window.theme.name)  # the drawing window restyled the app
+
+    def _followed(self) -> int | None:
+        """The stream the lanes of batches follow, exported as shown; None (said in the
+        status bar) where they follow different ones: each stream has its own prompt, and
+        a race is of one."""
+        picked = {lane.picked for lane in self.window.board.streams.lanes.values()}
+        if len(picked) > 1:
+            self.window.show_status(
+                f"the lanes follow streams {', '.join(str(s + 1) for s in sorted(picked))}, "
+                "each with its own prompt: pick one stream in every lane to export the race")
+            return None
+        return next(iter(picked), 0)
 
     def _lane_traces(self) -> list[Path]:
         return [lane.trace_path for lane in self.window.board.lanes.values() if lane.trace_path]
@@ -133,3 +150,7 @@ class WindowExports:
             return None
         self.window.show_status(done.format(len(result) if isinstance(result, list) else result))
         return result
+
+
+def _saved(stream: int) -> str:
+    return "saved {}" if not stream else f"saved {{}} (stream {stream + 1} of each batch)"
