@@ -4,14 +4,17 @@ line. Traces come from real sampled runs of the tiny model (each stream its own 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import browser
 import pytest
-from test_export_page import embedded
+from test_export_page import embedded, needs_chromium
 
 from specviz.app.cli.main import main
 from specviz.app.export.anatomy_export import live_streams, trace_anatomies
 from specviz.engines import events as ev
+from specviz.engines.batch_events import BatchStep
 from specviz.engines.errors import SpecvizError
 from specviz.engines.trace import read_trace
 
@@ -124,3 +127,41 @@ def test_the_video_follows_the_stream_asked_for(traces, qapp):
                        for i in e.emitted_ids) for lane in window.board.lanes.values()}
         assert shown == {tuple(ids(read_trace(p).stream(2))) for p in (lookup, plain)}
 
+
+
+def batch_so_far(trace, stream: int) -> tuple[list[int], list[float]]:
+    """Every stream's tokens and the batch's compute at each of `stream`'s steps."""
+    tokens, ms, at = 0, 0.0, ([], [])
+    for record in trace.records:
+        if isinstance(record, BatchStep):
+            tokens += sum(len(e.emitted_ids) for _, e in record.steps)
+            ms += record.timing.total_ms
+            if stream in dict(record.steps):
+                at[0].append(tokens)
+                at[1].append(ms)
+    return at
+
+
+def test_a_batchs_lane_carries_the_batchs_tokens_and_compute_at_each_step(traces, tmp_path,
+                                                                          capsys):
+    lookup, plain, _ = traces
+    lanes = page_lanes(capsys, tmp_path / "page.html", "--stream", "3", str(lookup), str(plain))
+    for lane, path in zip(lanes, (lookup, plain)):
+        tokens, ms = batch_so_far(read_trace(path), 2)
+        assert lane["batch"]["n"] == 3 and lane["batch"]["tokens"] == tokens
+        assert lane["batch"]["ms"] == pytest.approx(ms, abs=1e-3)
+        assert len(tokens) == len(lane["steps"])
+    assert page_lanes(capsys, tmp_path / "one.html", str(traces[2]))[0]["batch"] is None
+
+
+@needs_chromium
+def test_the_page_gives_a_batchs_throughput_and_compares_batches_as_wholes(traces, tmp_path,
+                                                                           capsys):
+    lookup, plain, _ = traces
+    out = tmp_path / "page.html"
+    lanes = page_lanes(capsys, out, "--stream", "2", str(lookup), str(plain))
+    figures = re.findall(r'<p class="figures">(.*?)</p>', browser.dump_dom(out.as_uri() + "#end"))
+    rates = [lane["batch"]["tokens"][-1] / lane["batch"]["ms"][-1] * 1000 for lane in lanes]
+    assert figures[0].startswith(f"3 streams: {rates[0]:.1f} tok/s in all · this one ")
+    assert f"batch speedup {rates[0] / rates[1]:.2f}×" in figures[0]
+    assert figures[1].startswith(f"3 streams: {rates[1]:.1f} tok/s in all · this one ")

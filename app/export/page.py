@@ -30,6 +30,7 @@ from ...board.one_prompt import check_one_prompt
 from ...board.palette import THEMES, Theme
 from ...engines import events as ev
 from ...engines.atomic import written_atomically
+from ...engines.batch_events import BatchStep
 from ...engines.errors import SpecvizError
 from ...engines.oracles import is_plain
 from ...engines.trace import Trace, read_trace
@@ -154,7 +155,25 @@ def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
             "reason": summary.reason, "prefill_ms": round(summary.prefill_ms, 3),
             "error": summary.error},
         "steps": [_step(step, shown, words) for step in steps],
+        "batch": _batch(trace),
     }
+
+
+def _batch(trace: Trace) -> dict[str, Any] | None:
+    """Of a lane of a batch: the batch's tokens and compute so far at each of the shown
+    stream's steps, so that its figures give the batch's throughput and speedup beside the
+    stream's own pace (a stream's pace can be slower than plain's where its batch is not)."""
+    if trace.streams == 1:
+        return None
+    tokens, ms, at_tokens, at_ms = 0, 0.0, [], []
+    for batch in trace.batches:
+        if isinstance(batch, BatchStep):
+            tokens += sum(len(step.emitted_ids) for _, step in batch.steps)
+            ms += batch.timing.total_ms
+            if any(i == trace.shown for i, _ in batch.steps):
+                at_tokens.append(tokens)
+                at_ms.append(round(ms, 3))
+    return {"n": trace.streams, "tokens": at_tokens, "ms": at_ms}
 
 
 def _of_streams(title: str, trace: Trace) -> str:

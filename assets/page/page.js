@@ -22,8 +22,14 @@ const LANES = DATA.lanes.map((lane, index) => ({
   view: null,     // the element holding the tokens
   figures: null,  // the element holding the figures line
 }));
-const END_MS = Math.max(...LANES.map((l) => l.due[l.due.length - 1]));
+const last = (values) => values[values.length - 1];
+// A batch's compute includes its other streams' guessing: its speedup's clock runs a little on.
+const END_MS = Math.max(...LANES.map((l) =>
+  Math.max(last(l.due), l.batch ? last(l.batch.ms) : 0)));
 const BASE = DATA.baseline === null ? null : LANES[DATA.baseline];
+// Lanes of batches are compared as wholes: every stream's tokens over the batch's compute, as
+// the window's header and speedup graph take a race at N streams.
+const BATCHES = BASE !== null && LANES.every((l) => l.batch);
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -118,6 +124,13 @@ function showSteps(lane, n) {
   }
 }
 
+// A lane of a batch of streams: the batch's tokens a second so far (every stream's), as the
+// window's lane total gives it beside the stream it follows.
+const batchRate = (lane) => {
+  const i = lane.shown - 1;
+  return lane.batch.tokens[i] / (lane.batch.ms[i] / 1000);
+};
+
 function figuresText(lane) {
   if (!lane.shown) return "waiting for its first step";
   const t = lane.steps[lane.shown - 1].totals;
@@ -125,8 +138,15 @@ function figuresText(lane) {
   const parts = [`${t.tokens} tokens`, `${fixed(rate(t), 1)} tok/s`,
     `acceptance ${t.proposed ? `${Math.round((100 * t.accepted) / t.proposed)}%` : "-"}`,
     `${fixed(t.tokens / t.steps, 2)} tok/step`];
+  if (lane.batch) {
+    parts.unshift(`${lane.batch.n} streams: ${fixed(batchRate(lane), 1)} tok/s in all`);
+    parts[1] = `this one ${parts[1]}`;
+  }
   if (BASE && BASE.shown && lane !== BASE) {
-    parts.push(`speedup ${fixed(rate(t) / rate(BASE.steps[BASE.shown - 1].totals), 2)}×`);
+    // Batches are compared as wholes, as the window's header compares them at N streams.
+    parts.push(BATCHES
+      ? `batch speedup ${fixed(batchRate(lane) / batchRate(BASE), 2)}×`
+      : `speedup ${fixed(rate(t) / rate(BASE.steps[BASE.shown - 1].totals), 2)}×`);
   }
   if (lane.shown === lane.steps.length && lane.summary) parts.push(`ended: ${lane.summary.reason}`);
   return parts.join(" · ");
@@ -223,10 +243,14 @@ function curve(root, place, lane, points) {
 const racePoints = (lane, n) => [[0, 0], ...lane.steps.slice(0, n)
   .map((s, i) => [lane.due[i] / 1000, s.totals.tokens])];
 
+const ratePoints = (lane, n) => (BATCHES
+  ? [[0, 0], ...lane.batch.ms.slice(0, n).map((ms, i) => [ms / 1000, lane.batch.tokens[i]])]
+  : racePoints(lane, n));
+
 // The baseline's tokens/s at a compute time, interpolated between its steps and held at its
 // ends, as the window's speedup graph takes it: a lane past the baseline's end meets its final
 // rate.
-const BASE_RATES = BASE === null ? [] : racePoints(BASE, BASE.steps.length).slice(1)
+const BASE_RATES = BASE === null ? [] : ratePoints(BASE, BASE.steps.length).slice(1)
   .filter(([t]) => t > 0).map(([t, n]) => [t, n / t]);
 
 function baseRate(seconds) {
@@ -240,7 +264,7 @@ function baseRate(seconds) {
   return pts[pts.length - 1][1];
 }
 
-const speedupPoints = (lane, n) => racePoints(lane, n).slice(1).filter(([t]) => t > 0)
+const speedupPoints = (lane, n) => ratePoints(lane, n).slice(1).filter(([t]) => t > 0)
   .map(([t, tokens]) => [t, tokens / t / baseRate(t)]).filter(([, s]) => Number.isFinite(s));
 
 // Axes span the whole race, so a curve grows into a fixed frame as the replay goes on.
