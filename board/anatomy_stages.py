@@ -112,6 +112,7 @@ class Anatomy:
     # () where the event keeps none (greedy, a server, a trace older than the field).
     residual: tuple[ResidualBar, ...] = ()
     stages: tuple[Stage, ...] = field(default=())
+    batch: str = ""  # of a batch of streams, which stream's step this is ("stream 2 of 4")
 
     @property
     def is_tree(self) -> bool:

@@ -88,6 +88,8 @@ def test_the_anatomy_of_a_batch_takes_the_stream_asked_for(traces):
     whole = read_trace(lookup)
     made = trace_anatomies(lookup, 0, 1, stream=2)
     assert [a.event for a in made] == whole.stream(2).steps[:2]
+    assert {a.batch for a in made} == {"stream 3 of 3"}
+    assert trace_anatomies(traces[2], 0, 0)[0].batch == ""  # a run of one stream
     assert live_streams(whole, 2)[0] == 3  # every stream was in the batch at its first step
     assert len(live_streams(whole, 2)) == len(whole.stream(2).steps)
 

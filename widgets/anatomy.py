@@ -330,8 +330,9 @@ class AnatomyView(QWidget):
         p.setPen(s.pens["grid"])
         p.setFont(s.font("small"))
         e = a.event
-        where = (f"step {e.step} · {e.oracle} · K={e.k} · stage {self._index + 1}/"
-                 f"{self.stage_count}" + (f" · ▶ {self._speed:g}×" if self.playing else ""))
+        where = (f"step {e.step} · {e.oracle} · K={e.k}" + (f" · {a.batch}" if a.batch else "")
+                 + f" · stage {self._index + 1}/{self.stage_count}"
+                 + (f" · ▶ {self._speed:g}×" if self.playing else ""))
         p.drawText(QRectF(0, 34.6 * lay.u, self.width() - 1.2 * lay.u, 1.2 * lay.u),
                    Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, where)
 
