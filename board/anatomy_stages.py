@@ -232,14 +232,15 @@ def percent(share: float) -> str:
 
 
 def anatomy(event: ev.StepEvent, context: Sequence[str] = (),
-            plain: PlainCost | None = None) -> Anatomy:
-    """The stages of `event`; `context` the visible pieces before it (`context_pieces`)."""
+            plain: PlainCost | None = None, batch: str = "") -> Anatomy:
+    """The stages of `event`; `context` the visible pieces before it (`context_pieces`);
+    `batch` which stream of a batch it is ("stream 2 of 4"), if it is one."""
     server = _server(event)
     sampling = any(p.draw is not None for p in _judged_fields(event))
     pieces = _tree_pieces(event) if event.tree else _chain_pieces(event)
     own, own_words = shown(event.target.text), _own_words(event, sampling, server)
     made = Anatomy(event, tuple(context), pieces, own, own_words, plain, server, sampling,
-                   _residual_bars(event))
+                   _residual_bars(event), batch=batch)
     return replace(made, stages=tuple(_tree_stages(made) if made.is_tree
                                       else _chain_stages(made)))
 
@@ -449,9 +450,12 @@ def _own_words(event: ev.StepEvent, sampling: bool, server: str | None) -> str:
 
 
 def _first_stages(made: Anatomy) -> list[Stage]:
+    batch = (f" This is {made.batch}, decoded together: one pass of the target gives every "
+             "stream its next token, and each stream's guesses ride in the same pass."
+             if made.batch else "")
     return [Stage(CONTEXT, "The text so far",
                   f"{made.event.position} tokens so far, the prompt included. Plain decoding "
-                  "runs the big model (the target) once for every next token.")]
+                  f"runs the big model (the target) once for every next token.{batch}")]
 
 
 def _guess_caption(made: Anatomy) -> str:

@@ -89,6 +89,7 @@ def test_the_anatomy_of_a_batch_takes_the_stream_asked_for(traces):
     made = trace_anatomies(lookup, 0, 1, stream=2)
     assert [a.event for a in made] == whole.stream(2).steps[:2]
     assert {a.batch for a in made} == {"stream 3 of 3"}
+    assert "This is stream 3 of 3, decoded together" in made[0].stages[0].caption
     assert trace_anatomies(traces[2], 0, 0)[0].batch == ""  # a run of one stream
     assert live_streams(whole, 2)[0] == 3  # every stream was in the batch at its first step
     assert len(live_streams(whole, 2)) == len(whole.stream(2).steps)
@@ -167,3 +168,6 @@ def test_the_page_gives_a_batchs_throughput_and_compares_batches_as_wholes(trace
     assert figures[0].startswith(f"3 streams: {rates[0]:.1f} tok/s in all · this one ")
     assert f"batch speedup {rates[0] / rates[1]:.2f}×" in figures[0]
     assert figures[1].startswith(f"3 streams: {rates[1]:.1f} tok/s in all · this one ")
+    page_lanes(capsys, out, str(lookup), str(traces[2]))  # beside plain decoding of 1 stream
+    figures = re.findall(r'<p class="figures">(.*?)</p>', browser.dump_dom(out.as_uri() + "#end"))
+    assert "batch speedup" not in figures[0] and " speedup " in figures[0]

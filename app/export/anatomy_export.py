@@ -88,10 +88,9 @@ def trace_anatomies(path: Path, first: int, last: int, profile=None,
     rows = live_streams(whole, stream) or [1] * len(steps)
     prompt, tokens = trace.header.get("prompt") or "", prompt_tokens(trace.header)
     batch = f"stream {stream + 1} of {whole.streams}" if whole.streams > 1 else ""
-    return [replace(anatomy(steps[n], context_pieces(prompt, steps[:n], prompt_tokens=tokens),
-                            profile_cost(profile, steps[n].position, rows[n])
-                            if profile is not None and baseline is None else plain),
-                    batch=batch)
+    return [anatomy(steps[n], context_pieces(prompt, steps[:n], prompt_tokens=tokens),
+                    profile_cost(profile, steps[n].position, rows[n])
+                    if profile is not None and baseline is None else plain, batch)
             for n in range(first, last + 1)]
 
 

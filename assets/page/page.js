@@ -27,9 +27,10 @@ const last = (values) => values[values.length - 1];
 const END_MS = Math.max(...LANES.map((l) =>
   Math.max(last(l.due), l.batch ? last(l.batch.ms) : 0)));
 const BASE = DATA.baseline === null ? null : LANES[DATA.baseline];
-// Lanes of batches are compared as wholes: every stream's tokens over the batch's compute, as
-// the window's header and speedup graph take a race at N streams.
-const BATCHES = BASE !== null && LANES.every((l) => l.batch);
+// Lanes of batches of as many streams are compared as wholes: every stream's tokens over the
+// batch's compute, as the window's header and speedup graph take a race at N streams.
+const BATCHES = BASE !== null && BASE.batch !== null &&
+  LANES.every((l) => l.batch && l.batch.n === BASE.batch.n);
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
