@@ -441,7 +441,7 @@ def test_at_n_streams_the_speedup_graph_and_the_cost_curves_dot_are_the_batchs(w
     alpha = 2 / 9  # stream 1 kept 2 of its 3 guesses a step, the others none
     assert graphs.cost_curve.curve_data(lookup)[1][1] == pytest.approx((1 + alpha) / 1.75)
     race_axis = graphs.race_plot.getAxis("left")
-    assert race_axis.labelText == "a followed stream's tokens"  # its pace, not the lane's
+    assert race_axis.labelText == "one stream's tokens"  # its pace, not the lane's
     window.board.reset()  # a new run, of one stream
     window.runner._on_started(lookup, {"oracle": "prompt-lookup", "prompt": "p"})
     assert race_axis.labelText == "tokens"

@@ -185,7 +185,7 @@ class LaneGraphs(QWidget):
         """A lane began a batch or left streams: its speedup is a batch's, or not. The race
         shows a followed stream's tokens (its pace), which a lane of N streams' race is not."""
         self._on_batched(lane_id)
-        followed = "a followed stream's tokens" if self.streams.lanes else "tokens"
+        followed = "one stream's tokens" if self.streams.lanes else "tokens"
         self.race_plot.setLabel("left", followed)
 
     def _counts(self, lane_id: str):
