@@ -160,9 +160,10 @@ def _lane(trace: Trace, words: dict[str, int]) -> dict[str, Any]:
 
 
 def _batch(trace: Trace) -> dict[str, Any] | None:
-    """Of a lane of a batch: the batch's tokens and compute so far at each of the shown
-    stream's steps, so that its figures give the batch's throughput and speedup beside the
-    stream's own pace (a stream's pace can be slower than plain's where its batch is not)."""
+    """Of a lane of a batch: every stream's tokens and the batch's compute so far at each
+    batch step, so that its figures give the batch's throughput and speedup beside the
+    shown stream's own pace (a stream's pace can be slower than plain's where its batch is
+    not), to the batch's end."""
     if trace.streams == 1:
         return None
     tokens, ms, at_tokens, at_ms = 0, 0.0, [], []
@@ -170,9 +171,8 @@ def _batch(trace: Trace) -> dict[str, Any] | None:
         if isinstance(batch, BatchStep):
             tokens += sum(len(step.emitted_ids) for _, step in batch.steps)
             ms += batch.timing.total_ms
-            if any(i == trace.shown for i, _ in batch.steps):
-                at_tokens.append(tokens)
-                at_ms.append(round(ms, 3))
+            at_tokens.append(tokens)
+            at_ms.append(round(ms, 3))
     return {"n": trace.streams, "tokens": at_tokens, "ms": at_ms}
 
 

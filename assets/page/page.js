@@ -125,12 +125,19 @@ function showSteps(lane, n) {
   }
 }
 
-// A lane of a batch of streams: the batch's tokens a second so far (every stream's), as the
-// window's lane total gives it beside the stream it follows.
+// A lane of a batch of streams: its batch steps the clock has passed, and the batch's tokens
+// a second so far (every stream's), as the window's lane total gives it beside the stream it
+// follows, to the batch's end (its other streams go on after the shown one ends).
+function batchShown(lane) {
+  let n = 0;
+  while (n < lane.batch.ms.length && lane.batch.ms[n] <= clock.ms) n++;
+  return n;
+}
 const batchRate = (lane) => {
-  const i = lane.shown - 1;
-  return lane.batch.tokens[i] / (lane.batch.ms[i] / 1000);
+  const n = batchShown(lane);
+  return n ? lane.batch.tokens[n - 1] / (lane.batch.ms[n - 1] / 1000) : null;
 };
+const ratio = (a, b) => (a && b ? a / b : null);
 
 function figuresText(lane) {
   if (!lane.shown) return "waiting for its first step";
@@ -146,7 +153,7 @@ function figuresText(lane) {
   if (BASE && BASE.shown && lane !== BASE) {
     // Batches are compared as wholes, as the window's header compares them at N streams.
     parts.push(BATCHES
-      ? `batch speedup ${fixed(batchRate(lane) / batchRate(BASE), 2)}×`
+      ? `batch speedup ${fixed(ratio(batchRate(lane), batchRate(BASE)), 2)}×`
       : `speedup ${fixed(rate(t) / rate(BASE.steps[BASE.shown - 1].totals), 2)}×`);
   }
   if (lane.shown === lane.steps.length && lane.summary) parts.push(`ended: ${lane.summary.reason}`);
@@ -251,7 +258,7 @@ const ratePoints = (lane, n) => (BATCHES
 // The baseline's tokens/s at a compute time, interpolated between its steps and held at its
 // ends, as the window's speedup graph takes it: a lane past the baseline's end meets its final
 // rate.
-const BASE_RATES = BASE === null ? [] : ratePoints(BASE, BASE.steps.length).slice(1)
+const BASE_RATES = BASE === null ? [] : ratePoints(BASE, Infinity).slice(1)
   .filter(([t]) => t > 0).map(([t, n]) => [t, n / t]);
 
 function baseRate(seconds) {
@@ -271,7 +278,7 @@ const speedupPoints = (lane, n) => ratePoints(lane, n).slice(1).filter(([t]) => 
 // Axes span the whole race, so a curve grows into a fixed frame as the replay goes on.
 const RACE_MAX = Math.max(...LANES.map((l) => l.steps[l.steps.length - 1].totals.tokens));
 const SPEEDUP_MAX = BASE === null ? 1 : Math.max(1.5, ...LANES.filter((l) => l !== BASE)
-  .flatMap((l) => speedupPoints(l, l.steps.length).map(([, s]) => s * 1.05)));
+  .flatMap((l) => speedupPoints(l, Infinity).map(([, s]) => s * 1.05)));
 
 function drawGraphs() {
   const race = $("race-graph"), speedup = $("speedup-graph");
@@ -291,7 +298,11 @@ function drawGraphs() {
       "no plain lane (oracle none) to compare with"));
     return;
   }
-  for (const lane of LANES) if (lane !== BASE) curve(speedup, sp, lane, speedupPoints(lane, lane.shown));
+  for (const lane of LANES) {
+    if (lane !== BASE) {
+      curve(speedup, sp, lane, speedupPoints(lane, BATCHES ? batchShown(lane) : lane.shown));
+    }
+  }
 }
 
 // ---------------------------------------------------------------- inspector and hover
