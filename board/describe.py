@@ -150,3 +150,8 @@ def target_tooltip(event: StepEvent) -> str:
         f"token {shown(target.text)!r} (id {target.id})",
         f"p_target {prob(target.p_target)} · logit margin {margin(target.margin)}",
     ])
+
+
+def streams_words(n: int) -> str:
+    """"1 stream", "4 streams": how many streams a batch decodes at once."""
+    return f"{n} stream{'s' if n != 1 else ''}"

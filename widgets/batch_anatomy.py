@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ..board.batch_anatomy import BatchRows, Piece
+from ..board.describe import streams_words
 from ..board.kinds import KIND_REJECTED
 from ..board.palette import DARK, Theme
 
@@ -26,8 +27,8 @@ def piece_html(piece: Piece, theme: Theme) -> str:
 
 def rows_html(rows: BatchRows, theme: Theme, oracle: str) -> str:
     n = len(rows.rows)
-    head = (f"<b>{html.escape(oracle)} · batch step {rows.index + 1}</b>: {n} "
-            f"stream{'s' if n != 1 else ''}, {rows.width} positions in one pass of "
+    head = (f"<b>{html.escape(oracle)} · batch step {rows.index + 1}</b>: "
+            f"{streams_words(n)}, {rows.width} positions in one pass of "
             f"{rows.pass_ms:.1f} ms; "
             f"{rows.kept} guesses kept, {rows.tokens} tokens written")
     lines = [head]

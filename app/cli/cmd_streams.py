@@ -11,6 +11,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from ...board.describe import streams_words
 from ...engines import atomic
 from ...engines.backends.stream_cache import MAX_STREAMS
 from ...engines.bench import concurrency as conc
@@ -281,14 +282,14 @@ def streams_table(results: list[dict]) -> str:
 
 def _crossover_words(r: dict) -> str:
     measured = r["crossover"]
-    words = f"{_lane_words(r)} K={_k_words(r)}: " + (f"stops paying at {_streams_words(measured)} "
+    words = f"{_lane_words(r)} K={_k_words(r)}: " + (f"stops paying at {streams_words(measured)} "
                                               "(measured)" if measured
                                               else "pays at every stream count measured")
     predicted = r.get("predicted")
     if predicted:
         at = predicted["crossover"]
         words += ("; predicted from the cost profile: "
-                  + (f"stops paying at {_streams_words(at)}" if at else "pays at every count"))
+                  + (f"stops paying at {streams_words(at)}" if at else "pays at every count"))
         if predicted["extrapolated"]:
             words += (f" (passes wider than the profile's {predicted['widest_measured_pass']} "
                       f"tokens extrapolated, at {predicted['extrapolated']} streams)")
@@ -304,5 +305,3 @@ def _k_words(r: dict) -> str:
     return "its own" if r.get("spec_type") and not r["k"] else str(r["k"])
 
 
-def _streams_words(n: int) -> str:
-    return f"{n} stream{'s' if n > 1 else ''}"

@@ -27,6 +27,7 @@ from ...board.anatomy_stages import (
     profile_cost,
     prompt_tokens,
 )
+from ...board.describe import streams_words
 from ...board.palette import THEMES
 from ...engines.atomic import written_atomically
 from ...engines.batch_events import BatchStep
@@ -108,13 +109,9 @@ def _plain_steps(path: Path, streams: int) -> list:
     if any(step.proposed or step.tree for step in trace.steps):
         raise SpecvizError(f"{path} is not a plain-decoding trace: its steps guessed tokens")
     if trace.streams != streams:
-        raise SpecvizError(f"{path} decoded {_streams(trace.streams)} at once and the trace "
-                           f"{_streams(streams)}: a plain step's cost is of as many")
+        raise SpecvizError(f"{path} decoded {streams_words(trace.streams)} at once and the trace "
+                           f"{streams_words(streams)}: a plain step's cost is of as many")
     return trace.steps
-
-
-def _streams(n: int) -> str:
-    return f"{n} stream{'s' if n != 1 else ''}"
 
 
 # ---------------------------------------------------------------- pictures
