@@ -193,14 +193,3 @@ def test_run_streams_on_the_transformers_backend(tiny_model_dir, capsys, oracle)
     assert all(s["tokens"] == 12 and s["pace"] > 0 for s in result["streams_detail"])
     if oracle == "early-exit":
         assert all(s["accepted"] == s["proposed"] > 0 for s in result["streams_detail"])
-
-
-
-@pytest.mark.parametrize("oracle", ["medusa", "eagle"])
-def test_heads_that_read_hidden_states_are_refused_in_one_line(tiny_model_dir, capsys,
-                                                               oracle):
-    args = ["run", "--target", str(tiny_model_dir), "--backend", "transformers", "--no-chat",
-            "--prompt", "x", "--oracle", oracle, "--streams", "2"]
-    assert main(args) == 2
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and f"--streams cannot run the {oracle} oracle yet" in err[0]

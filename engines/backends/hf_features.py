@@ -99,11 +99,13 @@ class LayerFeatures:
         begin at position 0; a forward after a gap (rows not held) leaves none."""
         self._armed = False
         caught, self._caught = self._caught, None
-        if caught is None:
-            return
+        if caught is not None:
+            self.put(caught[0].detach(), start)
+
+    def put(self, new, start: int) -> None:
+        """Rows `new` (n, features) for positions start, start+1, ... after those held."""
         import torch
 
-        new = caught[0].detach()
         if start == 0:
             self._rows = new
         elif self._rows is not None and len(self._rows) >= start:

@@ -37,8 +37,12 @@ class HiddenRows:
     def took(self, start: int) -> None:
         """That forward ended; its logit rows begin at context position `start`."""
         if self._caught is not None:
-            self._rows, self._start = self._caught[0].detach(), start
+            self.put(self._caught[0].detach(), start)
         self._armed, self._caught = False, None
+
+    def put(self, rows, start: int) -> None:
+        """Keep `rows` (n, hidden), row i the head's input at position `start + i`."""
+        self._rows, self._start = rows, start
 
     def cut(self, n: int) -> None:
         """The cache now holds only positions < n."""

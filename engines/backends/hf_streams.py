@@ -21,7 +21,8 @@ sequence's).
 A stream's oracle sees the target through a view of its own (StreamTarget, made with the
 batch's, BatchTarget, by TransformersBackend.stream_targets): an early exit drafts on its
 stream's cells of its batch's cache, copied for the first layers, not on the backend's own
-single-sequence cache.
+single-sequence cache; heads (Medusa, EAGLE) read the stream's own rows of the batch's
+passes (hf_stream_rows.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .hf_stream_rows import PassRows, StreamRows
 from .stream_cache import StreamCache
 
 SLACK = 32  # columns of holes always tolerated before a compaction (a few steps' worth)
@@ -48,6 +50,7 @@ class HFStreams(StreamCache):
         self._cache = None
         self._rows: list[int] = []  # the streams holding a row, in the cache's batch order
         self._valid = None  # (rows, columns) bool: which cells each row's stream holds
+        self.rows = StreamRows()  # the hidden states the streams' heads read (BatchTarget's)
 
     @property
     def columns(self) -> int:
@@ -70,7 +73,8 @@ class HFStreams(StreamCache):
         ids = torch.full((len(streams), width), PAD_TOKEN, dtype=torch.long, device=dev)
         for r, s in enumerate(streams):
             ids[r, :len(parts[s])] = torch.tensor(parts[s], dtype=torch.long, device=dev)
-        start = torch.tensor([self._lengths[s] for s in streams], device=dev)
+        starts = [self._lengths[s] for s in streams]
+        start = torch.tensor(starts, device=dev)
         slots = torch.arange(width, device=dev)
         positions = start[:, None] + slots[None, :]
         real = slots[None, :] < lens[:, None]  # (rows, width): a stream's token, not padding
@@ -89,7 +93,8 @@ class HFStreams(StreamCache):
             self._cache = self._new_cache()
         cache = self._cache if whole else self._sub_cache(idx)
         keep = 0 if all_rows else (lens - 1)[:, None]
-        with torch.inference_mode():
+        caught = PassRows(streams, starts, [len(parts[s]) for s in streams], all_rows)
+        with torch.inference_mode(), self.rows.catching(backend.model, caught):
             out = backend.model(input_ids=ids, position_ids=positions, attention_mask=mask,
                                 use_cache=True, logits_to_keep=keep,
                                 **{backend._cache_kw: cache})
@@ -141,6 +146,7 @@ class HFStreams(StreamCache):
     # ------------------------------------------------------------ rollback and leaving
 
     def _truncate(self, stream: int, n: int) -> None:
+        self.rows.cut(stream, n)
         if stream not in self._rows or self._cache is None:
             return
         row = self._rows.index(stream)
@@ -244,19 +250,24 @@ class BatchTarget:
     def __init__(self, backend) -> None:
         self._backend = backend
         self.streams: HFStreams | None = None
+        self.rows = StreamRows()  # asked for by the streams' oracles as they are built
+
 
     def __getattr__(self, name: str):
         return getattr(self._backend, name)
 
     def stream_cache(self, n_streams: int) -> HFStreams:
         self.streams = self._backend.stream_cache(n_streams)
+        self.rows.clear()
+        self.streams.rows = self.rows
         return self.streams
 
 
 class StreamTarget:
     """The target as one stream of a batch sees it, for that stream's oracle: the backend in
     all but `first_layers` (early exit), which drafts on the stream's own cells in its
-    batch's cache (on the backend's own cache before the batch has one)."""
+    batch's cache (on the backend's own cache before the batch has one), and the hidden
+    states heads read (Medusa, EAGLE), the stream's own rows of the batch's passes."""
 
     def __init__(self, batch: BatchTarget, stream: int) -> None:
         self._batch = batch
@@ -274,3 +285,15 @@ class StreamTarget:
             return
         with streams.first_layers(self.stream, n_layers) as step:
             yield step
+
+    def keep_hidden(self, on: bool = True) -> None:
+        self._batch.rows.keep_hidden(self.stream, on)
+
+    def hidden_at(self, position: int):
+        return self._batch.rows.hidden_at(self.stream, position)
+
+    def keep_features(self, layer_ids) -> None:
+        self._batch.rows.keep_features(self.stream, layer_ids)
+
+    def features(self, start: int, end: int):
+        return self._batch.rows.features(self.stream, start, end)

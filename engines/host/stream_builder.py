@@ -21,10 +21,9 @@ from ..cost.profile_widths import widen
 from ..errors import SpecvizError
 from ..loop.streams import StreamsSession, check_streams
 from ..oracles import Oracle, is_plain
-from ..oracles.registry import NEEDS_HEADS
 from .k_policy import k_policy
 from .model_pool import ModelPool
-from .run_builder import acquire, build_oracle, described_oracle, settings
+from .run_builder import acquire, build_oracle, settings
 from .run_spec import LaneSpec, RunRequest
 
 Say = Callable[[str], None]
@@ -62,13 +61,6 @@ class StreamsBuilder:
     first_policy: AutoK | None = None  # the first stream's, holding the cost profiles
 
     def __post_init__(self) -> None:
-        if NEEDS_HEADS in described_oracle(self.lane).needs:
-            # Medusa's and EAGLE's heads read the hidden states of the target's own passes,
-            # which a batch of streams does not keep apart per stream: they would draft from
-            # another context (or none), so they are refused before anything loads.
-            raise SpecvizError(f"--streams cannot run the {self.lane.oracle} oracle yet: its "
-                               "heads read the target's hidden states, which a batch of "
-                               "streams does not keep per stream; run it without --streams")
         self.target = acquire(self.pool, self.request.model, self.request.model.target)
         first: dict[str, Backend] = {}
         try:
