@@ -20,6 +20,7 @@ from specviz.engines.loop.session import RunSettings
 from specviz.engines.loop.streams import StreamsSession
 from specviz.engines.medusa.heads import save_heads
 from specviz.engines.oracles import make_oracle
+from specviz.engines.sampling import SamplingParams
 from specviz.engines.training import eagle as et
 
 # The prompt the heads learned sits second, so a stream reading row 0 (or its neighbour's
@@ -82,6 +83,35 @@ def test_each_stream_guesses_from_its_own_hidden_states(target, heads, name):
     assert compared >= 20
     learned = events[-1].summaries[1].totals
     assert learned.mean_accepted_tokens > 1.5, learned  # the heads know this answer
+
+
+@pytest.mark.parametrize("name", ["medusa", "eagle"])
+def test_sampled_streams_with_heads_draw_as_each_would_alone(target, heads, name):
+    """Each stream samples with its own generator from its own heads' rows: a sampled stream
+    writes what it writes alone from the same seed (Medusa: a single run; EAGLE, whose
+    single run verifies a whole tree and so draws otherwise: a batch of that stream only)."""
+    settings = [RunSettings(p, chat=False, k=3, max_tokens=20,
+                            params=SamplingParams(temperature=0.8, seed=i))
+                for i, p in enumerate(STREAM_PROMPTS)]
+    summary = sampled_batch(target, heads, name, settings)
+    for run, got in zip(settings, summary.summaries):
+        if name == "medusa":
+            alone = make_oracle(name, target=target, **{HEAD_INPUT[name]: heads[name]})
+            assert got.text == single(target, run, alone)[2].text
+            alone.close()
+        else:
+            assert got.text == sampled_batch(target, heads, name, [run]).summaries[0].text
+    assert summary.summaries[1].totals.accepted > 0
+
+
+def sampled_batch(target, heads, name: str, settings: list[RunSettings]):
+    batch, views = target.stream_targets(len(settings))
+    oracles = [make_oracle(name, target=v, **{HEAD_INPUT[name]: heads[name]}) for v in views]
+    try:
+        return StreamsSession(batch, oracles, settings).run_to_end()
+    finally:
+        for oracle in oracles:
+            oracle.close()
 
 
 def guesses(steps) -> dict[int, int]:
