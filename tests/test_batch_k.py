@@ -414,3 +414,24 @@ def test_positions_given_that_found_nothing_to_send_let_the_batch_rest():
     batch.stepped(sent=False)
     batch.stepped(sent=True)
     assert not batch.resting(1)
+
+
+def test_a_guess_the_batch_chose_is_not_priced_again_by_its_oracle():
+    """A tree oracle prices its own nodes with auto K's single-sequence prices; where the
+    batch chose the stream's K (priced at the batch's width), the oracle is not given them,
+    so it cannot decline what the batch chose to verify."""
+    from types import SimpleNamespace
+
+    from test_oracles import run_context
+
+    from specviz.engines.loop.session import propose
+
+    oracle = make_oracle("suffix", suffix_memory="off")
+    policy = SimpleNamespace(verify_ms=lambda rows, n_ctx: 1.0,
+                             choose=lambda context, most: 2)
+    run = SimpleNamespace(oracle=oracle, k_policy=policy, context=[1, 2, 3], k=0)
+    oracle.start(run_context([1, 2, 3]))
+    propose(run, 8)
+    assert oracle.price is policy.verify_ms  # a single run: its oracle prices its tree
+    propose(run, 8, chosen=2)
+    assert oracle.price is None

@@ -263,12 +263,16 @@ def propose(run: Proposing, room: int, chosen: int | None = None
             ) -> tuple[int, int, Proposal | TreeProposal]:
     """K as chosen (`chosen` where a batch chose it, else the policy's or the run's), K within
     the `room` left, and the oracle's guesses for it."""
+    batch_chose = chosen is not None
     if chosen is None:
         chosen = run.k_policy.choose(run.context, room + 1) if run.k_policy else run.k
     k = max(0, min(chosen, room))
-    # Oracles may be shared by lanes and runs with and without auto K: priced per step.
+    # Oracles may be shared by lanes and runs with and without auto K: priced per step. A
+    # batch that chose K priced the stream's guesses at the batch's width; the oracle's own
+    # prices (a single sequence's tree) would second-guess it.
     if isinstance(run.oracle, AutoKHints):
-        run.oracle.price_with(run.k_policy.verify_ms if run.k_policy else None)
+        own = run.k_policy is not None and not batch_chose
+        run.oracle.price_with(run.k_policy.verify_ms if own else None)
     return chosen, k, (run.oracle.propose(run.context, k) if k else Proposal())
 
 
