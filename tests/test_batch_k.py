@@ -435,3 +435,46 @@ def test_a_guess_the_batch_chose_is_not_priced_again_by_its_oracle():
     assert oracle.price is policy.verify_ms  # a single run: its oracle prices its tree
     propose(run, 8, chosen=2)
     assert oracle.price is None
+
+
+def test_a_batchs_streams_learn_one_oracles_odds_together():
+    """The streams of a batch pool what they judge: a stream that has judged nothing starts
+    from the others' odds, not from good odds to explore, and its own judgments then move
+    it; a policy of its own (a single run) learns alone as before."""
+    from test_cost import step
+
+    from specviz.engines.cost.auto_k import EXPLORE_JUDGED, Acceptance
+
+    pool = Acceptance()
+    first, second = (FakeLookup(), FakeLookup())
+    first.match = second.match = None  # guesses that copy nothing (heads, a draft)
+    policies = [AutoK(o, flat(), pool=pool) for o in (first, second)]
+    alone = AutoK(FakeLookup(), flat())
+    alone.oracle.match = None
+    context = [7] * 512
+    assert policies[1].odds(context).exploring and alone.odds(context).exploring
+    for _ in range(EXPLORE_JUDGED):  # the first stream's first guesses all fail
+        policies[0].observe(step(2, 0))
+    odds = policies[1].odds(context)
+    assert not odds.exploring and odds.accept[0] < 0.1  # the batch's odds, its own none
+    assert alone.odds(context).exploring
+    for _ in range(30):  # its own guesses hold: its odds are its own again
+        policies[1].observe(step(1, 1))
+    assert policies[1].odds(context).accept[0] > 0.6
+
+
+def test_a_pooled_estimate_leaves_a_streams_own_judgments_out_of_its_prior():
+    """A stream's judgments count once in its estimate: its prior is the other streams'."""
+    from specviz.engines.cost.auto_k import PRIOR_MEAN, PRIOR_WEIGHT, Acceptance
+
+    pool = Acceptance()
+    one, other = Acceptance(pool=pool), Acceptance(pool=pool)
+    for held in (True, True, False, True):
+        one.add(1, held)
+    lonely = Acceptance()
+    for held in (True, True, False, True):
+        lonely.add(1, held)
+    assert one.estimate(1) == pytest.approx(lonely.estimate(1))  # no one else judged
+    assert other.estimate(1) == pytest.approx((3 + PRIOR_MEAN * PRIOR_WEIGHT)
+                                              / (4 + PRIOR_WEIGHT))
+    assert other.learnt == one.learnt == pool.judged == 4 and other.judged == 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..backends.base import Backend
-from ..cost.auto_k import AutoK
+from ..cost.auto_k import Acceptance, AutoK
 from ..cost.batch_k import BatchK
 from ..cost.profile_data import BATCHES
 from ..cost.profile_widths import widen
@@ -99,8 +99,9 @@ class StreamsBuilder:
                                          self.target, draft, self.say)
         first = self.first_policy
         first.profile = widen(self.target, first.profile, len(oracles), self.say)
+        pool = Acceptance(first.acceptance.decay)  # the streams learn one oracle's odds
         policies = [AutoK(o, first.profile, first.draft_profile, k_max=BATCHES[-1] - 1,
-                          known_accept=first.known_accept) for o in oracles]
+                          known_accept=first.known_accept, pool=pool) for o in oracles]
         return policies, BatchK(policies, first.profile, padded=self.target.pads_streams)
 
     def close(self, reusable: bool = True) -> None:
