@@ -478,3 +478,13 @@ def test_a_pooled_estimate_leaves_a_streams_own_judgments_out_of_its_prior():
     assert other.estimate(1) == pytest.approx((3 + PRIOR_MEAN * PRIOR_WEIGHT)
                                               / (4 + PRIOR_WEIGHT))
     assert other.learnt == one.learnt == pool.judged == 4 and other.judged == 0
+
+
+def test_a_padded_batch_learns_odds_one_position_a_stream():
+    """In a padded pass a stream's second exploring position widens every stream's row: a
+    padded batch explores one position a stream, a batch of rows side by side two."""
+    exploring = {i: Odds((0.9,) * 8, exploring=True) for i in range(4)}
+    side_by_side = batch_of(4, flat())
+    padded = BatchK([AutoK(FakeLookup(), flat()) for _ in range(4)], flat(), padded=True)
+    assert set(side_by_side.choose(wants(4), exploring).ks.values()) == {2}
+    assert set(padded.choose(wants(4), exploring).ks.values()) == {1}

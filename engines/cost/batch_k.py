@@ -115,7 +115,10 @@ class BatchK:
         if odds is None:
             odds = {w.index: self.policies[w.index].odds(w.context) for w in wants}
         n_ctx = round(sum(len(w.context) for w in wants) / max(len(wants), 1))
-        order = positions_by_worth(wants, odds, self._draft_ms, self._may_explore)
+        # Learning odds in a padded pass, a stream's second position widens every stream's
+        # row: one position a stream, all streams at once, learns them at half the width.
+        explore_k = 1 if self.padded else EXPLORE_K
+        order = positions_by_worth(wants, odds, self._draft_ms, self._may_explore, explore_k)
         count, rate, plain = self._best_count(order, wants, n_ctx)
         ks = {w.index: 0 for w in wants}
         for _, index, _ in order[:count]:
@@ -261,20 +264,20 @@ class Saving:
 
 def positions_by_worth(wants: Sequence[Want], odds: dict[int, Odds],
                        draft_ms: Callable[[Want], float],
-                       may_explore: Callable[[Want], bool] = lambda _: True
-                       ) -> list[tuple[float, int, float]]:
+                       may_explore: Callable[[Want], bool] = lambda _: True,
+                       explore_k: int = EXPLORE_K) -> list[tuple[float, int, float]]:
     """Every position a stream could guess, as (worth, stream, its drafting ms), the worthiest
     first: its worth is the chance it and the guesses before it hold, which falls along a
     stream, so each stream's positions stay in order; `draft_ms(want)` what guessing one
     more token costs that stream. A stream still learning its odds is
-    priced at good odds for EXPLORE_K positions at most, enough to learn from, where
+    priced at good odds for `explore_k` positions at most, enough to learn from, where
     `may_explore(want)` says learning them can pay."""
     found = []
     for w in wants:
         chance = odds[w.index]
         limit = min(len(chance.accept), max(w.room, 0))
         if chance.exploring:
-            limit = min(limit, EXPLORE_K) if may_explore(w) else 0
+            limit = min(limit, explore_k) if may_explore(w) else 0
         each_ms = draft_ms(w) if limit else 0.0
         survive = 1.0
         for j in range(limit):
