@@ -94,7 +94,10 @@ class Acceptance:
         return (acc + prior * PRIOR_WEIGHT) / (n + PRIOR_WEIGHT)
 
     def apart(self, key: int, own: Sequence[float] | None, prior: float) -> float:
-        """The estimate of `key` from every judgment but `own` (a stream's own counts)."""
+        """The estimate of `key` from every judgment but `own` (a stream's own counts). Exact
+        without decay and for one stream; with decay the pool forgets at every stream's
+        judgment and a stream's counts at its own only, so the others' share is approximate
+        (never below nothing)."""
         acc, n = self.counts.get(key, (0.0, 0.0))
         if own is not None:
             acc, n = max(0.0, acc - own[0]), max(0.0, n - own[1])
