@@ -252,7 +252,6 @@ class BatchTarget:
         self.streams: HFStreams | None = None
         self.rows = StreamRows()  # asked for by the streams' oracles as they are built
 
-
     def __getattr__(self, name: str):
         return getattr(self._backend, name)
 
