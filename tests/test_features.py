@@ -56,3 +56,40 @@ def test_a_layer_the_model_lacks_is_refused(tiny_backend):
     with pytest.raises(ValueError, match="layer 5 does not exist"):
         tiny_backend.keep_features([0, 5])
     tiny_backend.keep_features(None)
+
+
+def test_kept_rows_equal_a_plain_list_of_them_through_growth_rollbacks_and_trees():
+    """The buffer that doubles when full holds what appending each forward's rows to a list
+    and cutting it would, over a long run of random forwards, rollbacks, tree keeps and gaps."""
+    import random
+
+    from specviz.engines.backends.hf_features import LayerFeatures
+
+    rng = random.Random(3)
+    most = 0
+    kept, rows = LayerFeatures(), []  # rows: the plain list's, None where nothing is held
+    for _ in range(600):
+        op = rng.random()
+        held = len(rows or [])
+        if op < 0.75:  # a forward right after what is held (now and then from 0, or a gap)
+            start = rng.choice([held] * 40 + [0, held + 1])
+            new = torch.randn(rng.randint(1, 9), 5)
+            kept.put(new, start)
+            rows = None if start > held else [*(rows or [])[:start], *new]
+        elif op < 0.9:  # a rollback of a few rows (now and then of all)
+            n = rng.choice([held - rng.randint(0, 6)] * 8 + [-1, 0, held + 2])
+            kept.cut(n)
+            rows = (rows or [])[:max(n, 0)] or None
+        else:
+            n_past = rng.randint(max(0, held - 6), held)
+            path = sorted(rng.sample(range(held - n_past), rng.randint(0, held - n_past)))
+            kept.select(n_past, path)
+            rows = [*(rows or [])[:n_past], *[rows[n_past + i] for i in path]] or None
+        assert len(kept) == len(rows or [])
+        most = max(most, len(kept))
+        if rows:
+            assert torch.equal(kept.rows(0, len(rows)), torch.stack(rows))
+            assert kept.rows(0, len(rows) + 1) is None
+        else:
+            assert kept.rows(0, 1) is None
+    assert most > 150  # the buffer grew past its first size (64) more than once

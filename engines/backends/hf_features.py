@@ -63,14 +63,19 @@ class LayerInputHooks:
 
 
 class LayerFeatures:
-    """Rows of the concatenated inputs of `layer_ids`, one per cached position."""
+    """Rows of the concatenated inputs of `layer_ids`, one per cached position.
+
+    The rows sit in a buffer that doubles when full, so a step writes only its own rows:
+    copied whole at every step, a stream of a batch of four spent 0.26 ms a step on it, about
+    1% of a step of smollm2 on a 2-core CPU, and more as its text grew."""
 
     def __init__(self) -> None:
         self._hooks: LayerInputHooks | None = None
         self._armed = False
         self._caught = None  # this forward's joined inputs, once every layer has seen it
         self._order: tuple[int, ...] = ()
-        self._rows = None  # (positions, features) tensor, position 0 first
+        self._buf = None  # (capacity, features) tensor, position 0 first
+        self._n = 0  # the positions held: _buf[:_n]
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -80,7 +85,8 @@ class LayerFeatures:
         """Hook the given layers (None: unhook); rows kept so far are dropped."""
         if self._hooks is not None:
             self._hooks.close()
-        self._hooks, self._rows, self._caught, self._order = None, None, None, ()
+        self._hooks, self._caught, self._order = None, None, ()
+        self._buf, self._n = None, 0
         if model is None or not layer_ids:
             return
         self._hooks = LayerInputHooks(model, layer_ids, self._catch, lambda: self._armed)
@@ -104,35 +110,40 @@ class LayerFeatures:
 
     def put(self, new, start: int) -> None:
         """Rows `new` (n, features) for positions start, start+1, ... after those held."""
-        import torch
+        if start > self._n:  # a gap: rows always begin at position 0
+            self._buf, self._n = None, 0
+            return
+        end = start + len(new)
+        if self._buf is None or end > len(self._buf) or self._buf.shape[1:] != new.shape[1:]:
+            self._grow(new, start, end)
+        self._buf[start:end] = new
+        self._n = end
 
-        if start == 0:
-            self._rows = new
-        elif self._rows is not None and len(self._rows) >= start:
-            self._rows = torch.cat([self._rows[:start], new])
-        else:
-            self._rows = None
+    def _grow(self, new, start: int, end: int) -> None:
+        """A buffer of twice the rows needed, holding the first `start` rows held."""
+        bigger = new.new_empty((max(2 * end, 64), *new.shape[1:]))
+        if start:
+            bigger[:start] = self._buf[:start]
+        self._buf = bigger
 
     def cut(self, n: int) -> None:
         """The cache now holds only positions < n."""
-        if self._rows is not None:
-            self._rows = self._rows[:n] if n > 0 else None
+        self._n = max(0, min(self._n, n))
 
     def select(self, n_past: int, path: Sequence[int]) -> None:
         """A masked forward's rows are tree nodes after `n_past`: keep the accepted chain's."""
-        if self._rows is None or len(self._rows) < n_past:
+        if self._buf is None or self._n < n_past:
             return
-        import torch
-
-        nodes = self._rows[n_past:]
-        chain = nodes[list(path)] if path else nodes[:0]
-        self._rows = torch.cat([self._rows[:n_past], chain])
+        chain = self._buf[n_past:self._n][list(path)]  # indexing copies
+        self._buf[n_past:n_past + len(chain)] = chain
+        self._n = n_past + len(chain)
 
     def rows(self, start: int, end: int):
-        """Rows for positions [start, end), or None where any of them is not held."""
-        if self._rows is None or start < 0 or end > len(self._rows) or start > end:
+        """Rows for positions [start, end), or None where any of them is not held (a view:
+        read it before the next forward)."""
+        if not self._n or start < 0 or end > self._n or start > end:
             return None
-        return self._rows[start:end]
+        return self._buf[start:end]
 
     def __len__(self) -> int:
-        return 0 if self._rows is None else len(self._rows)
+        return self._n
