@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cost import FakeLookup
+from test_cost import FakeDraft, FakeLookup
 
 from specviz.engines import events as ev
 from specviz.engines.bench.compare import check_stream_against_plain
@@ -488,3 +488,19 @@ def test_a_padded_batch_learns_odds_one_position_a_stream():
     padded = BatchK([AutoK(FakeLookup(), flat()) for _ in range(4)], flat(), padded=True)
     assert set(side_by_side.choose(wants(4), exploring).ks.values()) == {2}
     assert set(padded.choose(wants(4), exploring).ks.values()) == {1}
+
+
+def test_heads_whose_held_out_odds_cannot_pay_at_the_batchs_width_are_not_explored():
+    """Trained heads come with their held-out acceptance (known_accept): a batch prices
+    learning their odds at it, not at good odds. Where a padded pass of 4 x 2 costs 1.3x a
+    plain one, heads holding 25% are not tried; alone, where 2 rows cost 1.03x one, they are."""
+    shape = Profile("m", "transformers", "cpu", 2, [512], [1, 2, 4, 8, 16, 32],
+                    [[60.0, 62.0, 65.0, 85.0, 140.0, 260.0]])
+
+    def batch(n: int, known) -> BatchK:
+        return BatchK([AutoK(FakeDraft(), shape, known_accept=known) for _ in range(n)],
+                      shape, padded=True)
+
+    assert set(batch(4, None).choose(wants(4)).ks.values()) == {1}  # good odds: explored
+    assert set(batch(4, [0.25, 0.2]).choose(wants(4)).ks.values()) == {0}
+    assert batch(1, [0.25, 0.2]).choose(wants(1)).ks[0] > 0

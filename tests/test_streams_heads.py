@@ -220,3 +220,30 @@ def test_run_streams_with_heads_from_the_command_line(tiny_model_dir, heads, cap
     assert all(s["tokens"] == 12 for s in result["streams_detail"])
     assert sum(s["accepted"] for s in result["streams_detail"]) > 0
     assert np.isfinite(result["speedup"])
+
+
+@pytest.mark.parametrize("name", ["medusa", "eagle"])
+def test_auto_k_starts_from_the_heads_held_out_acceptance(target, heads, name, tmp_path,
+                                                         monkeypatch):
+    """What the heads' training measured on held-out answers, by depth (Medusa's top-1 of
+    each head, EAGLE's acceptance given the depths before held), is what auto K's odds start
+    from and learning them is priced at, alone and in a batch."""
+    from steady_timing import steady_forwards
+
+    from specviz.engines.host.k_policy import k_policy
+    from specviz.engines.host.run_spec import LaneSpec, ModelChoice
+
+    monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
+    steady_forwards(monkeypatch)
+    saved = json.loads(next(heads[name].glob("*.json")).read_text())
+    recorded = (saved["accuracy"]["top1"] if name == "medusa"
+                else saved["specviz"]["accuracy"]["conditional"])
+    oracle = make_oracle(name, target=target, **{HEAD_INPUT[name]: heads[name]})
+    try:
+        assert recorded and oracle.measured_accept() == recorded
+        model = ModelChoice(str(target.model_path), "transformers", TEST_DEVICE, 1)
+        policy = k_policy(LaneSpec(name, auto_k=True), model, oracle, target, None)
+        assert policy.known_accept == recorded
+    finally:
+        oracle.close()
+    assert make_oracle("prompt-lookup").measured_accept() is None

@@ -77,28 +77,10 @@ def _read_heads(name: str, way: HeldOut, folder: Path) -> Heads | None:
         return Heads(name, folder, [], problem=data)
     if way.format and data.get("format") != way.format:
         return Heads(name, folder, [], problem=f"{path} is not a {way.format} config")
-    accept = _probabilities(_within(data, way.accept))
+    accept = way.acceptance(data)
     draft_vocab = data.get("draft_vocab_size")
     return Heads(name, folder, accept, draft_vocab if isinstance(draft_vocab, int) else None,
                  "" if accept else "no held-out acceptance recorded (a published head?)")
-
-
-def _within(data: dict, keys: Sequence[str]):
-    """data[keys[0]][keys[1]]...; None where one is missing."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
-
-
-def _probabilities(values) -> list[float]:
-    if not isinstance(values, list):
-        return []
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-            break
-        out.append(float(v))
-    return out
 
 
 def draft_share(target: Backend, heads: Heads) -> float:

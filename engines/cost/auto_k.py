@@ -137,8 +137,9 @@ class AutoK:
         pool: Acceptance | None = None,
     ) -> None:
         self.oracle = oracle
-        # Each draft position's acceptance measured before the run (`specviz pair`), else
-        # None: what exploring is priced at and the estimates start from.
+        # Each draft position's acceptance measured before the run (`specviz pair` for a
+        # draft, held-out answers for trained heads), else None: what exploring is priced at
+        # and the estimates start from.
         self.known_accept = list(known_accept) if known_accept else None
         self.clock = clock
         self.hints = hints_of(oracle)  # the oracle's, or the defaults
@@ -292,7 +293,7 @@ class AutoK:
         gain = max(EXPLORE_GAIN, self.hints.min_gain)
         # Asked on every step until the odds are learnt (every step, where they never are):
         # the first K that pays settles it.
-        # Odds `specviz pair` measured for this draft, where it did: else good odds.
+        # Odds measured before the run (`specviz pair`, heads' held-out answers): else good odds.
         odds = [OPTIMISTIC_ACCEPT if self._known(i) is None else self._known(i)
                 for i in range(1, depth + 1)]
 

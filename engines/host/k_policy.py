@@ -20,7 +20,8 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
 
     It needs the target's cost profile (and the draft's, for the draft oracle): the stored
     one, or timed now on the loaded model within a first run's budget (profile_plan.py) and
-    stored for next time; `refresh` times the whole profile.
+    stored for next time; `refresh` times the whole profile. Its odds start from what was
+    measured before the run: `specviz pair`'s for a draft, the held-out answers' for heads.
     """
     if not lane.auto_k or is_plain(oracle.name):
         return None
@@ -41,7 +42,7 @@ def k_policy(lane: LaneSpec, model: ModelChoice, oracle: Oracle, target: Backend
 
     draft_profile = profile_of(lane.draft_model, draft) if draft is not None else None
     return AutoK(oracle, profile_of(model.target, target), draft_profile,
-                 known_accept=_pair_measured(lane, model))
+                 known_accept=_pair_measured(lane, model) or oracle.measured_accept())
 
 
 def _pair_measured(lane: LaneSpec, model: ModelChoice) -> list[float] | None:

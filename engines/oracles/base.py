@@ -8,7 +8,7 @@ their own (a draft model) keep that model's cache in step with the context thems
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..events import Lookahead, Span
 from ..sampling import SamplingParams
-from .registry import ORACLE_INFO, OracleInfo
+from .registry import ORACLE_INFO, HeldOut, OracleInfo
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,20 @@ class Oracle(ABC):
         """The most drafted tokens on one branch of its proposals (what one step can accept
         before the target's own token); 0: as many as K asks for."""
         return self.tree_nodes()
+
+    def measured_accept(self) -> list[float] | None:
+        """Each draft position's acceptance measured before the run, given the positions
+        before it held: what its trained heads' config recorded on held-out answers (the
+        registry says where, `HeldOut`), from which auto K's odds start. None: not measured."""
+        way = _described(self.name).advise
+        config = self.heads_config()
+        if not isinstance(way, HeldOut) or config is None:
+            return None
+        return way.acceptance(config) or None
+
+    def heads_config(self) -> Mapping | None:
+        """The trained heads' config as saved (None: the oracle has none)."""
+        return None
 
     def close(self) -> None:
         """Undo what the oracle set on the models it was given (a hook on the target). The

@@ -80,6 +80,9 @@ class EagleOracle(Oracle, AutoKHints):
             self._cache.crop(0)
             self._fed, self._last = [], None
 
+    def heads_config(self) -> dict:
+        return self.config
+
     def tree_nodes(self) -> int:
         return self.settings.budget
 

@@ -11,6 +11,7 @@ tree from the heads' top-k tokens, for tree verification.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,9 @@ class MedusaOracle(Oracle):
         quantized kernels (engines.machine.precision); the target verifies in its own
         precision."""
         self._lm_head = self._lm_heads.pick(bool(self.settings.int8), str(self.target.device))
+
+    def heads_config(self) -> dict:
+        return asdict(self.config)
 
     def tree_nodes(self) -> int:
         return self.settings.budget

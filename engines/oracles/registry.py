@@ -138,6 +138,20 @@ class HeldOut:
     int8_speedup: float = 1.0  # its drafting with int8 weights on a CPU (the default)
     train: str = "specviz train-heads"  # the command that trains them
 
+    def acceptance(self, config: Mapping) -> list[float]:
+        """The acceptance by depth recorded in `config` (the heads' config as saved), up to
+        the first value that is not a probability; empty where none is recorded (a
+        published head)."""
+        values = config
+        for key in self.accept:
+            values = values.get(key) if isinstance(values, Mapping) else None
+        out: list[float] = []
+        for v in values if isinstance(values, list) else ():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                break
+            out.append(float(v))
+        return out
+
 
 TEACHER_FORCED = TeacherForced()
 
