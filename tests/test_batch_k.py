@@ -504,3 +504,11 @@ def test_heads_whose_held_out_odds_cannot_pay_at_the_batchs_width_are_not_explor
     assert set(batch(4, None).choose(wants(4)).ks.values()) == {1}  # good odds: explored
     assert set(batch(4, [0.25, 0.2]).choose(wants(4)).ks.values()) == {0}
     assert batch(1, [0.25, 0.2]).choose(wants(1)).ks[0] > 0
+    # A tree oracle (an EAGLE head's 16 nodes) alone is priced at its tree's rows, in a batch
+    # at the chain the batch verifies.
+    tree = FakeDraft()
+    tree.tree_nodes = lambda: 16
+    alone = AutoK(tree, shape, known_accept=[0.25, 0.2])
+    assert alone.rows(1) == 17 and not alone.may_explore(512)
+    in_batch = BatchK([AutoK(tree, shape, known_accept=[0.25, 0.2])], shape, padded=True)
+    assert in_batch.policies[0].rows(1) == 2 and in_batch.choose(wants(1)).ks[0] > 0

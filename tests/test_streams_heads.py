@@ -230,7 +230,7 @@ def test_auto_k_starts_from_the_heads_held_out_acceptance(target, heads, name, t
     from and learning them is priced at, alone and in a batch."""
     from steady_timing import steady_forwards
 
-    from specviz.engines.host.k_policy import k_policy
+    from specviz.engines.host.k_policy import chain_measured, k_policy
     from specviz.engines.host.run_spec import LaneSpec, ModelChoice
 
     monkeypatch.setenv("SPECVIZ_HOME", str(tmp_path))
@@ -243,7 +243,10 @@ def test_auto_k_starts_from_the_heads_held_out_acceptance(target, heads, name, t
         assert recorded and oracle.measured_accept() == recorded
         model = ModelChoice(str(target.model_path), "transformers", TEST_DEVICE, 1)
         policy = k_policy(LaneSpec(name, auto_k=True), model, oracle, target, None)
-        assert policy.known_accept == recorded
+        # EAGLE alone sends trees, which hold more than the chain measured; a batch verifies
+        # its first chain, so there both start from the held-out figures.
+        assert policy.known_accept == (recorded if name == "medusa" else None)
+        assert chain_measured(oracle, chains=True) == recorded
     finally:
         oracle.close()
     assert make_oracle("prompt-lookup").measured_accept() is None

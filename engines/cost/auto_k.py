@@ -177,6 +177,8 @@ class AutoK:
         self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
         # False in a batch of streams: a step's pass is the batch's, learnt by batch_k.py.
         self.learns_passes = True
+        # True in a batch of streams, which verifies a tree as its first chain (loop/streams.py).
+        self.chains_only = False
 
     # ------------------------------------------------------------ before a step
 
@@ -371,7 +373,7 @@ class AutoK:
     def rows(self, k: int) -> float:
         """Rows one verification sends for draft length k: k+1 for a linear draft."""
         budget = self.oracle.tree_nodes()
-        if k == 0 or budget == 0 or self.hints.nodes_within_k:
+        if k == 0 or budget == 0 or self.hints.nodes_within_k or self.chains_only:
             return k + 1
         return self.rows_at.get(k, 1 + budget)
 

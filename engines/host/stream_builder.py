@@ -21,7 +21,7 @@ from ..cost.profile_widths import widen
 from ..errors import SpecvizError
 from ..loop.streams import StreamsSession, check_streams
 from ..oracles import Oracle, is_plain
-from .k_policy import k_policy
+from .k_policy import chain_measured, k_policy
 from .model_pool import ModelPool
 from .run_builder import acquire, build_oracle, settings
 from .run_spec import LaneSpec, RunRequest
@@ -100,8 +100,9 @@ class StreamsBuilder:
         first = self.first_policy
         first.profile = widen(self.target, first.profile, len(oracles), self.say)
         pool = Acceptance(first.acceptance.decay)  # the streams learn one oracle's odds
+        known = first.known_accept or chain_measured(oracles[0], chains=True)
         policies = [AutoK(o, first.profile, first.draft_profile, k_max=BATCHES[-1] - 1,
-                          known_accept=first.known_accept, pool=pool) for o in oracles]
+                          known_accept=known, pool=pool) for o in oracles]
         return policies, BatchK(policies, first.profile, padded=self.target.pads_streams)
 
     def close(self, reusable: bool = True) -> None:
