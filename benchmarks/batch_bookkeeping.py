@@ -39,6 +39,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--backend", choices=["llama", "transformers"], default="llama")
     p.add_argument("--oracle", default="prompt-lookup")
     p.add_argument("--streams", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
@@ -46,7 +47,7 @@ def main() -> None:
     p.add_argument("--prompts", choices=PROMPT_SETS[1:], default="quickstart")
     args = p.parse_args()
     prompts = prompt_set(args.prompts, None)
-    model = ModelChoice(args.target, "llama", threads=args.threads)
+    model = ModelChoice(args.target, args.backend, threads=args.threads)
     request = RunRequest(prompts[0], model, max_tokens=args.max_tokens)
     pool = ModelPool()
     sides = {"auto": StreamsBuilder(LaneSpec(args.oracle, 0, auto_k=True), request, pool, print),
