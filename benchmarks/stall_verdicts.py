@@ -74,24 +74,25 @@ def _times(steps) -> list[list[float]]:
              s.timing.verify_ms, s.timing.other_ms] for s in steps]
 
 
-def streams_command(oracle: str, max_tokens: int, streams: int) -> list[str]:
+def streams_command(oracle: str, max_tokens: int, streams: int,
+                    backend: str = "llama") -> list[str]:
     """`specviz run` of N streams batched, auto K for the batch, against plain decoding of
     the same streams (the JSON's last line has the batch's speedup and verdict)."""
     return [sys.executable, "-c", "import sys; from specviz.app.cli.main import main; "
             "sys.exit(main())", "run", "--oracle", oracle, "--k", "auto", "--baseline",
             "--streams", str(streams), "--stream-prompts", "quickstart", "--prompt-file",
-            PROMPT, "--max-tokens", str(max_tokens), "--json"]
+            PROMPT, "--max-tokens", str(max_tokens), "--backend", backend, "--json"]
 
 
 def one_run(condition: str, oracle: str, max_tokens: int, expect_s: float,
-            streams: int | None = None) -> dict:
+            streams: int | None = None, backend: str = "llama") -> dict:
     busy = subprocess.Popen(BUSY) if condition in ("busy", "stops") else None
     timer = None
     if condition in ("starts", "stops"):
         at = random.uniform(0.1, 0.9) * expect_s
         timer = threading.Timer(at, _switch, (condition, busy, []))
         timer.start()
-    cmd = (streams_command(oracle, max_tokens, streams) if streams else
+    cmd = (streams_command(oracle, max_tokens, streams, backend) if streams else
            [sys.executable, __file__, "--child", "--oracle", oracle,
             "--max-tokens", str(max_tokens)])
     began = time.monotonic()
@@ -159,6 +160,8 @@ def main() -> None:
     p.add_argument("--score", type=Path, nargs="*")
     p.add_argument("--streams", type=int, default=None,
                    help="N streams batched, auto K for the batch (specviz run --streams N)")
+    p.add_argument("--backend", choices=("llama", "transformers"), default="llama",
+                   help="the backend of the --streams runs (transformers: heads run there)")
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.oracle, args.max_tokens)))
@@ -172,7 +175,8 @@ def main() -> None:
     with (args.out.open("a") if args.out else sys.stdout) as out:
         for n in range(args.runs):
             condition = kinds[n % 2] if kinds == ALTERNATE else random.choice(kinds)
-            run = one_run(condition, args.oracle, args.max_tokens, expect_s, args.streams)
+            run = one_run(condition, args.oracle, args.max_tokens, expect_s, args.streams,
+                          args.backend)
             expect_s = run.get("seconds", expect_s)
             print(json.dumps(run), file=out, flush=True)
             print(f"{n + 1}/{args.runs} {condition}: {run.get('speedup')} "
