@@ -175,10 +175,9 @@ class AutoK:
         self._context_len = 0
         self.explored = False  # the last K chosen was to learn the odds (said in the trace)
         self._explore_no = 0  # steps timed when exploring last looked unable to pay (0: not)
-        # False in a batch of streams: a step's pass is the batch's, learnt by batch_k.py.
-        self.learns_passes = True
-        # True in a batch of streams, which verifies a tree as its first chain (loop/streams.py).
-        self.chains_only = False
+        # True in a batch of streams (batch_k.py): a step's pass is the batch's, learnt there,
+        # and a tree is verified as its first chain (loop/streams.py).
+        self.in_batch = False
 
     # ------------------------------------------------------------ before a step
 
@@ -373,7 +372,7 @@ class AutoK:
     def rows(self, k: int) -> float:
         """Rows one verification sends for draft length k: k+1 for a linear draft."""
         budget = self.oracle.tree_nodes()
-        if k == 0 or budget == 0 or self.hints.nodes_within_k or self.chains_only:
+        if k == 0 or budget == 0 or self.hints.nodes_within_k or self.in_batch:
             return k + 1
         return self.rows_at.get(k, 1 + budget)
 
@@ -480,7 +479,7 @@ class AutoK:
         if event.tree is not None and event.k > 0:
             old_rows = self.rows_at.get(event.k, rows)
             self.rows_at[event.k] = old_rows + EMA * (rows - old_rows)
-        if self.learns_passes:
+        if not self.in_batch:
             self._learn_verify(rows, event.position, t.verify_ms, event.step == 0)
             self.overhead_ms = settle(self.overhead_ms, t.other_ms, self.steps_timed)
         self.steps_timed += 1

@@ -63,8 +63,7 @@ class BatchK:
                  widest: int | None = None, padded: bool = False) -> None:
         self.policies = list(policies)
         for policy in self.policies:
-            policy.learns_passes = False  # the batch's passes are learnt here
-            policy.chains_only = True  # a tree is verified as its first chain
+            policy.in_batch = True  # its passes are learnt here, its trees sent as chains
         self.profile = profile
         # A padded batch computes every stream at the widest's width (the transformers
         # backend): a stream's extra position costs a row of every stream once it is widest.
