@@ -141,3 +141,17 @@ def test_closing_an_oracle_leaves_the_draft_it_was_lent_open(name, tiny_backend,
     oracle.close()
     tiny_draft_backend.reset()
     assert tiny_draft_backend.forward([1, 2]).shape[-1] == tiny_draft_backend.n_vocab
+
+
+def test_held_out_acceptance_reads_probabilities_only_and_never_fails_on_a_hostile_config():
+    """The heads' configs are files anyone may hand over: what auto K and `advise` read of
+    them is the recorded acceptance up to the first value that is not a probability."""
+    from specviz.engines.oracles.registry import ORACLE_INFO
+
+    medusa, eagle = ORACLE_INFO["medusa"].advise, ORACLE_INFO["eagle"].advise
+    assert medusa.acceptance({"accuracy": {"top1": [0.3, 0.2, 1.5, 0.1]}}) == [0.3, 0.2]
+    assert eagle.acceptance({"specviz": {"accuracy": {"conditional": [0.31, True]}}}) == [0.31]
+    for hostile in ({}, {"accuracy": "x"}, {"accuracy": {"top1": {"a": 1}}},
+                    {"accuracy": {"top1": ["0.3", None]}}, {"specviz": [1, 2]},
+                    {"accuracy": {"top1": [float("nan")]}}):
+        assert medusa.acceptance(hostile) == [] and eagle.acceptance(hostile) == []
