@@ -157,6 +157,19 @@ def test_ngram_counts_the_tokens_since_it_was_last_asked_whenever_it_is_asked(
         assert oracle._dynamic.after == counted.after
 
 
+def test_ngram_counts_the_prompt_when_it_starts():
+    """The prompt is counted with the run's prompt processing, not at a step's first
+    lookup (a step is timed against plain decoding's); a new run starts a new count."""
+    oracle = NGramOracle(max_ngram=3, min_ngram=1)
+    prompt = [1, 2, 3, 1, 2, 3, 4]
+    oracle.start(run_context(prompt))
+    counted = NGramCache(1, 3, positions=True)
+    counted.add(prompt)
+    assert oracle._dynamic.stats == counted.stats and oracle._counted == len(prompt)
+    oracle.start(run_context([5, 6]))
+    assert set(oracle._dynamic.stats) == {(5,)} and oracle._counted == 2
+
+
 def test_ngram_corpus_seeds_a_static_cache():
     oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
     oracle.start(run_context([1, 7]))

@@ -145,9 +145,14 @@ class NGramOracle(CopyingOracle):
         self._counted = 0
 
     def start(self, run: RunContext) -> None:
+        """The prompt is counted here, with the run's prompt processing (its prefill time),
+        as suffix decoding indexes its prompt and a draft model reads it: counted at the
+        first lookup instead, 16 streams' prompts took 5 ms of a step that is timed against
+        plain decoding's."""
         super().start(run)
         self._dynamic = NGramCache(self.settings.min_ngram, self.settings.max_ngram, positions=True)
         self._counted = 0
+        self._index(run.prompt_ids)
 
     def observe(self, context: Sequence[int]) -> None:
         """Nothing yet: the context's new tokens are counted when it is next asked. A batch
