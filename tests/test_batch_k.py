@@ -323,18 +323,18 @@ def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
     """Asking and pricing every stream's odds costs about 0.6% of a step of 16 streams: after
     IDLE_STEPS plain steps in a row they are asked every LOOKUP_EVERY-th step only, and at
     once again where guesses pay."""
-    from specviz.engines.cost.auto_k import IDLE_STEPS, LOOKUP_EVERY
+    from specviz.engines.cost.auto_k import LOOKUP_EVERY
+    from specviz.engines.cost.batch_k import idle_steps
 
     batch = batch_of(3, linear())
-    asked = []
-    for step in range(IDLE_STEPS + 3 * LOOKUP_EVERY):
+    asked, idle = [], idle_steps(3)
+    for step in range(idle + 3 * LOOKUP_EVERY):
         if not batch.resting(3):
             asked.append(step)
             batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
         batch.stepped(sent=False)
-    assert asked == [*range(IDLE_STEPS + 1),
-                     *range(IDLE_STEPS + LOOKUP_EVERY, IDLE_STEPS + 3 * LOOKUP_EVERY,
-                            LOOKUP_EVERY)]
+    assert asked == [*range(idle + 1),
+                     *range(idle + LOOKUP_EVERY, idle + 3 * LOOKUP_EVERY, LOOKUP_EVERY)]
     batch.profile = flat(per_row=0.8)  # guesses pay now: asked at every step again
     batch.choose(wants(3), {i: Odds((0.95,) * 8) for i in range(3)})
     assert batch.last.width > 3 and not batch.resting(3)
@@ -343,17 +343,20 @@ def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
 def test_a_wide_resting_batch_asks_one_stream_a_step_at_most_on_average():
     """Up to LOOKUP_EVERY streams a resting batch asks every LOOKUP_EVERY-th step, as a single
     run looks; beyond, every N-th step for N streams, so its lookups stay one a step on
-    average (16 streams asked every fourth step cost the n-gram cache 1% of a CPU's step)."""
+    average (16 streams asked every fourth step cost the n-gram cache 1% of a CPU's step).
+    It rests once its streams have found nothing worth sending at IDLE_STEPS of their steps
+    in a row, as a single run does: sooner the more streams there are."""
     from specviz.engines.cost.auto_k import IDLE_STEPS, LOOKUP_EVERY
 
-    for streams, every in [(1, LOOKUP_EVERY), (LOOKUP_EVERY, LOOKUP_EVERY), (8, 8), (16, 16)]:
+    for streams, every, idle in [(1, LOOKUP_EVERY, IDLE_STEPS), (2, LOOKUP_EVERY, 4),
+                                 (LOOKUP_EVERY, LOOKUP_EVERY, 2), (8, 8, 1), (16, 16, 1)]:
         batch = batch_of(streams, linear())
         asked = []
-        for step in range(IDLE_STEPS + 3 * every):
+        for step in range(idle + 3 * every):
             if not batch.resting(streams):
                 asked.append(step)
             batch.stepped(sent=False)
-        assert asked == [*range(IDLE_STEPS + 1), IDLE_STEPS + every, IDLE_STEPS + 2 * every]
+        assert asked == [*range(idle + 1), idle + every, idle + 2 * every], streams
     batch.stepped(sent=True)  # a guess sent: every step asked again
     assert not batch.resting(16)
 

@@ -94,12 +94,12 @@ class BatchK:
 
     def resting(self, streams: int) -> bool:
         """Whether this step goes plain without asking the `streams` live streams: in a
-        stretch where nothing paid (IDLE_STEPS steps in a row), they are asked every
-        `rest_every(streams)`-th step only. Asking 16 streams' odds and pricing them took
-        about 1.3 ms with the n-gram cache on a 2-core CPU (1% of a step), more of a GPU's
-        short steps: at every step, enough to read slower than plain decoding where
+        stretch where nothing paid (`idle_steps(streams)` steps in a row), they are asked
+        every `rest_every(streams)`-th step only. Asking 16 streams' odds and pricing them
+        took about 1.3 ms with the n-gram cache on a 2-core CPU (1% of a step), more of a
+        GPU's short steps: at every step, enough to read slower than plain decoding where
         speculation stays off."""
-        idle = self.idle - IDLE_STEPS
+        idle = self.idle - idle_steps(streams)
         return not (idle < 0 or idle % rest_every(streams) == 0)
 
     def stepped(self, sent: bool) -> None:
@@ -201,6 +201,14 @@ class BatchK:
         self.scale = settle(self.scale, pass_ms / predicted, self.seen)
         self.overhead_ms = settle(self.overhead_ms, other_ms, self.seen)
         self.seen += 1
+
+
+def idle_steps(streams: int) -> int:
+    """Plain batch steps in a row after which a batch rests: IDLE_STEPS of its streams'
+    steps, as a single run counts them (a step of 16 streams is 16 of them that found
+    nothing worth sending). Counted in batch steps, 16 streams were asked eight times more,
+    5 ms of a 64-step run on a 2-core CPU."""
+    return max(1, -(-IDLE_STEPS // streams))
 
 
 def rest_every(streams: int) -> int:
