@@ -456,6 +456,8 @@ class AutoK:
         each up to and including its first miss, as a sent draft is judged. The run's tokens
         are what verification would have compared a sent copy with (greedy: the same tokens;
         sampling: accepted as often as the target emits them)."""
+        if not self._shadows:  # most steps: 16 streams' events a batch step
+            return
         if event.step == 0:  # a new run: copies kept in an earlier one are not judged on it
             self._shadows = [s for s in self._shadows if s[0] == event.position]
         emitted, first = event.emitted_ids, event.position
