@@ -170,6 +170,18 @@ def test_ngram_counts_the_prompt_when_it_starts():
     assert set(oracle._dynamic.stats) == {(5,)} and oracle._counted == 2
 
 
+def test_prompt_lookup_indexes_the_prompt_when_it_starts():
+    """As the n-gram cache counts it: at start, the index a first lookup would build."""
+    prompt = [4, 5, 6, 4, 5, 7, 4, 5]
+    started, asked = PromptLookupOracle(max_ngram=2, min_ngram=1), PromptLookupOracle(
+        max_ngram=2, min_ngram=1)
+    started.start(run_context(prompt))
+    assert started._indexed == len(prompt) - 1
+    asked._extend_index(prompt)
+    assert started._index == asked._index
+    assert started.propose(prompt, 2).tokens == [7, 4]
+
+
 def test_ngram_corpus_seeds_a_static_cache():
     oracle = NGramOracle(max_ngram=2, corpus_ids=[7, 8, 9, 7, 8, 9])
     oracle.start(run_context([1, 7]))

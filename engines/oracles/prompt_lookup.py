@@ -30,9 +30,12 @@ class PromptLookupOracle(CopyingOracle):
         self._indexed = 0  # context positions whose n-grams are in the index
 
     def start(self, run: RunContext) -> None:
+        """The prompt is indexed here, with the run's prompt processing (as the n-gram
+        cache counts it), not at a timed step's first lookup."""
         super().start(run)
         self._index.clear()
         self._indexed = 0
+        self._extend_index(run.prompt_ids)
 
     def settings_changed(self, old) -> None:
         check_sizes(self.settings)
