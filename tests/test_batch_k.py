@@ -321,7 +321,7 @@ def test_the_longest_streams_lead_shrinks_by_the_chances_not_their_means():
 
 def test_where_nothing_pays_for_a_while_the_streams_are_asked_every_few_steps():
     """Asking and pricing every stream's odds costs about 0.6% of a step of 16 streams: after
-    IDLE_STEPS plain steps in a row they are asked every LOOKUP_EVERY-th step only, and at
+    `idle_steps` plain steps in a row they are asked every LOOKUP_EVERY-th step only, and at
     once again where guesses pay."""
     from specviz.engines.cost.auto_k import LOOKUP_EVERY
     from specviz.engines.cost.batch_k import idle_steps
